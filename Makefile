@@ -1,0 +1,49 @@
+# mirror_core — the two commands that matter: `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-unit test-integration lint typecheck bench dev-up dev-down clean
+
+# Re-install whenever the dependency pins change.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+	$(BIN)/mirror-core dev fetch
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/python scripts/demo.py
+
+test: install
+	$(BIN)/ruff check mirror_core tests scripts bench
+	$(BIN)/mypy
+	$(BIN)/pytest -q -ra tests
+
+test-unit: install
+	$(BIN)/pytest -q tests/unit
+
+test-integration: install
+	$(BIN)/pytest -q tests/integration
+
+lint: install
+	$(BIN)/ruff check mirror_core tests scripts bench
+	$(BIN)/mypy
+
+bench: install
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+dev-up: install
+	$(BIN)/mirror-core dev up
+
+dev-down: install
+	$(BIN)/mirror-core dev down
+
+clean:
+	-$(BIN)/mirror-core dev down
+	rm -rf $(VENV) .dev .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,26 @@
+"""Configuration errors: each names the key and, when known, the file line."""
+
+from __future__ import annotations
+
+
+class ConfigError(Exception):
+    """An invalid configuration value or reference; nothing is started when this is raised."""
+
+    def __init__(self, message: str, key: str | None = None, line: int | None = None,
+                 source: str | None = None) -> None:
+        self.key = key
+        self.line = line
+        self.source = source
+        self.message = message
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        where = []
+        if self.source:
+            where.append(self.source if self.line is None else f"{self.source}:{self.line}")
+        elif self.line is not None:
+            where.append(f"line {self.line}")
+        if self.key:
+            where.append(f"key '{self.key}'")
+        prefix = ", ".join(where)
+        return f"{prefix}: {self.message}" if prefix else self.message

@@ -1,0 +1,169 @@
+"""Every configuration key mirror_core understands, with its type, default and meaning.
+
+This table is the single source of truth: the loader validates against it and the configuration
+reference in the docs is generated from it. Flow-scoped keys may be set globally (``key``) or per
+flow (``A->B.key``); the per-flow value wins.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from mirror_core.filters import PatternList
+from mirror_core.policy import policy_from_name
+
+Scope = Literal["global", "flow"]
+
+
+def parse_bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("true", "false"):
+        return value == "true"
+    raise ValueError(f"expected true or false, got '{raw}'")
+
+
+def int_between(low: int, high: int | None = None) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ValueError(f"expected an integer, got '{raw}'") from None
+        if value < low or (high is not None and value > high):
+            bounds = f">= {low}" if high is None else f"between {low} and {high}"
+            raise ValueError(f"expected an integer {bounds}, got {value}")
+        return value
+
+    return parse
+
+
+def positive_seconds(raw: str) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ValueError(f"expected a number of seconds, got '{raw}'") from None
+    if not value > 0:
+        raise ValueError(f"expected a positive number of seconds, got {raw.strip()}")
+    return value
+
+
+def parse_list(raw: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in raw.split(",") if item.strip())
+
+
+def parse_patterns(raw: str) -> PatternList:
+    items = parse_list(raw)
+    for item in items:
+        try:
+            re.compile(item)
+        except re.error as exc:
+            raise ValueError(f"invalid regular expression '{item}': {exc}") from None
+    return PatternList(items)
+
+
+def parse_separator(raw: str) -> str:
+    # The separator is significant as written: no stripping beyond the properties format.
+    if not raw:
+        raise ValueError("the separator must not be empty")
+    return raw
+
+
+def parse_policy(raw: str) -> str:
+    policy_from_name(raw.strip(), ".")  # validates the name
+    return raw.strip()
+
+
+@dataclass(frozen=True)
+class KeyDef:
+    name: str
+    parse: Callable[[str], Any]
+    default: str
+    doc: str
+    scope: Scope = "flow"
+    #: Older names accepted for the same setting (MirrorMaker 1/2 history).
+    aliases: tuple[str, ...] = ()
+
+
+# MirrorMaker 2's defaults, so existing mm2.properties files behave the same.
+DEFAULT_TOPICS_EXCLUDE = r".*[\-\.]internal, .*\.replica, __.*"
+DEFAULT_GROUPS_EXCLUDE = r"console-consumer-.*, connect-.*, __.*"
+DEFAULT_CONFIG_EXCLUDE = (
+    r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
+    r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, "
+    r"unclean\.leader\.election\.enable, min\.insync\.replicas"
+)
+
+KEYS: tuple[KeyDef, ...] = (
+    KeyDef("clusters", parse_list, "", "Comma-separated cluster aliases (required).", scope="global"),
+    KeyDef("enabled", parse_bool, "false",
+           "Whether a flow runs; set per flow as A->B.enabled (MirrorMaker 2 default: false)."),
+    KeyDef("topics", parse_patterns, ".*", "Regexes of source topics to replicate.",
+           aliases=("topics.whitelist", "whitelist")),
+    KeyDef("topics.exclude", parse_patterns, DEFAULT_TOPICS_EXCLUDE,
+           "Regexes of source topics never replicated.", aliases=("topics.blacklist", "blacklist")),
+    KeyDef("groups", parse_patterns, ".*", "Regexes of consumer groups to checkpoint.",
+           aliases=("groups.whitelist",)),
+    KeyDef("groups.exclude", parse_patterns, DEFAULT_GROUPS_EXCLUDE,
+           "Regexes of consumer groups never checkpointed.", aliases=("groups.blacklist",)),
+    KeyDef("replication.policy.class", parse_policy, "DefaultReplicationPolicy",
+           "DefaultReplicationPolicy (remote topic <source>.<topic>) or IdentityReplicationPolicy "
+           "(same name; cycles prevented by a provenance header). MM2 class names accepted."),
+    KeyDef("replication.policy.separator", parse_separator, ".",
+           "Separator between source alias and topic name in remote topic names."),
+    KeyDef("replication.factor", int_between(-1, 32767), "-1",
+           "Replication factor of created remote topics; -1 uses the target broker's default."),
+    KeyDef("heartbeats.topic.replication.factor", int_between(-1, 32767), "-1",
+           "Replication factor of the heartbeats topic; -1 uses the broker default."),
+    KeyDef("offset-syncs.topic.replication.factor", int_between(-1, 32767), "-1",
+           "Replication factor of mirror_core's internal progress topic on the target."),
+    KeyDef("sync.topic.configs.enabled", parse_bool, "true",
+           "Copy topic configs from source to remote topics, at creation and periodically."),
+    KeyDef("sync.topic.configs.interval.seconds", positive_seconds, "600",
+           "How often topic configs and partition counts are compared and synced."),
+    KeyDef("config.properties.exclude", parse_patterns, DEFAULT_CONFIG_EXCLUDE,
+           "Regexes of topic config names never copied to remote topics."),
+    KeyDef("refresh.topics.enabled", parse_bool, "true",
+           "Periodically look for new source topics matching the filters."),
+    KeyDef("refresh.topics.interval.seconds", positive_seconds, "600",
+           "How often new source topics and partitions are discovered."),
+    KeyDef("emit.heartbeats.enabled", parse_bool, "true",
+           "Emit heartbeat records into the source 'heartbeats' topic; they are replicated with the "
+           "data and prove the whole path is alive."),
+    KeyDef("emit.heartbeats.interval.seconds", positive_seconds, "1",
+           "Interval between heartbeats."),
+    KeyDef("offset.flush.interval.ms", int_between(10, 3_600_000), "1000",
+           "How often replication progress is committed to the target (after the target acked)."),
+    KeyDef("replication.batch.max.records", int_between(1, 1_000_000), "10000",
+           "Records fetched per consume call on the hot path."),
+    KeyDef("replication.max.in.flight.records", int_between(1000, 100_000_000), "500000",
+           "Records produced but not yet acknowledged before fetching pauses (back-pressure)."),
+    KeyDef("source.start.position", lambda raw: _choice(raw, ("earliest", "latest")), "earliest",
+           "Where a new flow starts reading a partition that has no recorded progress."),
+)
+
+# MirrorMaker 2 keys that mirror_core accepts and deliberately ignores (they tune Connect internals
+# or features done differently here). A warning names them; they never stop the service.
+IGNORED_MM2_KEYS = frozenset({
+    "tasks.max", "offset-syncs.topic.location", "sync.topic.acls.enabled",
+    "sync.topic.acls.interval.seconds", "emit.checkpoints.enabled",
+    "emit.checkpoints.interval.seconds", "sync.group.offsets.enabled",
+    "sync.group.offsets.interval.seconds", "checkpoints.topic.replication.factor",
+    "refresh.groups.enabled", "refresh.groups.interval.seconds", "offset.lag.max",
+    "dedicated.mode.enable.internal.rest", "key.converter", "value.converter", "header.converter",
+    "offset.storage.replication.factor", "config.storage.replication.factor",
+    "status.storage.replication.factor", "replication.policy.internal.topic.separator.enabled",
+    "exactly.once.source.support", "admin.timeout.ms", "topic.filter.class", "group.filter.class",
+    "config.property.filter.class", "emit.offset-syncs.enabled",
+})
+
+KEYS_BY_NAME: dict[str, KeyDef] = {k.name: k for k in KEYS}
+ALIASES: dict[str, str] = {alias: k.name for k in KEYS for alias in k.aliases}
+
+
+def _choice(raw: str, options: tuple[str, ...]) -> str:
+    value = raw.strip().lower()
+    if value not in options:
+        raise ValueError(f"expected one of {', '.join(options)}, got '{raw}'")
+    return value

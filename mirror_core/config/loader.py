@@ -1,0 +1,267 @@
+"""Validate an mm2.properties file once, at the edge, into a typed :class:`MirrorConfig`.
+
+Every problem is reported as a :class:`ConfigError` naming the key and line; unknown keys become
+warnings (MirrorMaker 2 files carry many Connect-specific keys that are harmless here).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, cast
+
+from mirror_core.config.client_props import ClientKind, applies_to, translate
+from mirror_core.config.errors import ConfigError
+from mirror_core.config.keys import ALIASES, IGNORED_MM2_KEYS, KEYS_BY_NAME
+from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig, Origin
+from mirror_core.config.properties import Property, load_properties, parse_properties
+from mirror_core.filters import NameFilter
+from mirror_core.policy import policy_from_name
+
+_ALIAS_RE = re.compile(r"^[A-Za-z0-9_\-]+$")
+_FLOW_RE = re.compile(r"^([^.\s]+?)->([^.\s]+?)\.(.+)$")
+_KINDS: tuple[ClientKind, ...] = ("consumer", "producer", "admin")
+# Client settings that may be given once for every cluster (MM2 accepts these at top level).
+_GLOBAL_CLIENT_PREFIXES = ("security.protocol", "sasl.", "ssl.", "client.")
+
+
+def load_config(path: str | Path, validate_clients: bool = True) -> MirrorConfig:
+    props = load_properties(path)
+    return parse_config(props, source=str(path), validate_clients=validate_clients)
+
+
+def parse_text(text: str, validate_clients: bool = True) -> MirrorConfig:
+    return parse_config(parse_properties(text), validate_clients=validate_clients)
+
+
+class _Builder:
+    def __init__(self, props: Iterable[Property], source: str | None) -> None:
+        self.source = source
+        self.warnings: list[str] = []
+        self.props: dict[str, Property] = {}
+        for p in props:
+            if p.key in self.props:
+                self.warn(f"key '{p.key}' set twice (lines {self.props[p.key].line} and {p.line}); "
+                          "the last value wins")
+            self.props[p.key] = p
+
+    def where(self, p: Property) -> str:
+        return f"{self.source}:{p.line}" if self.source else f"line {p.line}"
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    def error(self, message: str, p: Property | None = None, key: str | None = None) -> ConfigError:
+        return ConfigError(message, key=key or (p.key if p else None), line=p.line if p else None,
+                           source=self.source)
+
+    def parse_value(self, name: str, p: Property | None) -> Any:
+        definition = KEYS_BY_NAME[name]
+        raw = p.value if p is not None else definition.default
+        try:
+            return definition.parse(raw)
+        except ValueError as exc:
+            raise self.error(str(exc), p, key=p.key if p else name) from None
+
+    # -- build -------------------------------------------------------------------------------
+    def build(self, validate_clients: bool) -> MirrorConfig:
+        clusters_prop = self.props.get("clusters")
+        if clusters_prop is None:
+            raise self.error("required key 'clusters' is missing (e.g. clusters = dc1, dc2)",
+                             key="clusters")
+        aliases = self.parse_value("clusters", clusters_prop)
+        if not aliases:
+            raise self.error("'clusters' lists no cluster alias", clusters_prop)
+        for alias in aliases:
+            if not _ALIAS_RE.match(alias):
+                raise self.error(f"cluster alias '{alias}' may only contain letters, digits, '_' and '-'",
+                                 clusters_prop)
+        if len(set(aliases)) != len(aliases):
+            raise self.error("'clusters' lists an alias twice", clusters_prop)
+
+        globals_: dict[str, Property] = {}
+        global_client: dict[str, Property] = {}
+        cluster_keys: dict[str, dict[str, Property]] = {a: {} for a in aliases}
+        flow_keys: dict[tuple[str, str], dict[str, Property]] = {}
+
+        for key, p in self.props.items():
+            if key == "clusters":
+                continue
+            flow = _FLOW_RE.match(key)
+            if flow:
+                src, dst, rest = flow.groups()
+                for alias in (src, dst):
+                    if alias not in aliases:
+                        raise self.error(f"flow refers to undefined cluster '{alias}' "
+                                         f"(clusters: {', '.join(aliases)})", p)
+                if src == dst:
+                    raise self.error("a flow needs two different clusters", p)
+                flow_keys.setdefault((src, dst), {})[rest] = p
+                continue
+            head, _, rest = key.partition(".")
+            if head in aliases and rest:
+                cluster_keys[head][rest] = p
+                continue
+            name = ALIASES.get(key, key)
+            if name in KEYS_BY_NAME:
+                globals_[name] = p
+            elif key in IGNORED_MM2_KEYS:
+                self.warn(f"{self.where(p)}: MirrorMaker 2 key '{key}' is not used by mirror_core; ignored")
+            elif key.startswith(tuple(f"{k}." for k in _KINDS)) or key.startswith(_GLOBAL_CLIENT_PREFIXES):
+                global_client[key] = p
+            elif key.endswith(".bootstrap.servers"):
+                raise self.error(f"cluster '{key.rsplit('.bootstrap.servers', 1)[0]}' is not listed in "
+                                 f"'clusters' ({', '.join(aliases)})", p)
+            else:
+                self.warn(f"{self.where(p)}: unknown key '{key}'; ignored")
+
+        clusters = {a: self.build_cluster(a, cluster_keys[a], global_client) for a in aliases}
+        flows: list[FlowConfig] = []
+        for (src, dst), keys in flow_keys.items():
+            enabled_prop = keys.get("enabled")
+            if enabled_prop is None or not self.parse_value("enabled", enabled_prop):
+                continue
+            flows.append(self.build_flow(src, dst, keys, globals_, clusters))
+        if not flows:
+            raise self.error("no replication flow is enabled (set e.g. "
+                             f"{aliases[0]}->{aliases[-1]}.enabled = true)", key="enabled")
+        config = MirrorConfig(MappingProxyType(clusters), tuple(flows), tuple(self.warnings), self.source)
+        if validate_clients:
+            self.validate_clients(config)
+        return config
+
+    def translate_into(self, kinds: Iterable[ClientKind], props: dict[str, Property],
+                       settings: dict[ClientKind, dict[str, str]], origins: dict[str, Origin]) -> None:
+        for key, p in props.items():
+            try:
+                translated, warnings = translate({key: p.value})
+            except ValueError as exc:
+                raise self.error(str(exc), p) from None
+            for w in warnings:
+                self.warn(f"{self.where(p)}: {w}")
+            for k, v in translated.items():
+                origins[k] = (p.key, p.line)
+                for kind in kinds:
+                    if applies_to(k, kind):
+                        settings[kind][k] = v
+
+    def split_by_kind(self, keys: dict[str, Property]) -> tuple[dict[str, Property],
+                                                                 dict[ClientKind, dict[str, Property]]]:
+        common: dict[str, Property] = {}
+        per_kind: dict[ClientKind, dict[str, Property]] = {k: {} for k in _KINDS}
+        for rest, p in keys.items():
+            head, _, tail = rest.partition(".")
+            if head in _KINDS and tail:
+                per_kind[cast(ClientKind, head)][tail] = p
+            else:
+                common[rest] = p
+        return common, per_kind
+
+    def build_cluster(self, alias: str, keys: dict[str, Property],
+                      global_client: dict[str, Property]) -> ClusterConfig:
+        bootstrap = keys.pop("bootstrap.servers", None)
+        if bootstrap is None or not bootstrap.value.strip():
+            raise self.error(f"cluster '{alias}' has no bootstrap servers", bootstrap,
+                             key=f"{alias}.bootstrap.servers")
+        for rest, p in list(keys.items()):
+            if rest in KEYS_BY_NAME or rest in ALIASES:
+                self.warn(f"{self.where(p)}: '{p.key}' sets a flow setting on a cluster; "
+                          f"set it globally or per flow (A->B.{rest}); ignored")
+                del keys[rest]
+        settings: dict[ClientKind, dict[str, str]] = {k: {} for k in _KINDS}
+        origins: dict[str, Origin] = {"bootstrap.servers": (bootstrap.key, bootstrap.line)}
+        g_common, g_kinds = self.split_by_kind(global_client)
+        c_common, c_kinds = self.split_by_kind(keys)
+        # Precedence, lowest first: global, global per kind, cluster, cluster per kind.
+        self.translate_into(_KINDS, g_common, settings, origins)
+        for kind in _KINDS:
+            self.translate_into((kind,), g_kinds[kind], settings, origins)
+        self.translate_into(_KINDS, c_common, settings, origins)
+        for kind in _KINDS:
+            self.translate_into((kind,), c_kinds[kind], settings, origins)
+        return ClusterConfig(
+            alias=alias,
+            bootstrap_servers=bootstrap.value.strip(),
+            clients=MappingProxyType({k: MappingProxyType(v) for k, v in settings.items()}),
+            origins=MappingProxyType(origins),
+        )
+
+    def build_flow(self, src: str, dst: str, keys: dict[str, Property], globals_: dict[str, Property],
+                   clusters: dict[str, ClusterConfig]) -> FlowConfig:
+        values: dict[str, Any] = {}
+        client_keys: dict[str, Property] = {}
+        for rest, p in keys.items():
+            name = ALIASES.get(rest, rest)
+            if name in KEYS_BY_NAME:
+                values[name] = self.parse_value(name, p)
+            elif rest.startswith(("consumer.", "producer.")):
+                client_keys[rest] = p
+            elif rest in IGNORED_MM2_KEYS:
+                self.warn(f"{self.where(p)}: MirrorMaker 2 key '{p.key}' is not used by mirror_core; ignored")
+            else:
+                self.warn(f"{self.where(p)}: unknown key '{p.key}'; ignored")
+        for name in KEYS_BY_NAME:
+            if name not in values and name != "clusters":
+                values[name] = self.parse_value(name, globals_.get(name))
+
+        sep_prop = keys.get("replication.policy.separator") or globals_.get("replication.policy.separator")
+        policy = policy_from_name(values["replication.policy.class"], values["replication.policy.separator"])
+        if sep_prop is not None and policy.separator in (" ",):
+            raise self.error("the separator must not be a space", sep_prop)
+
+        _, per_kind = self.split_by_kind(client_keys)
+        settings: dict[ClientKind, dict[str, str]] = {k: {} for k in _KINDS}
+        self.translate_into(("consumer",), per_kind["consumer"], settings, {})
+        self.translate_into(("producer",), per_kind["producer"], settings, {})
+        return FlowConfig(
+            source=src,
+            target=dst,
+            topics=NameFilter(values["topics"], values["topics.exclude"]),
+            groups=NameFilter(values["groups"], values["groups.exclude"]),
+            policy=policy,
+            replication_factor=values["replication.factor"],
+            heartbeats_replication_factor=values["heartbeats.topic.replication.factor"],
+            internal_replication_factor=values["offset-syncs.topic.replication.factor"],
+            sync_topic_configs=values["sync.topic.configs.enabled"],
+            sync_topic_configs_interval_s=values["sync.topic.configs.interval.seconds"],
+            config_properties_exclude=values["config.properties.exclude"],
+            refresh_topics=values["refresh.topics.enabled"],
+            refresh_topics_interval_s=values["refresh.topics.interval.seconds"],
+            emit_heartbeats=values["emit.heartbeats.enabled"],
+            heartbeats_interval_s=values["emit.heartbeats.interval.seconds"],
+            commit_interval_ms=values["offset.flush.interval.ms"],
+            batch_max_records=values["replication.batch.max.records"],
+            max_in_flight_records=values["replication.max.in.flight.records"],
+            start_position=values["source.start.position"],
+            consumer_overrides=MappingProxyType(settings["consumer"]),
+            producer_overrides=MappingProxyType(settings["producer"]),
+        )
+
+    def validate_clients(self, config: MirrorConfig) -> None:
+        """Let librdkafka itself reject unknown or invalid client settings, naming the file key."""
+        from confluent_kafka import Consumer, KafkaException, Producer
+
+        for cluster in config.clusters.values():
+            for kind in _KINDS:
+                # log_level 0: the check must not spam connection errors for clusters not up yet.
+                settings = cluster.client_settings(kind, {"log_level": "0"})
+                try:
+                    if kind == "consumer":
+                        settings.setdefault("group.id", "mirror-core-config-check")
+                        Consumer(settings).close()
+                    else:
+                        Producer(settings).flush(0)
+                except (KafkaException, ValueError, TypeError) as exc:
+                    text = str(exc.args[0] if exc.args else exc)
+                    origin = next(((k, line) for lk, (k, line) in cluster.origins.items() if lk in text),
+                                  None)
+                    raise ConfigError(f"invalid {kind} setting for cluster '{cluster.alias}': {text}",
+                                      key=origin[0] if origin else f"{cluster.alias}.*",
+                                      line=origin[1] if origin else None, source=self.source) from None
+
+
+def parse_config(props: Iterable[Property], source: str | None = None,
+                 validate_clients: bool = True) -> MirrorConfig:
+    return _Builder(props, source).build(validate_clients)

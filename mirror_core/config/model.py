@@ -1,0 +1,110 @@
+"""Typed, immutable configuration: what the loader produces and the service consumes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from mirror_core.config.client_props import ClientKind, redact
+from mirror_core.filters import NameFilter, PatternList
+from mirror_core.policy import ReplicationPolicy
+
+Origin = tuple[str, int]  # (key as written in the file, line)
+
+
+def _frozen(d: Mapping[str, str] | None = None) -> Mapping[str, str]:
+    return MappingProxyType(dict(d or {}))
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """One Kafka cluster: its alias and the librdkafka settings of each kind of client."""
+
+    alias: str
+    bootstrap_servers: str
+    #: Translated librdkafka settings per client kind (cluster-wide settings already merged in).
+    clients: Mapping[ClientKind, Mapping[str, str]]
+    #: Which file key and line each librdkafka setting came from, for error messages.
+    origins: Mapping[str, Origin] = field(default_factory=lambda: MappingProxyType({}))
+
+    def client_settings(self, kind: ClientKind, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+        settings = dict(self.clients.get(kind, {}))
+        settings["bootstrap.servers"] = self.bootstrap_servers
+        settings.update(overrides or {})
+        return settings
+
+    def redacted(self) -> dict[str, dict[str, str]]:
+        return {kind: redact(dict(v)) for kind, v in self.clients.items()}
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    """One replication direction ``source->target`` with its own filters and policy."""
+
+    source: str
+    target: str
+    topics: NameFilter
+    groups: NameFilter
+    policy: ReplicationPolicy
+    replication_factor: int
+    heartbeats_replication_factor: int
+    internal_replication_factor: int
+    sync_topic_configs: bool
+    sync_topic_configs_interval_s: float
+    config_properties_exclude: PatternList
+    refresh_topics: bool
+    refresh_topics_interval_s: float
+    emit_heartbeats: bool
+    heartbeats_interval_s: float
+    commit_interval_ms: int
+    batch_max_records: int
+    max_in_flight_records: int
+    start_position: str
+    consumer_overrides: Mapping[str, str] = field(default_factory=_frozen)
+    producer_overrides: Mapping[str, str] = field(default_factory=_frozen)
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}->{self.target}"
+
+    @property
+    def worker_group_id(self) -> str:
+        """Consumer group (on the source cluster) through which mirror processes share partitions."""
+        return self.consumer_overrides.get("group.id", f"mirror-core.{self.source}-{self.target}")
+
+    @property
+    def progress_topic(self) -> str:
+        """Compacted topic on the target holding, per source partition, the next offset to read."""
+        return f"mirror-core.progress.{self.source}.internal"
+
+    def remote_topic(self, topic: str) -> str:
+        return self.policy.format_remote_topic(self.source, topic)
+
+    def should_replicate(self, topic: str) -> bool:
+        """MM2's rule: (filter or heartbeats) and not internal and not a cycle back to the target."""
+        p = self.policy
+        if p.is_internal_topic(topic) or p.is_cycle(topic, self.target):
+            return False
+        return p.is_heartbeats_topic(topic) or self.topics.accepts(topic)
+
+
+@dataclass(frozen=True)
+class MirrorConfig:
+    clusters: Mapping[str, ClusterConfig]
+    flows: tuple[FlowConfig, ...]
+    warnings: tuple[str, ...] = ()
+    source_path: str | None = None
+
+    def flow(self, name: str) -> FlowConfig:
+        for f in self.flows:
+            if f.name == name:
+                return f
+        known = ", ".join(f.name for f in self.flows) or "none"
+        raise KeyError(f"unknown flow '{name}' (enabled flows: {known})")
+
+    def cluster(self, alias: str) -> ClusterConfig:
+        try:
+            return self.clusters[alias]
+        except KeyError:
+            raise KeyError(f"unknown cluster '{alias}' (clusters: {', '.join(self.clusters)})") from None

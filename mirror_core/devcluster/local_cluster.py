@@ -1,0 +1,213 @@
+"""Single-node KRaft Kafka clusters on loopback, for development, the demo and the test suite.
+
+A cluster lives in one directory (``server.properties``, ``data/``, ``logs/``, ``pid``); stopping and
+starting it again keeps its data, which is what broker-restart tests need.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from mirror_core.devcluster.kafka_dist import classpath, java_executable
+
+_BROKER_DEFAULTS = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "4",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "4",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    # A mirror must create remote topics itself, with the right partition count and configs.
+    "auto.create.topics.enable": "false",
+    "log.retention.check.interval.ms": "5000",
+    "log.cleaner.backoff.ms": "1000",
+}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+class ClusterStartError(RuntimeError):
+    """A local broker did not come up; the message points at its log."""
+
+
+@dataclass
+class LocalCluster:
+    name: str
+    base_dir: Path
+    port: int
+    controller_port: int
+    extra_props: dict[str, str] = field(default_factory=dict)
+    heap: str = "768m"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.base_dir / "pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.base_dir / "logs" / "server.log"
+
+    def properties(self) -> dict[str, str]:
+        props = dict(_BROKER_DEFAULTS)
+        props.update({
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(self.base_dir / "data"),
+        })
+        props.update(self.extra_props)
+        return props
+
+    def _write_files(self) -> Path:
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        (self.base_dir / "logs").mkdir(exist_ok=True)
+        conf = self.base_dir / "server.properties"
+        conf.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        log4j = resources.files("mirror_core.devcluster").joinpath("log4j2.properties").read_text()
+        (self.base_dir / "log4j2.properties").write_text(log4j)
+        (self.base_dir / "cluster.json").write_text(json.dumps(
+            {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}, indent=2))
+        return conf
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        return [
+            java_executable(), f"-Xmx{self.heap}", "-Xms128m", "-XX:+UseG1GC",
+            "-XX:TieredStopAtLevel=1" if main != "kafka.Kafka" else "-XX:+UseStringDeduplication",
+            f"-Dkafka.logs.dir={self.base_dir / 'logs'}",
+            f"-Dlog4j2.configurationFile={self.base_dir / 'log4j2.properties'}",
+            "-cp", classpath(), main, *args,
+        ]
+
+    def pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            return pid
+        return pid
+
+    def is_running(self) -> bool:
+        return self.pid() is not None
+
+    def start(self, timeout: float = 90.0) -> None:
+        """Format (first time only) and start the broker; return once it answers metadata requests."""
+        if self.is_running():
+            return
+        for p in (self.port, self.controller_port):
+            if port_in_use(p):
+                raise ClusterStartError(f"cluster {self.name}: port {p} is already in use")
+        conf = self._write_files()
+        if not (self.base_dir / "data" / "meta.properties").exists():
+            fmt = subprocess.run(
+                self._java("kafka.tools.StorageTool", "format", "-t", str(uuid.uuid4().hex[:22]),
+                           "-c", str(conf), "--ignore-formatted"),
+                capture_output=True, text=True, check=False)
+            if fmt.returncode != 0:
+                raise ClusterStartError(f"cluster {self.name}: storage format failed:\n{fmt.stdout}{fmt.stderr}")
+        out = open(self.base_dir / "logs" / "stdout.log", "ab")  # noqa: SIM115 - handed to the child
+        proc = subprocess.Popen(self._java("kafka.Kafka", str(conf)), stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        out.close()
+        self.pid_file.write_text(str(proc.pid))
+        self.wait_ready(timeout, proc)
+
+    def wait_ready(self, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": "0"})
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                raise ClusterStartError(f"cluster {self.name} exited with {proc.returncode}; see {self.log_file}")
+            try:
+                md = admin.list_topics(timeout=1.0)
+                if md.brokers:
+                    return
+            except Exception:
+                pass
+            time.sleep(0.3)
+        raise ClusterStartError(f"cluster {self.name} not ready after {timeout:.0f}s; see {self.log_file}")
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Controlled shutdown (SIGTERM), escalating to SIGKILL after ``timeout``."""
+        pid = self.pid()
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self._alive(pid):
+            time.sleep(0.2)
+        if self._alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            while self._alive(pid):
+                time.sleep(0.1)
+        self.pid_file.unlink(missing_ok=True)
+
+    def kill(self) -> None:
+        pid = self.pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            while self._alive(pid):
+                time.sleep(0.1)
+        self.pid_file.unlink(missing_ok=True)
+
+    @staticmethod
+    def _alive(pid: int) -> bool:
+        try:
+            waited, _ = os.waitpid(pid, os.WNOHANG)
+            if waited == pid:
+                return False
+        except ChildProcessError:
+            pass
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        # A zombie that is not our child still answers kill(0); check its state.
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+            return state != "Z"
+        except (FileNotFoundError, IndexError):
+            return False
+
+    @classmethod
+    def load(cls, base_dir: Path) -> LocalCluster:
+        data = json.loads((base_dir / "cluster.json").read_text())
+        data["base_dir"] = Path(data["base_dir"])
+        return cls(**data)

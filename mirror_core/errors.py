@@ -1,0 +1,21 @@
+"""Typed errors of the replication service (one line each; config errors live in config/errors.py)."""
+
+
+class MirrorError(Exception):
+    """Base class of every error mirror_core raises on purpose."""
+
+
+class ClusterUnavailable(MirrorError):
+    """A cluster did not answer within the allowed time."""
+
+
+class TopicMissing(MirrorError):
+    """A topic the operation needs does not exist."""
+
+
+class RecordTooLarge(MirrorError):
+    """A record exceeds what the target accepts; its partition is paused, never skipped."""
+
+
+class ProgressError(MirrorError):
+    """The progress store on the target could not be read or written."""

@@ -1,0 +1,1 @@
+"""The replication data path: progress store, topic management, the replicator and heartbeats."""

@@ -1,0 +1,99 @@
+"""Per-partition pipeline state of the replicator: produced runs awaiting acknowledgement.
+
+A *batch* is one run of consecutive records of one source partition produced in one go. Only its
+first and last records carry a delivery callback (no per-record Python callbacks on the hot path).
+With an idempotent producer and an exclusive writer, a batch of ``count`` records whose first and
+last records were acknowledged at target offsets ``t_first`` and ``t_last`` with
+``t_last - t_first == count - 1`` landed completely; anything else is treated as a failure and the
+partition is rewound (at-least-once), in *careful* mode where each record is produced and
+acknowledged on its own so that a bad record is identified exactly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+from confluent_kafka import KafkaError, TopicPartition
+
+
+class Batch:
+    __slots__ = ("acked_at", "count", "err", "first", "gen", "next", "pending", "size", "t_first", "t_last",
+                 "ts_last")
+
+    def __init__(self, gen: int, first: int) -> None:
+        self.gen = gen
+        self.first = first  # source offset of the first record in the run
+        self.next = first  # source offset after the run (next to read)
+        self.count = 0
+        self.size = 0
+        self.pending = 0  # delivery callbacks still expected
+        self.t_first = -1
+        self.t_last = -1
+        self.ts_last = 0
+        self.err: KafkaError | None = None
+        self.acked_at = 0.0
+
+    def _record(self, err: KafkaError | None, msg: Any, first: bool, last: bool) -> None:
+        if err is not None:
+            self.err = self.err or err
+        else:
+            off = msg.offset()
+            if first:
+                self.t_first = off
+            if last:
+                self.t_last = off
+                self.acked_at = time.time()
+        self.pending -= 1
+
+    def on_first(self, err: KafkaError | None, msg: Any) -> None:
+        self._record(err, msg, True, False)
+
+    def on_last(self, err: KafkaError | None, msg: Any) -> None:
+        self._record(err, msg, False, True)
+
+    def on_single(self, err: KafkaError | None, msg: Any) -> None:
+        self._record(err, msg, True, True)
+
+    def fail(self, err: KafkaError) -> None:
+        """A synchronous produce failure: the batch fails once outstanding callbacks arrive."""
+        self.err = self.err or err
+
+    @property
+    def done(self) -> bool:
+        return self.pending <= 0
+
+    @property
+    def landed(self) -> bool:
+        """True when every record of the run is known to be on the target."""
+        if self.err is not None:
+            return False
+        return self.count == 0 or self.t_last - self.t_first == self.count - 1
+
+
+class PartitionState:
+    """Replication state of one assigned source partition.
+
+    ``acked`` is the next source offset such that every record before it is acknowledged by the
+    target; it is the only value ever written as progress.
+    """
+
+    __slots__ = ("acked", "backoff", "careful", "committed", "gen", "is_heartbeat", "next", "partition",
+                 "paused_reason", "pending", "remote", "retry_at", "topic", "tp")
+
+    def __init__(self, topic: str, partition: int, remote: str, resume: int | None, is_heartbeat: bool) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.remote = remote
+        self.tp = TopicPartition(topic, partition)
+        self.next: int | None = resume  # next offset expected from the consumer
+        self.acked: int | None = resume
+        self.committed: int | None = resume
+        self.pending: deque[Batch] = deque()
+        self.gen = 0
+        self.careful = False
+        self.paused_reason: str | None = None
+        self.retry_at = 0.0
+        self.backoff = 0.5
+        self.is_heartbeat = is_heartbeat

@@ -1,0 +1,654 @@
+"""The replicator of one flow: consume a batch from the source, produce it to the target, and
+commit progress for what the target acknowledged.
+
+Commit order (the at-least-once invariant): records are produced; a batch counts as acknowledged
+only when its delivery reports prove every record landed (see batch.py); progress advances only
+across acknowledged batches, in source order; progress is written to the target afterwards. A crash
+at any point therefore replays records (possible duplicates) and never skips one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from mirror_core.clients import ClusterHealth, make_admin, make_consumer, make_producer
+from mirror_core.config.model import FlowConfig, MirrorConfig
+from mirror_core.errors import ClusterUnavailable
+from mirror_core.metrics import Metrics
+from mirror_core.replication.batch import Batch, PartitionState
+from mirror_core.replication.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
+from mirror_core.replication.progress import ProgressStore, ensure_progress_topic
+from mirror_core.replication.topics import TopicManager
+
+log = logging.getLogger(__name__)
+
+PROVENANCE_HEADER = "mirror-core.provenance"
+# Errors tied to one record: the partition is paused at that record and reported, never skipped.
+RECORD_ERRORS = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD,
+                           KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_MSG,
+                           KafkaError.INVALID_MSG_SIZE})
+TARGET_TOPIC_ERRORS = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION,
+                                 KafkaError._UNKNOWN_TOPIC})
+MAX_BACKOFF_S = 30.0
+_BLOCKED = float("inf")
+
+
+def instance_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class FlowReplicator:
+    """Runs one flow until ``stop`` is set. Not thread-safe: one thread drives it."""
+
+    def __init__(self, config: MirrorConfig, flow: FlowConfig, metrics: Metrics, stop: threading.Event,
+                 instance: str | None = None) -> None:
+        self.config = config
+        self.flow = flow
+        self.metrics = metrics
+        self.stop = stop
+        self.instance = instance or instance_id()
+        self.source_health = ClusterHealth(flow.source, self._on_reachability)
+        self.target_health = ClusterHealth(flow.target, self._on_reachability)
+        self.states: dict[tuple[str, int], PartitionState] = {}
+        self._active: set[PartitionState] = set()
+        self._waiting: set[PartitionState] = set()  # partitions in retry backoff
+        self._subscribed: frozenset[str] = frozenset()
+        self._partition_counts: dict[str, int] = {}
+        self.missing_topics: dict[str, float] = {}
+        self._last_heartbeat_ms = 0
+        self._status: dict[str, Any] = {"flow": flow.name, "state": "starting", "partitions": []}
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+        self._progress: ProgressStore | None = None
+        self._hb_producer: Producer | None = None
+        self._heartbeats: HeartbeatEmitter | None = None
+        self._topics: TopicManager | None = None
+        self._next_refresh = 0.0
+        self._next_config_sync = 0.0
+        self._next_commit = 0.0
+        self._lbl = flow.name
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def run(self) -> None:
+        """Supervise the flow: recreate clients after an unexpected error, with backoff."""
+        backoff = 1.0
+        while not self.stop.is_set():
+            try:
+                self._run_once()
+                return
+            except Exception as exc:
+                self.metrics.errors.labels(self._lbl, "restart").inc()
+                self._set_state(f"restarting after error: {exc}")
+                log.exception("flow %s: unexpected error; restarting in %.0fs", self.flow.name, backoff)
+                self._close_clients(graceful=False)
+                self.stop.wait(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    def status(self) -> dict[str, Any]:
+        """A snapshot for the /status endpoint (safe to call from another thread)."""
+        return self._status
+
+    def _set_state(self, state: str) -> None:
+        self._status = {**self._status, "state": state}
+
+    def _on_reachability(self, alias: str, up: bool) -> None:
+        self.metrics.reachable.labels(alias).set(1 if up else 0)
+
+    def _setup(self) -> None:
+        src = self.config.cluster(self.flow.source)
+        tgt = self.config.cluster(self.flow.target)
+        src_admin = make_admin(src, self.source_health)
+        tgt_admin = make_admin(tgt, self.target_health)
+        self._topics = TopicManager(self.flow, src_admin, tgt_admin)
+        backoff = 1.0
+        while not self.stop.is_set():
+            try:
+                ensure_progress_topic(tgt_admin, self.flow.progress_topic, self.flow.internal_replication_factor)
+                self.target_health.mark_ok()
+                if self.flow.emit_heartbeats:
+                    ensure_heartbeats_topic(src_admin, self.flow.heartbeats_replication_factor)
+                self.source_health.mark_ok()
+                break
+            except Exception as exc:
+                self._set_state(f"waiting for clusters: {exc}")
+                self.metrics.errors.labels(self._lbl, "cluster_unavailable").inc()
+                log.warning("flow %s: clusters not ready (%s); retrying in %.0fs", self.flow.name, exc, backoff)
+                self.stop.wait(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+        self._producer = make_producer(tgt, self.flow.producer_overrides, self.target_health)
+        reader = make_consumer(tgt, f"{self.flow.worker_group_id}.progress-reader", health=self.target_health)
+        self._progress = ProgressStore(self.flow.progress_topic, reader, self.instance)
+        refresh_ms = str(int(min(self.flow.refresh_topics_interval_s * 1000, 30000)))
+        self._consumer = make_consumer(
+            src, self.flow.worker_group_id, self.flow.consumer_overrides, self.source_health,
+            enforced={"topic.metadata.refresh.interval.ms": refresh_ms,
+                      "auto.offset.reset": self.flow.start_position})
+        if self.flow.emit_heartbeats:
+            self._hb_producer = make_producer(src, health=self.source_health,
+                                              enforced={"linger.ms": "0", "message.timeout.ms": "30000"})
+            self._heartbeats = HeartbeatEmitter(self._hb_producer, self.flow.source, self.flow.target,
+                                                self.flow.heartbeats_interval_s)
+
+    def _run_once(self) -> None:
+        self._setup()
+        if self.stop.is_set():
+            self._close_clients(graceful=False)
+            return
+        assert self._consumer is not None and self._producer is not None
+        consumer, producer = self._consumer, self._producer
+        batch_max = self.flow.batch_max_records
+        max_in_flight = self.flow.max_in_flight_records
+        self._set_state("running")
+        log.info("flow %s: replicating (instance %s, group %s)", self.flow.name, self.instance,
+                 self.flow.worker_group_id)
+        try:
+            while not self.stop.is_set():
+                now = time.monotonic()
+                if now >= self._next_refresh:
+                    self._refresh_topics(now)
+                if self._heartbeats is not None:
+                    self._heartbeats.maybe_emit(now)
+                self._resume_due(now)
+                if len(producer) >= max_in_flight:
+                    producer.poll(0.05)  # back-pressure: let the target catch up
+                else:
+                    msgs = consumer.consume(batch_max, 0.1)
+                    if msgs:
+                        self._replicate(msgs)
+                    producer.poll(0)
+                self._collect()
+                if now >= self._next_commit:
+                    self._advance_idle()
+                    self._commit()
+                    self._publish_status()
+                    self._next_commit = now + self.flow.commit_interval_ms / 1000.0
+        finally:
+            self._close_clients(graceful=True)
+
+    def _close_clients(self, graceful: bool) -> None:
+        """Graceful: flush the target, commit final progress, leave the group. Idempotent."""
+        consumer, producer = self._consumer, self._producer
+        self._consumer = None
+        try:
+            if graceful and producer is not None:
+                self._set_state("stopping")
+                producer.flush(30)
+                self._collect()
+                self._commit()
+                producer.flush(10)
+            if consumer is not None:
+                consumer.close()  # runs on_revoke, which commits again (a no-op by then)
+        except Exception:
+            log.exception("flow %s: error while closing", self.flow.name)
+        finally:
+            if self._progress is not None:
+                self._progress.close()
+                self._progress = None
+            if self._hb_producer is not None:
+                self._hb_producer.flush(2)
+                self._hb_producer = None
+            self._producer = None
+            self._heartbeats = None
+            self.states.clear()
+            self._active.clear()
+            self._waiting.clear()
+            self._subscribed = frozenset()
+            self._next_refresh = 0.0
+            self._set_state("stopped" if graceful else self._status.get("state", "stopped"))
+
+    # -- topics and assignment -------------------------------------------------------------------
+    def _refresh_topics(self, now: float) -> None:
+        assert self._topics is not None and self._consumer is not None
+        try:
+            wanted = self._topics.source_topics()
+            self._topics.ensure_remote(wanted)
+            if now >= self._next_config_sync:
+                self._topics.sync_configs(sorted(wanted))
+                self._next_config_sync = now + self.flow.sync_topic_configs_interval_s
+            self.source_health.mark_ok()
+            self.target_health.mark_ok()
+        except (ClusterUnavailable, KafkaException) as exc:
+            self.metrics.errors.labels(self._lbl, "topic_refresh").inc()
+            log.warning("flow %s: topic refresh failed (%s); retrying in 5s", self.flow.name, exc)
+            self._next_refresh = now + 5.0
+            return
+        self._partition_counts = wanted
+        for gone in sorted(self._subscribed - set(wanted)):
+            if gone not in self.missing_topics:
+                self.missing_topics[gone] = time.time()
+                self.metrics.errors.labels(self._lbl, "source_topic_missing").inc()
+                log.error("flow %s: source topic %s disappeared (or no longer matches the filters); "
+                          "it is no longer mirrored", self.flow.name, gone)
+        for back in set(wanted) & set(self.missing_topics):
+            del self.missing_topics[back]
+        self.metrics.topics.labels(self._lbl).set(len(wanted))
+        if frozenset(wanted) != self._subscribed:
+            self._subscribed = frozenset(wanted)
+            if wanted:
+                self._consumer.subscribe(sorted(wanted), on_assign=self._on_assign,
+                                         on_revoke=self._on_revoke, on_lost=self._on_lost)
+            else:
+                self._consumer.unsubscribe()
+            log.info("flow %s: subscribed to %d topics", self.flow.name, len(wanted))
+        interval = self.flow.refresh_topics_interval_s if self.flow.refresh_topics else 3600.0
+        self._next_refresh = now + interval
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        assert self._topics is not None and self._progress is not None and self._producer is not None
+        needed: dict[str, int] = {}
+        for tp in partitions:
+            needed[tp.topic] = max(needed.get(tp.topic, 0), tp.partition + 1,
+                                   self._partition_counts.get(tp.topic, 0))
+        # Remote partitions must exist before a record can land in the same partition number.
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if self._topics.ensure_remote(needed):
+                    for topic in needed:
+                        self._producer.list_topics(self.flow.remote_topic(topic), timeout=10)
+                entries = self._progress.refresh()
+                break
+            except Exception as exc:
+                if time.monotonic() > deadline or self.stop.is_set():
+                    raise
+                log.warning("flow %s: cannot prepare assigned partitions (%s); retrying", self.flow.name, exc)
+                time.sleep(2)
+        for tp in partitions:
+            resume = entries.get((tp.topic, tp.partition))
+            tp.offset = resume if resume is not None else (
+                OFFSET_BEGINNING if self.flow.start_position == "earliest" else OFFSET_END)
+            st = PartitionState(tp.topic, tp.partition, self.flow.remote_topic(tp.topic), resume,
+                                self.flow.policy.is_heartbeats_topic(tp.topic))
+            self.states[(tp.topic, tp.partition)] = st
+        consumer.incremental_assign(partitions)
+        self.metrics.assigned.labels(self._lbl).set(len(self.states))
+        log.info("flow %s: assigned %s", self.flow.name, _describe(partitions))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Cooperative revocation: finish in-flight work and commit before the next owner starts."""
+        if self._producer is not None:
+            self._producer.flush(30)
+            self._collect()
+            revoked = [self.states[k] for k in ((tp.topic, tp.partition) for tp in partitions) if k in self.states]
+            self._commit(revoked)
+            self._producer.flush(10)
+        self._drop(partitions)
+        consumer.incremental_unassign(partitions)
+        log.info("flow %s: revoked %s", self.flow.name, _describe(partitions))
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Lost (session timeout): another instance may own them already, so commit nothing."""
+        self._drop(partitions)
+        consumer.incremental_unassign(partitions)
+        log.warning("flow %s: lost %s", self.flow.name, _describe(partitions))
+
+    def _drop(self, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            st = self.states.pop((tp.topic, tp.partition), None)
+            if st is not None:
+                self._active.discard(st)
+                self._waiting.discard(st)
+                for metric in (self.metrics.lag, self.metrics.position, self.metrics.paused):
+                    metric.labels(self._lbl, st.topic, str(st.partition)).set(0)
+        self.metrics.assigned.labels(self._lbl).set(len(self.states))
+
+    # -- the hot path ----------------------------------------------------------------------------
+    def _replicate(self, msgs: list[Message]) -> None:
+        n = len(msgs)
+        i = 0
+        while i < n:
+            m = msgs[i]
+            err = m.error()
+            if err is not None:
+                self._consume_error(err)
+                i += 1
+                continue
+            topic = m.topic()
+            partition = m.partition()
+            j = i + 1
+            while j < n:
+                mj = msgs[j]
+                if mj.partition() != partition or mj.error() is not None or mj.topic() != topic:
+                    break
+                j += 1
+            st = self.states.get((topic, partition))
+            if st is not None and st.paused_reason is None and st.retry_at == 0.0:
+                self._produce_run(st, msgs[i:j])
+            i = j
+
+    def _produce_run(self, st: PartitionState, run: list[Message]) -> None:
+        """Produce one run of consecutive records of one partition."""
+        if st.next is not None and run[0].offset() < st.next:
+            # Records from before a rewind/seek: already handled.
+            run = [m for m in run if m.offset() >= st.next]
+            if not run:
+                return
+        end = run[-1].offset() + 1
+        if self.flow.policy.uses_provenance:
+            run = self._with_provenance(run)
+        if st.careful:
+            self._produce_careful(st, run, end)
+            return
+        batch = Batch(st.gen, run[0].offset() if run else end)
+        batch.next = end
+        st.next = end
+        st.pending.append(batch)
+        self._active.add(st)
+        if not run:
+            return
+        produce = self._producer.produce  # type: ignore[union-attr]
+        remote = st.remote
+        partition = st.partition
+        last = len(run) - 1
+        size = 0
+        for k, m in enumerate(run):
+            value = m.value()
+            key = m.key()
+            ts_type, ts = m.timestamp()
+            if k == 0:
+                cb = batch.on_single if last == 0 else batch.on_first
+                batch.pending += 1
+            elif k == last:
+                cb = batch.on_last
+                batch.pending += 1
+                batch.ts_last = ts
+            else:
+                cb = None
+            while True:
+                try:
+                    produce(remote, value, key, partition=partition, on_delivery=cb,
+                            timestamp=0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts, headers=m.headers())
+                    break
+                except BufferError:
+                    self._producer.poll(0.05)  # type: ignore[union-attr]
+                except KafkaException as exc:
+                    if cb is not None:
+                        batch.pending -= 1
+                    batch.fail(exc.args[0])
+                    batch.count = k
+                    st.retry_at = _BLOCKED  # no more records until _collect handles the failure
+                    return
+            if value is not None:
+                size += len(value)
+            if key is not None:
+                size += len(key)
+        if last == 0:
+            batch.ts_last = run[0].timestamp()[1]
+        batch.count = len(run)
+        batch.size = size
+
+    def _produce_careful(self, st: PartitionState, run: list[Message], end: int) -> None:
+        """One record at a time, each flushed and acknowledged on its own, to pinpoint a bad record."""
+        producer = self._producer
+        assert producer is not None
+        self._active.add(st)
+        for m in run:
+            off = m.offset()
+            batch = Batch(st.gen, off)
+            batch.next = off + 1
+            batch.count = 1
+            batch.pending = 1
+            ts_type, ts = m.timestamp()
+            batch.ts_last = ts
+            st.pending.append(batch)
+            try:
+                producer.produce(st.remote, m.value(), m.key(), partition=st.partition,
+                                 on_delivery=batch.on_single,
+                                 timestamp=0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts, headers=m.headers())
+            except KafkaException as exc:
+                batch.pending = 0
+                batch.fail(exc.args[0])
+            except BufferError:
+                batch.pending = 0
+                batch.fail(KafkaError(KafkaError._QUEUE_FULL))
+            if batch.pending:
+                producer.flush(30)
+            if batch.err is not None or batch.pending:
+                st.next = off + 1
+                st.retry_at = _BLOCKED  # no more records until _collect handles the failure
+                return
+            st.next = off + 1
+        # Trailing records filtered out (provenance) still advance the position.
+        tail = Batch(st.gen, end)
+        st.pending.append(tail)
+        st.next = end
+        st.careful = False
+
+    def _with_provenance(self, run: list[Message]) -> list[Message]:
+        """Identity policy: drop records that already passed through the target; tag the rest."""
+        out = []
+        source, target = self.flow.source, self.flow.target
+        for m in run:
+            headers = m.headers() or []
+            chain = ""
+            for k, v in headers:
+                if k == PROVENANCE_HEADER and v is not None:
+                    chain = v.decode() if isinstance(v, bytes) else str(v)
+            hops = chain.split(",") if chain else []
+            if target in hops:
+                continue
+            new_headers = [(k, v) for k, v in headers if k != PROVENANCE_HEADER]
+            new_headers.append((PROVENANCE_HEADER, ",".join([*hops, source]).encode()))
+            m.set_headers(new_headers)
+            out.append(m)
+        return out
+
+    def _consume_error(self, err: KafkaError) -> None:
+        code = err.code()
+        if code == KafkaError._PARTITION_EOF:
+            return
+        self.metrics.errors.labels(self._lbl, "consume").inc()
+        if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
+            self._next_refresh = min(self._next_refresh, time.monotonic() + 1.0)
+        log.warning("flow %s: consumer error: %s", self.flow.name, err.str())
+
+    # -- acknowledgements and progress -----------------------------------------------------------
+    def _collect(self) -> None:
+        """Advance ``acked`` over finished batches, in source order; handle failed ones."""
+        if not self._active:
+            return
+        lbl = self._lbl
+        finished = []
+        for st in self._active:
+            q = st.pending
+            while q:
+                b = q[0]
+                if not b.done:
+                    break
+                q.popleft()
+                if b.landed:
+                    st.acked = b.next
+                    st.backoff = 0.5
+                    if b.count:
+                        part = str(st.partition)
+                        self.metrics.records.labels(lbl, st.topic, part).inc(b.count)
+                        self.metrics.bytes.labels(lbl, st.topic, part).inc(b.size)
+                        if b.ts_last > 0 and b.acked_at:
+                            self.metrics.latency.labels(lbl).observe(max(0.0, b.acked_at - b.ts_last / 1000.0))
+                            if st.is_heartbeat:
+                                self._last_heartbeat_ms = max(self._last_heartbeat_ms, b.ts_last)
+                    continue
+                self._on_batch_failure(st, b)
+                break
+            if not q:
+                finished.append(st)
+        for st in finished:
+            self._active.discard(st)
+
+    def _on_batch_failure(self, st: PartitionState, b: Batch) -> None:
+        err = b.err
+        code = err.code() if err is not None else None
+        where = f"{st.topic}[{st.partition}]"
+        if code in RECORD_ERRORS:
+            if st.careful and b.count <= 1:
+                # Every record before this one is acknowledged (careful mode is one record at a time).
+                st.acked = b.first
+                self._pause(st, f"record at offset {b.first} rejected by target topic {st.remote}: "
+                                f"{err.str() if err else ''} (partition paused; fix the target limit, "
+                                "e.g. max.message.bytes, and restart)")
+                return
+            log.warning("flow %s: %s: %s; replaying in careful mode", self.flow.name, where,
+                        err.str() if err else "")
+            self._rewind(st, careful=True, backoff=False)
+            return
+        if err is None:
+            # Both ends acknowledged but the target offsets are not contiguous: another writer
+            # interleaved or a record in the middle failed. Replay record by record to be sure.
+            self.metrics.errors.labels(self._lbl, "non_contiguous").inc()
+            log.warning("flow %s: %s: target offsets %d..%d for %d records; replaying in careful mode",
+                        self.flow.name, where, b.t_first, b.t_last, b.count)
+            self._rewind(st, careful=True, backoff=False)
+            return
+        self.metrics.errors.labels(self._lbl, "produce").inc()
+        if code in TARGET_TOPIC_ERRORS:
+            self._next_refresh = 0.0  # recreate the remote topic on the next loop
+        log.warning("flow %s: %s: delivery failed (%s); retrying from offset %s in %.1fs",
+                    self.flow.name, where, err.str(), st.acked, st.backoff)
+        self._rewind(st, careful=False, backoff=True)
+
+    def _rewind(self, st: PartitionState, careful: bool, backoff: bool) -> None:
+        """Forget in-flight batches and re-read from the last acknowledged offset."""
+        first_pending = st.pending[0].first if st.pending else st.next
+        st.gen += 1
+        pos = st.acked if st.acked is not None else first_pending
+        st.pending.clear()
+        st.careful = careful
+        st.next = pos
+        st.retry_at = 0.0
+        if pos is None:
+            return
+        assert self._consumer is not None
+        tp = TopicPartition(st.topic, st.partition, pos)
+        if backoff:
+            st.retry_at = time.monotonic() + st.backoff
+            st.backoff = min(st.backoff * 2, MAX_BACKOFF_S)
+            self._waiting.add(st)
+            self._consumer.pause([tp])
+        self._seek(tp)
+
+    def _seek(self, tp: TopicPartition) -> None:
+        assert self._consumer is not None
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self._consumer.seek(tp)
+                return
+            except KafkaException:
+                # The fetcher may not have started yet for a fresh assignment.
+                if time.monotonic() > deadline:
+                    raise
+                self._consumer.consume(0, 0.1)
+
+    def _resume_due(self, now: float) -> None:
+        for st in [s for s in self._waiting if now >= s.retry_at]:
+            self._waiting.discard(st)
+            if st.paused_reason is None and (st.topic, st.partition) in self.states:
+                st.retry_at = 0.0
+                assert self._consumer is not None
+                self._consumer.resume([st.tp])
+
+    def _pause(self, st: PartitionState, reason: str) -> None:
+        assert self._consumer is not None
+        st.paused_reason = reason
+        st.gen += 1
+        st.pending.clear()
+        self._consumer.pause([st.tp])
+        self.metrics.paused.labels(self._lbl, st.topic, str(st.partition)).set(1)
+        self.metrics.errors.labels(self._lbl, "partition_paused").inc()
+        log.error("flow %s: %s[%d] paused: %s", self.flow.name, st.topic, st.partition, reason)
+
+    def _advance_idle(self) -> None:
+        """Move idle partitions past records the consumer skipped (transaction markers, aborted data).
+
+        Only when everything consumed is acknowledged: the consumer's position is then the next
+        offset to read, and nothing between ``acked`` and it was a record to replicate.
+        """
+        assert self._consumer is not None
+        idle = [st for st in self.states.values()
+                if not st.pending and st.acked is not None and st.next == st.acked
+                and not st.careful and st.paused_reason is None and st.retry_at == 0.0]
+        if not idle:
+            return
+        try:
+            positions = self._consumer.position([st.tp for st in idle])
+        except KafkaException:
+            return
+        for st, tp in zip(idle, positions, strict=True):
+            if tp.offset is not None and tp.offset > st.acked:  # type: ignore[operator]
+                st.acked = st.next = tp.offset
+
+    def _commit(self, states: list[PartitionState] | None = None) -> None:
+        """Write progress for acknowledged offsets (never beyond what the target acknowledged)."""
+        if self._producer is None or self._progress is None:
+            return
+        for st in states if states is not None else list(self.states.values()):
+            if st.acked is None or st.acked == st.committed:
+                continue
+            acked = st.acked
+
+            def on_delivery(err: KafkaError | None, _msg: object, st: PartitionState = st) -> None:
+                if err is not None:
+                    st.committed = None  # retried at the next commit
+                    self.metrics.errors.labels(self._lbl, "progress_commit").inc()
+
+            try:
+                self._progress.write(self._producer, st.topic, st.partition, acked, on_delivery)
+                st.committed = acked
+            except BufferError:
+                break
+        self._producer.poll(0)
+
+    def _publish_status(self) -> None:
+        assert self._consumer is not None
+        parts = []
+        lbl = self._lbl
+        for st in list(self.states.values()):
+            try:
+                low, high = self._consumer.get_watermark_offsets(st.tp, cached=True)
+            except KafkaException:
+                low, high = -1, -1
+            pos = st.acked if st.acked is not None else (low if low >= 0 else None)
+            lag = max(0, high - pos) if high >= 0 and pos is not None else None
+            part = str(st.partition)
+            if pos is not None:
+                self.metrics.position.labels(lbl, st.topic, part).set(pos)
+            if lag is not None:
+                self.metrics.lag.labels(lbl, st.topic, part).set(lag)
+            parts.append({"topic": st.topic, "partition": st.partition, "remote": st.remote,
+                          "position": pos, "end": high if high >= 0 else None, "lag": lag,
+                          "paused": st.paused_reason, "careful": st.careful})
+        if self._last_heartbeat_ms:
+            self.metrics.heartbeat_age.labels(lbl).set(max(0.0, time.time() - self._last_heartbeat_ms / 1000))
+        self._status = {
+            "flow": self.flow.name, "state": self._status.get("state"), "instance": self.instance,
+            "partitions": sorted(parts, key=lambda p: (p["topic"], p["partition"])),
+            "missing_topics": sorted(self.missing_topics),
+            "source_reachable": self.source_health.reachable,
+            "target_reachable": self.target_health.reachable,
+            "last_heartbeat_ms": self._last_heartbeat_ms or None,
+        }
+
+
+def _describe(partitions: list[TopicPartition]) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return ", ".join(f"{t}{sorted(p)}" for t, p in sorted(by_topic.items())) or "nothing"

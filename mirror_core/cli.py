@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
+import signal
 import json
 import logging
 import sys
@@ -18,6 +20,8 @@ log = logging.getLogger("mirror_core")
 
 
 def _setup_logging(level: str) -> None:
+    # `kill -USR1 <pid>` dumps every thread's stack: the first tool to reach for when a mirror hangs.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("librdkafka").setLevel(logging.WARNING)

@@ -79,12 +79,16 @@ class FlowReplicator:
         self._producer: Producer | None = None
         self._progress: ProgressStore | None = None
         self._hb_producer: Producer | None = None
+        self._target_meta: Consumer | None = None  # watermark look-ups on the target
         self._heartbeats: HeartbeatEmitter | None = None
         self._topics: TopicManager | None = None
         self._next_refresh = 0.0
         self._next_config_sync = 0.0
         self._next_commit = 0.0
         self._lbl = flow.name
+        # Remote topics named like the source (identity policy) may have other writers: prove
+        # delivery per record instead of per batch.
+        self._exact_reports = flow.policy.uses_provenance
 
     # -- lifecycle ------------------------------------------------------------------------------
     def run(self) -> None:
@@ -136,6 +140,7 @@ class FlowReplicator:
         self._producer = make_producer(tgt, self.flow.producer_overrides, self.target_health)
         reader = make_consumer(tgt, f"{self.flow.worker_group_id}.progress-reader", health=self.target_health)
         self._progress = ProgressStore(self.flow.progress_topic, reader, self.instance)
+        self._target_meta = make_consumer(tgt, f"{self.flow.worker_group_id}.meta", health=self.target_health)
         refresh_ms = str(int(min(self.flow.refresh_topics_interval_s * 1000, 30000)))
         self._consumer = make_consumer(
             src, self.flow.worker_group_id, self.flow.consumer_overrides, self.source_health,
@@ -202,6 +207,9 @@ class FlowReplicator:
             if self._progress is not None:
                 self._progress.close()
                 self._progress = None
+            if self._target_meta is not None:
+                self._target_meta.close()
+                self._target_meta = None
             if self._hb_producer is not None:
                 self._hb_producer.flush(2)
                 self._hb_producer = None
@@ -347,6 +355,9 @@ class FlowReplicator:
         if st.careful:
             self._produce_careful(st, run, end)
             return
+        if self._exact_reports:
+            self._produce_exact(st, run, end)
+            return
         batch = Batch(st.gen, run[0].offset() if run else end)
         batch.next = end
         st.next = end
@@ -382,9 +393,7 @@ class FlowReplicator:
                 except KafkaException as exc:
                     if cb is not None:
                         batch.pending -= 1
-                    batch.fail(exc.args[0])
-                    batch.count = k
-                    st.retry_at = _BLOCKED  # no more records until _collect handles the failure
+                    self._sync_failure(st, batch, k, m, exc.args[0], size)
                     return
             if value is not None:
                 size += len(value)
@@ -394,6 +403,71 @@ class FlowReplicator:
             batch.ts_last = run[0].timestamp()[1]
         batch.count = len(run)
         batch.size = size
+
+    def _produce_exact(self, st: PartitionState, run: list[Message], end: int) -> None:
+        """A delivery report per record: for remote topics other writers share (identity policy),
+        where the first/last contiguity proof of a batch cannot hold."""
+        produce = self._producer.produce  # type: ignore[union-attr]
+        self._active.add(st)
+        for m in run:
+            off = m.offset()
+            b = Batch(st.gen, off)
+            b.next, b.count, b.pending = off + 1, 1, 1
+            value, key = m.value(), m.key()
+            ts_type, b.ts_last = m.timestamp()
+            b.size = (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+            st.pending.append(b)
+            while True:
+                try:
+                    produce(st.remote, value, key, partition=st.partition, on_delivery=b.on_single,
+                            timestamp=0 if ts_type == TIMESTAMP_NOT_AVAILABLE else b.ts_last, headers=m.headers())
+                    break
+                except BufferError:
+                    self._producer.poll(0.05)  # type: ignore[union-attr]
+                except KafkaException as exc:
+                    b.pending = 0
+                    self._sync_failure(st, b, 0, m, exc.args[0], 0)
+                    return
+        # Records filtered out at the end of the run (provenance) still advance the position.
+        tail = Batch(st.gen, end)
+        tail.next = end
+        st.pending.append(tail)
+        st.next = end
+
+    def _sync_failure(self, st: PartitionState, batch: Batch, k: int, m: Message, err: KafkaError,
+                      size: int) -> None:
+        """produce() refused record ``k`` of a run: records before it are queued, it is not.
+
+        The queued prefix is verified (flush, then the remote partition must end exactly ``k``
+        records after the first one); the refused record is queued as a failed single-record batch
+        so that a record-level error pauses the partition exactly there, with no replay.
+        """
+        assert self._producer is not None and self._target_meta is not None
+        st.retry_at = _BLOCKED  # no more records until _collect handles the failure
+        offset = m.offset()
+        batch.count, batch.next, batch.size = k, offset, size
+        st.next = offset
+        if k > 0:
+            self._producer.flush(30)
+            verified = False
+            if batch.err is None and batch.done and batch.t_first >= 0:
+                try:
+                    _, high = self._target_meta.get_watermark_offsets(
+                        TopicPartition(st.remote, st.partition), timeout=10)
+                    verified = high == batch.t_first + k
+                except KafkaException:
+                    verified = False
+            if verified:
+                batch.t_last = batch.t_first + k - 1
+                batch.acked_at = time.time()
+            else:
+                batch.fail(err)
+                return
+        refused = Batch(st.gen, offset)
+        refused.next, refused.count = offset + 1, 1
+        refused.fail(err)
+        st.pending.append(refused)
+        st.careful = err.code() in RECORD_ERRORS  # a record-level error pauses right at this record
 
     def _produce_careful(self, st: PartitionState, run: list[Message], end: int) -> None:
         """One record at a time, each flushed and acknowledged on its own, to pinpoint a bad record."""
@@ -507,7 +581,7 @@ class FlowReplicator:
                 return
             log.warning("flow %s: %s: %s; replaying in careful mode", self.flow.name, where,
                         err.str() if err else "")
-            self._rewind(st, careful=True, backoff=False)
+            self._rewind(st, b, careful=True, backoff=False)
             return
         if err is None:
             # Both ends acknowledged but the target offsets are not contiguous: another writer
@@ -515,26 +589,26 @@ class FlowReplicator:
             self.metrics.errors.labels(self._lbl, "non_contiguous").inc()
             log.warning("flow %s: %s: target offsets %d..%d for %d records; replaying in careful mode",
                         self.flow.name, where, b.t_first, b.t_last, b.count)
-            self._rewind(st, careful=True, backoff=False)
+            self._rewind(st, b, careful=True, backoff=False)
             return
         self.metrics.errors.labels(self._lbl, "produce").inc()
         if code in TARGET_TOPIC_ERRORS:
             self._next_refresh = 0.0  # recreate the remote topic on the next loop
         log.warning("flow %s: %s: delivery failed (%s); retrying from offset %s in %.1fs",
                     self.flow.name, where, err.str(), st.acked, st.backoff)
-        self._rewind(st, careful=False, backoff=True)
+        self._rewind(st, b, careful=False, backoff=True)
 
-    def _rewind(self, st: PartitionState, careful: bool, backoff: bool) -> None:
-        """Forget in-flight batches and re-read from the last acknowledged offset."""
-        first_pending = st.pending[0].first if st.pending else st.next
+    def _rewind(self, st: PartitionState, failed: Batch, careful: bool, backoff: bool) -> None:
+        """Forget in-flight batches and re-read from the last acknowledged offset.
+
+        ``failed`` is the oldest unacknowledged batch: where to restart when nothing was acked yet.
+        """
         st.gen += 1
-        pos = st.acked if st.acked is not None else first_pending
+        pos = st.acked if st.acked is not None else failed.first
         st.pending.clear()
         st.careful = careful
         st.next = pos
         st.retry_at = 0.0
-        if pos is None:
-            return
         assert self._consumer is not None
         tp = TopicPartition(st.topic, st.partition, pos)
         if backoff:

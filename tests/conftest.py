@@ -1,0 +1,65 @@
+"""Session fixtures: two real KRaft clusters (started once), unique names, mirror processes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.kafka_harness import MirrorProcess, new_cluster, unique, write_config
+from mirror_core.devcluster.local_cluster import LocalCluster
+
+
+@pytest.fixture(scope="session")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalCluster]]:
+    """dc1 and dc2: independent single-node KRaft clusters on loopback, for the whole session."""
+    root = tmp_path_factory.mktemp("kafka")
+    pair = {"dc1": new_cluster("dc1", root), "dc2": new_cluster("dc2", root)}
+    try:
+        for c in pair.values():
+            c.start()
+        yield pair
+    finally:
+        for c in pair.values():
+            c.stop()
+
+
+@pytest.fixture
+def dc1(clusters: dict[str, LocalCluster]) -> str:
+    return clusters["dc1"].bootstrap
+
+
+@pytest.fixture
+def dc2(clusters: dict[str, LocalCluster]) -> str:
+    return clusters["dc2"].bootstrap
+
+
+@pytest.fixture
+def name() -> str:
+    """A unique topic-name prefix for one test."""
+    return unique("t")
+
+
+@pytest.fixture
+def mirrors(tmp_path: Path) -> Iterator[list[MirrorProcess]]:
+    """Mirror processes started by a test; killed at the end whatever happens."""
+    started: list[MirrorProcess] = []
+    yield started
+    for m in started:
+        m.ensure_dead()
+
+
+@pytest.fixture
+def start_mirror(tmp_path: Path, mirrors: list[MirrorProcess], clusters: dict[str, LocalCluster]):  # type: ignore[no-untyped-def]
+    """Write an mm2.properties for dc1/dc2 plus ``lines`` and start a mirror on it."""
+
+    def start(lines: list[str], config: Path | None = None, name: str = "mirror") -> MirrorProcess:
+        if config is None:
+            config = write_config(tmp_path / f"{unique('mm2-')}.properties",
+                                  {a: c.bootstrap for a, c in clusters.items()}, lines)
+        m = MirrorProcess(config, tmp_path, name).start()
+        mirrors.append(m)
+        return m
+
+    return start

@@ -1,0 +1,201 @@
+"""Test harness: real local KRaft clusters, mirror processes, and record helpers.
+
+The same ``LocalCluster`` code backs ``mirror-core dev up``; here every cluster gets free ports and a
+directory under pytest's temporary root, which pytest keeps after the run (logs included).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirror_core.devcluster.local_cluster import LocalCluster, free_port
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def new_cluster(name: str, root: Path, **extra: str) -> LocalCluster:
+    return LocalCluster(name=name, base_dir=root / name, port=free_port(), controller_port=free_port(),
+                        extra_props=dict(extra), heap="512m")
+
+
+def unique(prefix: str = "t") -> str:
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.25, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last value: {last!r})")
+
+
+def admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": "3"})
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+    client = admin(bootstrap)  # keep a reference: the future dies with its client
+    client.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)
+    wait_until(lambda: name in admin(bootstrap).list_topics(timeout=5).topics, 30, what=f"topic {name}")
+
+
+def topics(bootstrap: str) -> set[str]:
+    return set(admin(bootstrap).list_topics(timeout=10).topics)
+
+
+def partition_count(bootstrap: str, topic: str) -> int:
+    md = admin(bootstrap).list_topics(topic=topic, timeout=10).topics.get(topic)
+    return 0 if md is None or md.error is not None else len(md.partitions)
+
+
+def producer(bootstrap: str, **extra: Any) -> Producer:
+    conf = {"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 2_000_000,
+            "enable.idempotence": True}
+    conf.update(extra)
+    return Producer(conf)
+
+
+def produce_sequence(bootstrap: str, topic: str, partitions: int, count: int, start: int = 0,
+                     value_size: int = 0) -> None:
+    """Records ``seq-<i>`` (key ``k<i>``) spread round-robin over partitions, with a header per record."""
+    p = producer(bootstrap)
+    pad = b"x" * value_size
+    for i in range(start, start + count):
+        while True:
+            try:
+                p.produce(topic, value=b"seq-%d" % i + pad, key=b"k%d" % i, partition=i % partitions,
+                          headers=[("seq", str(i).encode())])
+                break
+            except BufferError:
+                p.poll(0.1)
+        if i % 5000 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+
+
+@dataclass(frozen=True)
+class Rec:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp: int
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    n = partition_count(bootstrap, topic)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "harness", "log_level": "3"})
+    try:
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(n)}
+    finally:
+        c.close()
+
+
+def read_all(bootstrap: str, topic: str, isolation: str = "read_committed", timeout: float = 60) -> list[Rec]:
+    """Every record of a topic (all partitions, up to the current end), in partition/offset order."""
+    ends = end_offsets(bootstrap, topic)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("reader"), "enable.auto.commit": False,
+                  "isolation.level": isolation, "log_level": "3"})
+    out: list[Rec] = []
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+        pending = {p for p, e in ends.items() if e > 0}
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            for m in c.consume(10000, 0.5):
+                if m.error():
+                    continue
+                if m.offset() >= ends[m.partition()]:
+                    continue
+                out.append(Rec(m.partition(), m.offset(), m.key(), m.value(),
+                               tuple((k, v) for k, v in (m.headers() or [])), m.timestamp()[1]))
+            for p in list(pending):
+                pos = c.position([TopicPartition(topic, p)])[0].offset
+                if pos >= ends[p]:
+                    pending.discard(p)
+        assert not pending, f"could not read {topic} partitions {pending} to the end"
+    finally:
+        c.close()
+    return sorted(out, key=lambda r: (r.partition, r.offset))
+
+
+def write_config(path: Path, clusters: dict[str, str], lines: Iterable[str]) -> Path:
+    text = [f"clusters = {', '.join(clusters)}"]
+    text += [f"{alias}.bootstrap.servers = {bs}" for alias, bs in clusters.items()]
+    text += list(lines)
+    path.write_text("\n".join(text) + "\n")
+    return path
+
+
+class MirrorProcess:
+    """A real ``mirror-core run`` subprocess with its own metrics port and log file."""
+
+    def __init__(self, config: Path, log_dir: Path, name: str = "mirror") -> None:
+        self.config = config
+        self.port = free_port()
+        self.log_path = log_dir / f"{name}-{uuid.uuid4().hex[:6]}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> MirrorProcess:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mirror_core", "run", "--config", str(self.config),
+             "--metrics-port", str(self.port)], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        log.close()
+        return self
+
+    def status(self) -> dict[str, Any] | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/status", timeout=2) as r:
+                data: dict[str, Any] = json.load(r)
+                return data
+        except OSError:
+            return None
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            return str(r.read().decode())
+
+    def partitions(self) -> list[dict[str, Any]]:
+        s = self.status()
+        return [p for f in (s or {}).get("flows", []) for p in f.get("partitions", [])]
+
+    def stop(self, timeout: float = 60) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def ensure_dead(self) -> None:
+        if self.alive():
+            self.kill()

@@ -17,7 +17,7 @@ class ConfigError(Exception):
     def describe(self) -> str:
         where = []
         if self.source:
-            where.append(self.source if self.line is None else f"{self.source}:{self.line}")
+            where.append(self.source if self.line is None else f"{self.source}, line {self.line}")
         elif self.line is not None:
             where.append(f"line {self.line}")
         if self.key:

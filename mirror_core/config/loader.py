@@ -48,7 +48,7 @@ class _Builder:
             self.props[p.key] = p
 
     def where(self, p: Property) -> str:
-        return f"{self.source}:{p.line}" if self.source else f"line {p.line}"
+        return f"{self.source}, line {p.line}" if self.source else f"line {p.line}"
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -241,25 +241,42 @@ class _Builder:
 
     def validate_clients(self, config: MirrorConfig) -> None:
         """Let librdkafka itself reject unknown or invalid client settings, naming the file key."""
-        from confluent_kafka import Consumer, KafkaException, Producer
-
         for cluster in config.clusters.values():
             for kind in _KINDS:
-                # log_level 0: the check must not spam connection errors for clusters not up yet.
-                settings = cluster.client_settings(kind, {"log_level": "0"})
-                try:
-                    if kind == "consumer":
-                        settings.setdefault("group.id", "mirror-core-config-check")
-                        Consumer(settings).close()
-                    else:
-                        Producer(settings).flush(0)
-                except (KafkaException, ValueError, TypeError) as exc:
-                    text = str(exc.args[0] if exc.args else exc)
-                    origin = next(((k, line) for lk, (k, line) in cluster.origins.items() if lk in text),
-                                  None)
-                    raise ConfigError(f"invalid {kind} setting for cluster '{cluster.alias}': {text}",
-                                      key=origin[0] if origin else f"{cluster.alias}.*",
-                                      line=origin[1] if origin else None, source=self.source) from None
+                settings = cluster.client_settings(kind)
+                problem = _client_problem(kind, settings)
+                if problem is None:
+                    continue
+                # Find the setting at fault (librdkafka may name it by an alias), one at a time.
+                origin = None
+                for lib_key, value in settings.items():
+                    if lib_key != "bootstrap.servers" and _client_problem(kind, {lib_key: value}) is not None:
+                        origin = cluster.origins.get(lib_key)
+                        break
+                raise ConfigError(f"invalid {kind} setting for cluster '{cluster.alias}': {problem}",
+                                  key=origin[0] if origin else f"{cluster.alias}.*",
+                                  line=origin[1] if origin else None, source=self.source)
+
+
+def _client_problem(kind: ClientKind, settings: dict[str, str]) -> str | None:
+    """librdkafka's complaint about these settings, or None. Never connects anywhere."""
+    from confluent_kafka import Consumer, KafkaException, Producer
+
+    # log_level 0 and no bootstrap connection: the check must not touch (or spam about) clusters.
+    conf: dict[str, str] = {**settings, "log_level": "0"}
+    conf.setdefault("bootstrap.servers", "127.0.0.1:9")
+    try:
+        if kind == "consumer":
+            conf.setdefault("group.id", "mirror-core-config-check")
+            Consumer(conf).close()
+        else:
+            Producer(conf).flush(0)
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args else exc
+        return str(err.str() if hasattr(err, "str") else err)
+    except (ValueError, TypeError) as exc:
+        return str(exc)
+    return None
 
 
 def parse_config(props: Iterable[Property], source: str | None = None,

@@ -91,10 +91,11 @@ def parse_properties(text: str) -> list[Property]:
     props: list[Property] = []
     for line, logical in _logical_lines(text):
         raw_key, raw_value = _split(logical)
-        key = _unescape(raw_key, line).strip()
+        key = _unescape(raw_key, line)
         if not key:
             raise ConfigError("a line has a value but no key", line=line)
-        props.append(Property(key, _unescape(raw_value, line).strip(), line))
+        # Trailing blanks are dropped (Java keeps them; they are never intended in mm2.properties).
+        props.append(Property(key, _unescape(raw_value.rstrip(" \t\f"), line), line))
     return props
 
 

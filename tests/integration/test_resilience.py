@@ -162,3 +162,33 @@ def test_source_topic_deleted_is_reported_and_others_continue(dc1, dc2, name, st
     wait_until(lambda: end_offsets(dc2, f"dc1.{keep}") == {0: 200}, 60, what="other topic continues")
     assert "disappeared" in m.log()
     assert f"dc1.{gone}" in topics(dc2)  # the remote copy is kept: it is the DR copy
+
+
+def test_target_outage_is_reported_and_nothing_is_lost(dc1, name, start_mirror, tmp_path):
+    from tests.kafka_harness import new_cluster, write_config
+
+    spare = new_cluster("spare", tmp_path)
+    spare.start()
+    try:
+        t = f"{name}.outage"
+        create_topic(dc1, t, 3)
+        lines = [line.replace("dc1->dc2", "dc1->spare") for line in flow_lines(name)]
+        config = write_config(tmp_path / "spare.properties", {"dc1": dc1, "spare": spare.bootstrap}, lines)
+        m = start_mirror(lines, config=config)
+        with BackgroundProducer(dc1, t, 3, rate_per_s=1000):
+            wait_until(lambda: sum(end_offsets(spare.bootstrap, f"dc1.{t}").values()) > 500, 60,
+                       what="replication started")
+            spare.stop()
+            wait_until(lambda: 'mirror_cluster_reachable{cluster="spare"} 0.0' in m.metrics(), 60,
+                       what="target reported unreachable")
+            assert m.status() is not None  # the status endpoint keeps answering during the outage
+            time.sleep(3)
+            spare.start()
+        wait_until(lambda: end_offsets(spare.bootstrap, f"dc1.{t}") and
+                   sum(end_offsets(spare.bootstrap, f"dc1.{t}").values()) >= sum(end_offsets(dc1, t).values()),
+                   120, what="caught up after the outage")
+        wait_until(lambda: 'mirror_cluster_reachable{cluster="spare"} 1.0' in m.metrics(), 60,
+                   what="target reported reachable again")
+        assert_complete_in_order(read_all(dc1, t), read_all(spare.bootstrap, f"dc1.{t}"))
+    finally:
+        spare.stop()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
-import signal
 import json
 import logging
+import signal
 import sys
 import time
 from collections.abc import Sequence

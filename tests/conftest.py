@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.kafka_harness import MirrorProcess, new_cluster, unique, write_config
 from mirror_core.devcluster.local_cluster import LocalCluster
+from tests.kafka_harness import MirrorProcess, new_cluster, unique, write_config
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any
 
 from mirror_core.config.client_props import ClientKind, applies_to, translate
 from mirror_core.config.errors import ConfigError
@@ -154,7 +154,7 @@ class _Builder:
         for rest, p in keys.items():
             head, _, tail = rest.partition(".")
             if head in _KINDS and tail:
-                per_kind[cast(ClientKind, head)][tail] = p
+                per_kind[head][tail] = p
             else:
                 common[rest] = p
         return common, per_kind

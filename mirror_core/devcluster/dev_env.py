@@ -20,7 +20,9 @@ def dev_cluster(name: str, index: int) -> LocalCluster:
     home = dev_home() / name
     if (home / "cluster.json").exists():
         return LocalCluster.load(home)
-    port = BASE_PORTS.get(name, 39092 + 10000 * index)
+    # MIRROR_CORE_DEV_PORT_OFFSET shifts every port (e.g. to run the demo beside other clusters).
+    offset = int(os.environ.get("MIRROR_CORE_DEV_PORT_OFFSET", "0"))
+    port = BASE_PORTS.get(name, 39092 + 10000 * index) + offset
     return LocalCluster(name=name, base_dir=home, port=port, controller_port=port + 1)
 
 

@@ -11,6 +11,7 @@ value = INT16 version (0), INT64 timestamp (ms). STRING is an INT16 length follo
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import time
 
@@ -72,8 +73,7 @@ class HeartbeatEmitter:
             return
         self._next = now + self._interval
         ts = int(time.time() * 1000)
-        try:
+        # A full queue means the source is unreachable; the next heartbeat tries again.
+        with contextlib.suppress(BufferError):
             self._producer.produce(HEARTBEATS_TOPIC, key=self._key, value=encode_value(ts), timestamp=ts)
-        except BufferError:
-            pass  # the source is unreachable and the queue is full; the next heartbeat will try again
         self._producer.poll(0)

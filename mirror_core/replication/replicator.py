@@ -666,7 +666,7 @@ class FlowReplicator:
         except KafkaException:
             return
         for st, tp in zip(idle, positions, strict=True):
-            if tp.offset is not None and tp.offset > st.acked:  # type: ignore[operator]
+            if tp.offset is not None and st.acked is not None and tp.offset > st.acked:
                 st.acked = st.next = tp.offset
 
     def _commit(self, states: list[PartitionState] | None = None) -> None:

@@ -53,7 +53,7 @@ def test_every_record_is_replicated_identically(dc1, dc2, name, start_mirror):
         p.produce(skipped, value=b"never", partition=0)
     assert p.flush(30) == 0
 
-    start_mirror(flow_lines(name, f"dc1->dc2.topics.exclude = .*\\.scratch"))
+    start_mirror(flow_lines(name, "dc1->dc2.topics.exclude = .*\\.scratch"))
     pairs = {a: f"dc1.{a}", b: f"dc1.{b}"}
     wait_until(lambda: caught_up(dc1, dc2, pairs), 90, what="remote topics caught up")
 

@@ -1,0 +1,221 @@
+"""`make bench`: replication throughput against the raw produce/consume ceiling, same brokers, same run.
+
+Usage: python -m bench.run [--records N] [--scenario small|large|all] [--out bench/results]
+Results: bench/results/replication-<UTC time>.json and bench/results/latest.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirror_core import __version__
+from mirror_core.devcluster.kafka_dist import KAFKA_VERSION
+from mirror_core.devcluster.local_cluster import LocalCluster, free_port
+
+REPO = Path(__file__).resolve().parents[1]
+PARTITIONS = 8
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Result:
+    scenario: str
+    system: str
+    records: int
+    value_bytes: int
+    seconds: float
+    records_per_s: float
+    mb_per_s: float
+    cpu_s_per_million: float | None
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+        except (FileNotFoundError, IndexError):
+            pass
+    return total
+
+
+def end_total(consumer: Consumer, topic: str) -> int:
+    total = 0
+    for p in range(PARTITIONS):
+        try:
+            total += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+        except Exception:  # noqa: BLE001 - topic not created yet
+            return 0
+    return total
+
+
+def raw_produce(bootstrap: str, topic: str, n: int, size: int) -> Result:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_048_576, "acks": "all",
+                  "enable.idempotence": True, "queue.buffering.max.messages": 2_000_000,
+                  "queue.buffering.max.kbytes": 2_097_151, "batch.num.messages": 100_000})
+    value = os.urandom(size)
+    start_cpu, start = cpu_seconds([os.getpid()]), time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, value=value, key=b"%d" % i, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                p.poll(0.01)
+    p.flush(120)
+    secs = time.perf_counter() - start
+    cpu = cpu_seconds([os.getpid()]) - start_cpu
+    return Result(f"{size}B", "raw produce", n, size, secs, n / secs, n * size / secs / 1e6, cpu / n * 1e6)
+
+
+def raw_consume(bootstrap: str, topic: str, n: int, size: int) -> Result:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time()}", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 50, "max.partition.fetch.bytes": 4_194_304,
+                  "queued.max.messages.kbytes": 131_072, "fetch.min.bytes": 65536})
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    got = 0
+    start_cpu, start = cpu_seconds([os.getpid()]), time.perf_counter()
+    while got < n:
+        for m in c.consume(10_000, 1.0):
+            if m.error() is None:
+                got += 1
+    secs = time.perf_counter() - start
+    cpu = cpu_seconds([os.getpid()]) - start_cpu
+    c.close()
+    return Result(f"{size}B", "raw consume", n, size, secs, n / secs, n * size / secs / 1e6, cpu / n * 1e6)
+
+
+def mirror_run(src: str, dst: str, topic: str, n: int, size: int, workers: int, alias: str,
+               workdir: Path, extra: list[str]) -> Result:
+    config = workdir / f"{alias}.properties"
+    config.write_text("\n".join([
+        f"clusters = {alias}, target", f"{alias}.bootstrap.servers = {src}", f"target.bootstrap.servers = {dst}",
+        f"{alias}->target.enabled = true", f"{alias}->target.topics = {topic}", "emit.heartbeats.enabled = false",
+        "replication.factor = 1", *extra]) + "\n")
+    procs = []
+    for w in range(workers):
+        log = open(workdir / f"{alias}-{w}.log", "wb")  # noqa: SIM115
+        procs.append(subprocess.Popen([sys.executable, "-m", "mirror_core", "run", "--config", str(config),
+                                       "--metrics-port", str(free_port())], stdout=log, stderr=subprocess.STDOUT,
+                                      cwd=REPO))
+    watcher = Consumer({"bootstrap.servers": dst, "group.id": "bench-watch", "log_level": "0"})
+    remote = f"{alias}.{topic}"
+    try:
+        deadline = time.monotonic() + 900
+        logs = [workdir / f"{alias}-{w}.log" for w in range(workers)]
+        # The clock starts when the first process has its partitions (start-up excluded).
+        while not any("assigned" in f.read_text(errors="replace") for f in logs):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise RuntimeError(f"{alias}: mirror did not start; see {workdir}")
+            time.sleep(0.01)
+        t0, cpu0 = time.perf_counter(), cpu_seconds([p.pid for p in procs])
+        samples: list[tuple[float, int, float]] = []  # (time, records on target, mirror CPU seconds)
+        while True:
+            total = end_total(watcher, remote)
+            samples.append((time.perf_counter(), total, cpu_seconds([p.pid for p in procs])))
+            if total >= n:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{alias}: mirror did not finish; see {workdir}")
+            time.sleep(0.02)
+        # Steady-state window: from 10% to 90% of the backlog (excludes start-up and the initial
+        # rebalance when several processes join); the whole run is reported alongside.
+        lo = next(x for x in samples if x[1] >= n * 0.1)
+        hi = next(x for x in samples if x[1] >= n * 0.9)
+        if hi[0] > lo[0] and hi[1] > lo[1]:
+            secs, measured, cpu = hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]
+        else:
+            secs, measured, cpu = samples[-1][0] - t0, n, samples[-1][2] - cpu0
+        print(f"{alias}: whole run {n / (samples[-1][0] - t0):,.0f} records/s", flush=True)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(60)
+        watcher.close()
+    label = f"mirror_core {'exactly-once' if 'exactly.once.enabled = true' in extra else 'at-least-once'}, " \
+            f"{workers} process{'es' if workers > 1 else ''}"
+    return Result(f"{size}B", label, measured, size, secs, measured / secs, measured * size / secs / 1e6,
+                  cpu / measured * 1e6)
+
+
+def markdown(results: list[Result], meta: dict[str, str]) -> str:
+    lines = [f"# Replication benchmark ({meta['date']})", "",
+             f"Machine: {meta['machine']}; Kafka {meta['kafka']}; mirror_core {meta['mirror_core']}; "
+             f"{PARTITIONS} partitions; single-node KRaft clusters on loopback.", "",
+             "The raw ceiling of a mirror is the slower of plain produce and plain consume (one client each, ",
+             "same brokers, same run); a mirror does both. Mirror rates are measured from 10% to 90% of the ",
+             "backlog on the target (start-up and the first rebalance excluded).", "",
+             "| scenario | system | records | records/s | MB/s | CPU-s per M records | vs raw ceiling |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for r in results:
+        raw = [x.records_per_s for x in results if x.scenario == r.scenario and x.system.startswith("raw")]
+        ratio = f"{r.records_per_s / min(raw):.2f}" if raw and "mirror" in r.system else ""
+        cpu = f"{r.cpu_s_per_million:.1f}" if r.cpu_s_per_million is not None else ""
+        lines.append(f"| {r.scenario} | {r.system} | {r.records:,} | {r.records_per_s:,.0f} | {r.mb_per_s:.1f} | "
+                     f"{cpu} | {ratio} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=1_000_000, help="records for the 100-byte scenario")
+    parser.add_argument("--scenario", choices=("small", "large", "all"), default="all")
+    parser.add_argument("--workers", default="1,2", help="mirror process counts to measure")
+    parser.add_argument("--out", default=str(REPO / "bench" / "results"))
+    args = parser.parse_args()
+    scenarios = []
+    if args.scenario in ("small", "all"):
+        scenarios.append((100, args.records))
+    if args.scenario in ("large", "all"):
+        scenarios.append((1024, max(1, args.records // 2)))
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="mirror-bench-") as tmp:
+        work = Path(tmp)
+        clusters = [LocalCluster(n, work / n, free_port(), free_port(), heap="1g") for n in ("source", "target")]
+        for c in clusters:
+            c.start()
+        src, dst = clusters[0].bootstrap, clusters[1].bootstrap
+        try:
+            admin = AdminClient({"bootstrap.servers": src})
+            for size, n in scenarios:
+                topic = f"bench{size}"
+                admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+                for step in (lambda: raw_produce(src, topic, n, size), lambda: raw_consume(src, topic, n, size)):
+                    results.append(step())
+                    print(results[-1], flush=True)
+                for workers in (int(w) for w in args.workers.split(",")):
+                    alias = f"alo{workers}x{size}"
+                    results.append(mirror_run(src, dst, topic, n, size, workers, alias, work, []))
+                    print(results[-1], flush=True)
+        finally:
+            for c in clusters:
+                c.stop()
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "kafka": KAFKA_VERSION,
+            "mirror_core": __version__, "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+            f"{platform.python_implementation()} {platform.python_version()}"}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    (out / f"replication-{stamp}.json").write_text(json.dumps({"meta": meta, "results": [asdict(r) for r in results]},
+                                                              indent=2))
+    (out / "latest.md").write_text(markdown(results, meta))
+    print(markdown(results, meta))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

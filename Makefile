@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-unit test-integration lint typecheck bench dev-up dev-down clean
+.PHONY: install demo test compose-check test-unit test-integration lint typecheck bench dev-up dev-down clean
 
 # Re-install whenever the dependency pins change.
 $(STAMP): pyproject.toml constraints.txt
@@ -20,10 +20,15 @@ install: $(STAMP)
 demo: install
 	$(BIN)/python scripts/demo.py
 
-test: install
+test: install compose-check
 	$(BIN)/ruff check mirror_core tests scripts bench
 	$(BIN)/mypy
 	$(BIN)/pytest -q -ra tests
+
+# `docker compose config` validates docker-compose.yml (no Docker engine needed).
+compose-check:
+	bash scripts/compose-plugin.sh >/dev/null
+	docker compose config -q
 
 test-unit: install
 	$(BIN)/pytest -q tests/unit

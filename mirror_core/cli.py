@@ -89,6 +89,77 @@ def cmd_dev(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flow_name(args: argparse.Namespace) -> str:
+    return f"{args.source}->{args.target}"
+
+
+def cmd_offsets(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from mirror_core.offsets.failback import seed_progress, unreplicated
+    from mirror_core.offsets.translate import GroupActive, apply_translation, translate_group
+
+    config = _load(args.config)
+    try:
+        flow = config.flow(_flow_name(args))
+    except KeyError as exc:
+        print(f"mirror-core: {exc.args[0]}", file=sys.stderr)
+        return EXIT_CONFIG
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    if args.action in ("translate", "apply"):
+        if not args.group:
+            print("mirror-core: --group is required", file=sys.stderr)
+            return EXIT_CONFIG
+        rows = translate_group(config, args.group, args.source, args.target, args.topic)
+        if not rows:
+            print(f"mirror-core: group '{args.group}' has no committed offsets for flow {flow.name}",
+                  file=sys.stderr)
+            return 1
+        result: dict[str, object] = {"flow": flow.name, "group": args.group,
+                                     "partitions": [r.as_dict() for r in rows]}
+        committed: list[dict[str, object]] = []
+        if args.action == "apply":
+            try:
+                committed = apply_translation(config, args.target, rows, force=args.force)
+            except GroupActive as exc:
+                print(f"mirror-core: refused: {exc}", file=sys.stderr)
+                return 3
+            result["committed"] = committed
+        if args.json:
+            print(json.dumps(result, indent=2))
+            return 0
+        table = Table(title=f"{args.action}: group {args.group}, {flow.name}")
+        for col in ("topic", "partition", "remote topic", "source offset", "target offset", "exact", "basis",
+                    "note"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(r.topic, str(r.partition), r.remote_topic, str(r.source_offset),
+                          "-" if r.target_offset is None else str(r.target_offset),
+                          "yes" if r.exact else "[yellow]approximate[/yellow]", r.basis, r.note)
+        console.print(table)
+        if args.action == "apply":
+            console.print(f"committed {len(committed)} offsets to group {args.group} on {args.target}")
+        return 0
+    if args.action == "unreplicated":
+        ranges = unreplicated(config, flow, sample=args.sample)
+        if args.json:
+            print(json.dumps({"flow": flow.name, "partitions": [r.as_dict() for r in ranges]}, indent=2))
+            return 0
+        table = Table(title=f"records on {flow.source} never replicated to {flow.target}")
+        for col in ("topic", "partition", "first offset", "end offset", "records", "sample keys"):
+            table.add_column(col)
+        for u in ranges:
+            keys = ", ".join(str(x["key"]) for x in u.records[:5])
+            table.add_row(u.topic, str(u.partition), str(u.first), str(u.end), str(u.count), keys)
+        console.print(table if ranges else "nothing unreplicated: the target has every source record")
+        return 0
+    seeded = seed_progress(config, flow)
+    print(json.dumps({"flow": flow.name, "seeded": [{"topic": t, "partition": p, "next": o}
+                                                    for (t, p), o in sorted(seeded.items())]}, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mirror-core", description="Cross-cluster Kafka replication")
     parser.add_argument("--log-level", default="INFO")
@@ -109,6 +180,21 @@ def build_parser() -> argparse.ArgumentParser:
     chk = sub.add_parser("check", help="validate a configuration file and exit")
     chk.add_argument("--config", required=True)
     chk.set_defaults(func=cmd_check)
+
+    off = sub.add_parser("offsets", help="translate/apply consumer-group offsets; failback helpers")
+    off.add_argument("action", choices=("translate", "apply", "unreplicated", "seed-at-end"),
+                     help="translate: exact target offsets of a group; apply: commit them on the target; "
+                          "unreplicated: source records the target never got; seed-at-end: start a (reverse) "
+                          "flow at the source's current end")
+    off.add_argument("--config", required=True)
+    off.add_argument("--from", dest="source", required=True, help="source cluster alias")
+    off.add_argument("--to", dest="target", required=True, help="target cluster alias")
+    off.add_argument("--group", help="consumer group (translate/apply)")
+    off.add_argument("--topic", help="only this source topic")
+    off.add_argument("--force", action="store_true", help="apply even if the group has active members")
+    off.add_argument("--sample", type=int, default=20, help="records listed per partition (unreplicated)")
+    off.add_argument("--json", action="store_true")
+    off.set_defaults(func=cmd_offsets)
 
     dev = sub.add_parser("dev", help="local single-node KRaft clusters for development")
     dev.add_argument("action", choices=("up", "down", "status", "fetch"))

@@ -15,6 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from mirror_core.config.model import MirrorConfig
 from mirror_core.metrics import Metrics
+from mirror_core.offsets.checkpoints import CheckpointEmitter
 from mirror_core.replication.replicator import FlowReplicator, instance_id
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,10 @@ class Service:
             t = threading.Thread(target=r.run, name=f"flow {r.flow.name}", daemon=True)
             t.start()
             self._threads.append(t)
+            if r.flow.emit_checkpoints or r.flow.sync_group_offsets:
+                emitter = CheckpointEmitter(self.config, r.flow, self.stop_event, self.metrics)
+                emitter.start()
+                self._threads.append(emitter)
 
     def request_stop(self, *_: object) -> None:
         if not self.stop_event.is_set():

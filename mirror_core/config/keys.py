@@ -133,6 +133,18 @@ KEYS: tuple[KeyDef, ...] = (
            "data and prove the whole path is alive."),
     KeyDef("emit.heartbeats.interval.seconds", positive_seconds, "1",
            "Interval between heartbeats."),
+    KeyDef("emit.checkpoints.enabled", parse_bool, "true",
+           "Publish translated consumer-group offsets to <source>.checkpoints.internal on the target "
+           "(MirrorMaker 2's checkpoint layout)."),
+    KeyDef("emit.checkpoints.interval.seconds", positive_seconds, "60",
+           "How often source group offsets are translated and checkpointed."),
+    KeyDef("checkpoints.topic.replication.factor", int_between(-1, 32767), "-1",
+           "Replication factor of the checkpoints topic; -1 uses the broker default."),
+    KeyDef("sync.group.offsets.enabled", parse_bool, "false",
+           "Commit translated offsets to the same group on the target while it has no active members "
+           "there (never backwards)."),
+    KeyDef("sync.group.offsets.interval.seconds", positive_seconds, "60",
+           "How often target group offsets are synced (at most as often as checkpoints are emitted)."),
     KeyDef("offset.flush.interval.ms", int_between(10, 3_600_000), "1000",
            "How often replication progress is committed to the target (after the target acked)."),
     KeyDef("replication.batch.max.records", int_between(1, 1_000_000), "10000",
@@ -147,10 +159,7 @@ KEYS: tuple[KeyDef, ...] = (
 # or features done differently here). A warning names them; they never stop the service.
 IGNORED_MM2_KEYS = frozenset({
     "tasks.max", "offset-syncs.topic.location", "sync.topic.acls.enabled",
-    "sync.topic.acls.interval.seconds", "emit.checkpoints.enabled",
-    "emit.checkpoints.interval.seconds", "sync.group.offsets.enabled",
-    "sync.group.offsets.interval.seconds", "checkpoints.topic.replication.factor",
-    "refresh.groups.enabled", "refresh.groups.interval.seconds", "offset.lag.max",
+    "sync.topic.acls.interval.seconds", "refresh.groups.enabled", "refresh.groups.interval.seconds", "offset.lag.max",
     "dedicated.mode.enable.internal.rest", "key.converter", "value.converter", "header.converter",
     "offset.storage.replication.factor", "config.storage.replication.factor",
     "status.storage.replication.factor", "replication.policy.internal.topic.separator.enabled",

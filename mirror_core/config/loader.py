@@ -235,6 +235,11 @@ class _Builder:
             batch_max_records=values["replication.batch.max.records"],
             max_in_flight_records=values["replication.max.in.flight.records"],
             start_position=values["source.start.position"],
+            emit_checkpoints=values["emit.checkpoints.enabled"],
+            checkpoints_interval_s=values["emit.checkpoints.interval.seconds"],
+            checkpoints_replication_factor=values["checkpoints.topic.replication.factor"],
+            sync_group_offsets=values["sync.group.offsets.enabled"],
+            sync_group_offsets_interval_s=values["sync.group.offsets.interval.seconds"],
             consumer_overrides=MappingProxyType(settings["consumer"]),
             producer_overrides=MappingProxyType(settings["producer"]),
         )

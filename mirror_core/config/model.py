@@ -61,6 +61,11 @@ class FlowConfig:
     batch_max_records: int
     max_in_flight_records: int
     start_position: str
+    emit_checkpoints: bool = True
+    checkpoints_interval_s: float = 60.0
+    checkpoints_replication_factor: int = -1
+    sync_group_offsets: bool = False
+    sync_group_offsets_interval_s: float = 60.0
     consumer_overrides: Mapping[str, str] = field(default_factory=_frozen)
     producer_overrides: Mapping[str, str] = field(default_factory=_frozen)
 

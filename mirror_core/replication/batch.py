@@ -19,8 +19,8 @@ from confluent_kafka import KafkaError, TopicPartition
 
 
 class Batch:
-    __slots__ = ("acked_at", "count", "err", "first", "gen", "next", "pending", "size", "t_first", "t_last",
-                 "ts_last")
+    __slots__ = ("acked_at", "count", "err", "first", "gaps", "gen", "next", "pending", "size", "t_first",
+                 "t_last", "ts_last")
 
     def __init__(self, gen: int, first: int) -> None:
         self.gen = gen
@@ -34,6 +34,9 @@ class Batch:
         self.ts_last = 0
         self.err: KafkaError | None = None
         self.acked_at = 0.0
+        #: (index in the run, source offset) of each record that follows a source gap
+        #: (compaction, transaction markers): where the offset map needs a new run.
+        self.gaps: list[tuple[int, int]] = []
 
     def _record(self, err: KafkaError | None, msg: Any, first: bool, last: bool) -> None:
         if err is not None:
@@ -79,8 +82,8 @@ class PartitionState:
     target; it is the only value ever written as progress.
     """
 
-    __slots__ = ("acked", "backoff", "careful", "committed", "gen", "is_heartbeat", "next", "partition",
-                 "paused_reason", "pending", "remote", "retry_at", "topic", "tp")
+    __slots__ = ("acked", "backoff", "careful", "committed", "delta", "gen", "is_heartbeat", "next", "partition",
+                 "paused_reason", "pending", "remote", "retry_at", "syncs", "topic", "tp")
 
     def __init__(self, topic: str, partition: int, remote: str, resume: int | None, is_heartbeat: bool) -> None:
         self.topic = topic
@@ -97,3 +100,19 @@ class PartitionState:
         self.retry_at = 0.0
         self.backoff = 0.5
         self.is_heartbeat = is_heartbeat
+        #: target - source of the current offset-map run (None: the next landed record starts one)
+        self.delta: int | None = None
+        #: offset-map entries (source, target) of landed records, written before the next progress
+        self.syncs: list[tuple[int, int]] = []
+
+    def map_landed(self, b: Batch) -> None:
+        """Record offset-map runs for a landed batch (its target offsets are contiguous)."""
+        if b.count == 0:
+            return
+        if self.delta != b.t_first - b.first:
+            self.delta = b.t_first - b.first
+            self.syncs.append((b.first, b.t_first))
+        for index, source in b.gaps:
+            if index < b.count:
+                self.delta = b.t_first + index - source
+                self.syncs.append((source, b.t_first + index))

@@ -33,6 +33,7 @@ from mirror_core.clients import ClusterHealth, make_admin, make_consumer, make_p
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.errors import ClusterUnavailable
 from mirror_core.metrics import Metrics
+from mirror_core.offsets.sync_store import ensure_offset_syncs_topic, offset_syncs_topic, write_sync
 from mirror_core.replication.batch import Batch, PartitionState
 from mirror_core.replication.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
 from mirror_core.replication.progress import ProgressStore, ensure_progress_topic
@@ -86,6 +87,7 @@ class FlowReplicator:
         self._next_config_sync = 0.0
         self._next_commit = 0.0
         self._lbl = flow.name
+        self._syncs_topic = offset_syncs_topic(flow.source)
         # Remote topics named like the source (identity policy) may have other writers: prove
         # delivery per record instead of per batch.
         self._exact_reports = flow.policy.uses_provenance
@@ -126,6 +128,7 @@ class FlowReplicator:
         while not self.stop.is_set():
             try:
                 ensure_progress_topic(tgt_admin, self.flow.progress_topic, self.flow.internal_replication_factor)
+                ensure_offset_syncs_topic(tgt_admin, self._syncs_topic, self.flow.internal_replication_factor)
                 self.target_health.mark_ok()
                 if self.flow.emit_heartbeats:
                     ensure_heartbeats_topic(src_admin, self.flow.heartbeats_replication_factor)
@@ -369,6 +372,8 @@ class FlowReplicator:
         remote = st.remote
         partition = st.partition
         last = len(run) - 1
+        if end - batch.first != len(run):
+            batch.gaps = _source_gaps(run)
         size = 0
         for k, m in enumerate(run):
             value = m.value()
@@ -551,6 +556,7 @@ class FlowReplicator:
                 if b.landed:
                     st.acked = b.next
                     st.backoff = 0.5
+                    st.map_landed(b)
                     if b.count:
                         part = str(st.partition)
                         self.metrics.records.labels(lbl, st.topic, part).inc(b.count)
@@ -684,6 +690,10 @@ class FlowReplicator:
                     self.metrics.errors.labels(self._lbl, "progress_commit").inc()
 
             try:
+                # Offset-map entries first: progress must never cover a record the map does not.
+                for source, target in st.syncs:
+                    write_sync(self._producer, self._syncs_topic, st.topic, st.partition, source, target)
+                st.syncs.clear()
                 self._progress.write(self._producer, st.topic, st.partition, acked, on_delivery)
                 st.committed = acked
             except BufferError:
@@ -719,6 +729,18 @@ class FlowReplicator:
             "target_reachable": self.target_health.reachable,
             "last_heartbeat_ms": self._last_heartbeat_ms or None,
         }
+
+
+def _source_gaps(run: list[Message]) -> list[tuple[int, int]]:
+    """(index, offset) of records whose source offset does not follow the previous one."""
+    gaps = []
+    prev = run[0].offset()
+    for i in range(1, len(run)):
+        off = run[i].offset()
+        if off != prev + 1:
+            gaps.append((i, off))
+        prev = off
+    return gaps
 
 
 def _describe(partitions: list[TopicPartition]) -> str:

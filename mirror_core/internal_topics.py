@@ -1,0 +1,78 @@
+"""mirror_core's internal topics on the target: creation, and incremental reading of one partition.
+
+Progress and offset-sync topics have one partition each: a single log gives a total order of writes,
+which both rely on (the newest progress wins; a newer offset-sync run supersedes older ones).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirror_core.errors import ProgressError
+
+
+def ensure_internal_topic(admin: AdminClient, topic: str, replication_factor: int, config: dict[str, str],
+                          timeout: float = 30) -> None:
+    """Create the topic if missing (idempotent across instances racing to create it)."""
+    md = admin.list_topics(topic=topic, timeout=timeout)
+    t = md.topics.get(topic)
+    if t is not None and t.error is None:
+        return
+    futures = admin.create_topics([NewTopic(topic, 1, replication_factor, config=config)],
+                                  operation_timeout=timeout)
+    try:
+        futures[topic].result(timeout)
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args else None
+        if not (isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS):
+            raise ProgressError(f"cannot create internal topic {topic}: {exc}") from exc
+
+
+class TopicTail:
+    """Reads a one-partition topic from where the previous call stopped up to its current end."""
+
+    def __init__(self, consumer: Consumer, topic: str) -> None:
+        self.topic = topic
+        self._consumer = consumer
+        self._position = 0
+
+    def read_new(self, timeout: float = 30.0) -> Iterator[tuple[bytes, bytes | None]]:
+        """Yield (key, value) of every record written since the last call (read_committed)."""
+        tp = TopicPartition(self.topic, 0)
+        try:
+            low, high = self._consumer.get_watermark_offsets(tp, timeout=timeout)
+        except KafkaException as exc:
+            raise ProgressError(f"cannot read internal topic {self.topic}: {exc}") from exc
+        self._position = max(self._position, low)
+        if self._position >= high:
+            return
+        self._consumer.assign([TopicPartition(self.topic, 0, self._position or OFFSET_BEGINNING)])
+        deadline = time.monotonic() + timeout
+        try:
+            while self._position < high:
+                if time.monotonic() > deadline:
+                    raise ProgressError(f"timed out reading {self.topic} at {self._position}/{high}")
+                for msg in self._consumer.consume(10000, 0.5):
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            continue
+                        raise ProgressError(f"internal topic {self.topic}: {err.str()}")
+                    self._position = msg.offset() + 1
+                    key = msg.key()
+                    if key is not None:
+                        yield key, msg.value()
+                if self._position < high:
+                    # Transaction markers and compaction leave gaps: trust the consumer's position.
+                    pos = self._consumer.position([tp])[0].offset
+                    if pos is not None and pos >= 0:
+                        self._position = max(self._position, pos)
+        finally:
+            self._consumer.unassign()
+
+    def close(self) -> None:
+        self._consumer.close()

@@ -1,0 +1,182 @@
+"""Checkpoints and group offset sync for one flow.
+
+Every ``emit.checkpoints.interval.seconds`` the emitter reads the committed offsets of the source
+consumer groups that pass ``groups``/``groups.exclude``, translates them exactly through the offset
+map, and publishes MirrorMaker 2 checkpoint records to ``<source>.checkpoints.internal`` on the
+target (key: group, *remote* topic, partition; value: upstream offset, downstream offset, metadata),
+so MM2 client tooling reads them unchanged. Only exact translations are published.
+
+With ``sync.group.offsets.enabled`` it also commits the translated offsets to the same group on the
+target when that group has no active members there, and never moves a target group backwards.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirror_core.internal_topics import TopicTail, ensure_internal_topic
+from mirror_core.offsets.records import (
+    decode_checkpoint_key,
+    decode_checkpoint_value,
+    encode_checkpoint_key,
+    encode_checkpoint_value,
+)
+
+log = logging.getLogger(__name__)
+CHECKPOINTS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+
+
+def checkpoints_topic(source_alias: str) -> str:
+    """MM2's name: ``<source alias>.checkpoints.internal`` on the target cluster."""
+    return f"{source_alias}.checkpoints.internal"
+
+
+def ensure_checkpoints_topic(admin: AdminClient, topic: str, replication_factor: int) -> None:
+    ensure_internal_topic(admin, topic, replication_factor, CHECKPOINTS_TOPIC_CONFIG)
+
+
+class CheckpointReader:
+    """Latest checkpoint per (group, remote topic, partition) -> (upstream, downstream)."""
+
+    def __init__(self, consumer: Any, topic: str) -> None:
+        self._tail = TopicTail(consumer, topic)
+        self.latest: dict[tuple[str, str, int], tuple[int, int]] = {}
+
+    def refresh(self, timeout: float = 30.0) -> dict[tuple[str, str, int], tuple[int, int]]:
+        for key, value in self._tail.read_new(timeout):
+            if value is None:
+                continue
+            upstream, downstream, _ = decode_checkpoint_value(value)
+            self.latest[decode_checkpoint_key(key)] = (upstream, downstream)
+        return self.latest
+
+    def close(self) -> None:
+        self._tail.close()
+
+
+def publish_checkpoint(producer: Producer, topic: str, group: str, remote_topic: str, partition: int,
+                       upstream: int, downstream: int) -> None:
+    producer.produce(topic, key=encode_checkpoint_key(group, remote_topic, partition),
+                     value=encode_checkpoint_value(upstream, downstream, ""))
+
+
+def sync_group_offsets(admin: AdminClient, group: str, wanted: dict[tuple[str, int], int],
+                       timeout: float = 15) -> dict[tuple[str, int], int]:
+    """Commit ``wanted`` to ``group`` on the target if it has no active members; never backwards.
+
+    Returns what was committed (empty when the group is active or already at/after every offset).
+    """
+    try:
+        desc = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout)
+        if desc.members:
+            return {}
+        current_f = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                      request_timeout=timeout)[group]
+        current = {(tp.topic, tp.partition): tp.offset
+                   for tp in current_f.result(timeout).topic_partitions or [] if tp.offset >= 0}
+    except KafkaException as exc:
+        log.warning("group offset sync: cannot describe %s on the target: %s", group, exc)
+        return {}
+    forward = {k: v for k, v in wanted.items() if current.get(k, -1) < v}
+    if not forward:
+        return {}
+    tps = [TopicPartition(t, p, o) for (t, p), o in sorted(forward.items())]
+    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(timeout)
+    return forward
+
+
+class CheckpointEmitter(threading.Thread):
+    """Runs next to a flow's replicator; all Kafka work here is off the replication hot path."""
+
+    def __init__(self, config: Any, flow: Any, stop: threading.Event, metrics: Any) -> None:
+        super().__init__(name=f"checkpoints {flow.name}", daemon=True)
+        self.config, self.flow, self.stop, self.metrics = config, flow, stop, metrics
+        self._published: dict[tuple[str, str, int], tuple[int, int]] = {}
+        self._next_group_sync = 0.0
+        self._clients: dict[str, Any] | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stop.wait(self.flow.checkpoints_interval_s):
+                try:
+                    self.emit_once()
+                except Exception as exc:
+                    self.metrics.errors.labels(self.flow.name, "checkpoints").inc()
+                    log.warning("flow %s: checkpoint round failed: %s", self.flow.name, exc)
+        finally:
+            self.close()
+
+    def _open(self) -> dict[str, Any]:
+        from mirror_core.clients import make_admin, make_consumer, make_producer
+        from mirror_core.offsets.sync_store import OffsetSyncReader, offset_syncs_topic
+        from mirror_core.replication.progress import ProgressStore
+
+        if self._clients is None:
+            src, tgt = self.config.cluster(self.flow.source), self.config.cluster(self.flow.target)
+            quiet = {"log_level": "3"}
+            self._clients = {
+                "src_admin": make_admin(src), "tgt_admin": make_admin(tgt),
+                "producer": make_producer(tgt, enforced={"linger.ms": "5"}),
+                "syncs": OffsetSyncReader(make_consumer(tgt, "mirror-core.checkpoints", quiet),
+                                          offset_syncs_topic(self.flow.source)),
+                "progress": ProgressStore(self.flow.progress_topic,
+                                          make_consumer(tgt, "mirror-core.checkpoints", quiet), "checkpoints"),
+            }
+            ensure_checkpoints_topic(self._clients["tgt_admin"], checkpoints_topic(self.flow.source),
+                                     self.flow.checkpoints_replication_factor)
+        return self._clients
+
+    def close(self) -> None:
+        if self._clients is not None:
+            self._clients["producer"].flush(10)
+            self._clients["syncs"].close()
+            self._clients["progress"].close()
+            self._clients = None
+
+    def emit_once(self) -> int:
+        """One round: translate every selected group, publish changes, sync idle target groups."""
+        import time
+
+        from mirror_core.offsets.translate import committed_offsets
+
+        flow = self.flow
+        c = self._open()
+        src_admin, tgt_admin, producer = c["src_admin"], c["tgt_admin"], c["producer"]
+        groups = [g.group_id for g in src_admin.list_consumer_groups(request_timeout=15).result(15).valid
+                  if flow.groups.accepts(g.group_id) and not g.group_id.startswith("mirror-core")]
+        if not groups:
+            return 0
+        offset_map = c["syncs"].refresh()
+        progress = c["progress"].refresh()
+        topic = checkpoints_topic(flow.source)
+        sync_now = flow.sync_group_offsets and time.monotonic() >= self._next_group_sync
+        published = 0
+        for group in groups:
+            translated: dict[tuple[str, int], int] = {}
+            for (t, p), upstream in committed_offsets(src_admin, group).items():
+                if not flow.should_replicate(t):
+                    continue
+                tr = offset_map.translate(t, p, upstream, progress.get((t, p)))
+                if tr.target_offset is None or not tr.exact:
+                    continue
+                remote = flow.remote_topic(t)
+                translated[(remote, p)] = tr.target_offset
+                key = (group, remote, p)
+                if self._published.get(key) != (upstream, tr.target_offset):
+                    publish_checkpoint(producer, topic, group, remote, p, upstream, tr.target_offset)
+                    self._published[key] = (upstream, tr.target_offset)
+                    published += 1
+            if sync_now and translated:
+                committed = sync_group_offsets(tgt_admin, group, translated)
+                if committed:
+                    log.info("flow %s: synced %d offsets of group %s to %s", flow.name, len(committed), group,
+                             flow.target)
+        if sync_now:
+            self._next_group_sync = time.monotonic() + flow.sync_group_offsets_interval_s
+        producer.flush(30)
+        return published

@@ -1,0 +1,119 @@
+"""Failback support: what the old primary holds that the standby never got, and where a reverse
+flow starts so that only data produced after the failover flows back."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from mirror_core.clients import make_admin, make_consumer, make_producer
+from mirror_core.config.model import FlowConfig, MirrorConfig
+from mirror_core.replication.progress import ProgressStore, ensure_progress_topic
+from mirror_core.replication.topics import TopicManager
+
+log = logging.getLogger(__name__)
+QUIET = {"log_level": "3"}
+
+
+@dataclass
+class UnreplicatedRange:
+    topic: str
+    partition: int
+    first: int  # first source offset the target never received
+    end: int  # source end offset (exclusive)
+    records: list[dict[str, Any]]
+
+    @property
+    def count(self) -> int:
+        return self.end - self.first
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "count": self.count}
+
+
+def unreplicated(config: MirrorConfig, flow: FlowConfig, sample: int = 20,
+                 timeout: float = 30) -> list[UnreplicatedRange]:
+    """Per partition, the source records beyond the flow's committed progress (never replicated).
+
+    Run it when the old primary is back, before restoring the forward flow: an operator decides what
+    to do with these records (re-produce them on the new primary, or discard) instead of scraping.
+    ``sample`` records per partition are listed with offset, key and timestamp.
+    """
+    src, tgt = config.cluster(flow.source), config.cluster(flow.target)
+    topics = TopicManager(flow, make_admin(src), make_admin(tgt), timeout=timeout).source_topics()
+    store = ProgressStore(flow.progress_topic, make_consumer(tgt, "mirror-core.failback", QUIET), "tool")
+    consumer = make_consumer(src, "mirror-core.failback", QUIET)
+    try:
+        progress = store.refresh(timeout)
+        out = []
+        for topic, count in sorted(topics.items()):
+            if flow.policy.is_heartbeats_topic(topic):
+                continue
+            for p in range(count):
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+                first = max(progress.get((topic, p), low), low)
+                if first >= high:
+                    continue
+                out.append(UnreplicatedRange(topic, p, first, high, _sample(consumer, topic, p, first, high,
+                                                                             sample, timeout)))
+        return out
+    finally:
+        store.close()
+        consumer.close()
+
+
+def _sample(consumer: Any, topic: str, partition: int, first: int, end: int, limit: int,
+            timeout: float) -> list[dict[str, Any]]:
+    if limit <= 0:
+        return []
+    consumer.assign([TopicPartition(topic, partition, first)])
+    records: list[dict[str, Any]] = []
+    try:
+        while len(records) < limit:
+            msgs = consumer.consume(limit, timeout=min(timeout, 5))
+            if not msgs:
+                break
+            for m in msgs:
+                if m.error() is None and m.offset() < end and len(records) < limit:
+                    key = m.key()
+                    records.append({"offset": m.offset(), "timestamp": m.timestamp()[1],
+                                    "key": key.decode(errors="replace") if key is not None else None})
+            if msgs[-1].offset() >= end - 1:
+                break
+    finally:
+        consumer.unassign()
+    return records
+
+
+def seed_progress(config: MirrorConfig, flow: FlowConfig, at: str = "end",
+                  timeout: float = 30) -> dict[tuple[str, int], int]:
+    """Write progress for every partition of ``flow`` at the source's current end (``at='end'``).
+
+    Used when a reverse flow is created at failover: it then starts exactly at the failover point,
+    so records the standby holds from before (the old primary's own data) never flow back.
+    """
+    if at != "end":
+        raise ValueError("only 'end' is supported")
+    src, tgt = config.cluster(flow.source), config.cluster(flow.target)
+    ensure_progress_topic(make_admin(tgt), flow.progress_topic, flow.internal_replication_factor)
+    topics = TopicManager(flow, make_admin(src), make_admin(tgt), timeout=timeout).source_topics()
+    consumer = make_consumer(src, "mirror-core.seed", QUIET)
+    producer = make_producer(tgt)
+    store = ProgressStore(flow.progress_topic, make_consumer(tgt, "mirror-core.seed", QUIET), "seed")
+    seeded: dict[tuple[str, int], int] = {}
+    try:
+        for topic, count in sorted(topics.items()):
+            for p in range(count):
+                _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+                store.write(producer, topic, p, high)
+                seeded[(topic, p)] = high
+        if producer.flush(timeout) != 0:
+            raise RuntimeError("progress records not acknowledged by the target")
+        log.info("flow %s: seeded %d partitions at the source end", flow.name, len(seeded))
+        return seeded
+    finally:
+        consumer.close()
+        store.close()

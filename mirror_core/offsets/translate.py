@@ -1,0 +1,183 @@
+"""Translate consumer-group offsets across clusters, and commit them — the failover primitive.
+
+``translate_group`` returns, per partition, the exact target offset from which a group resumes on
+the target with no duplicate and no loss. Sources of truth, in order:
+1. the group's committed offsets on the source (live), translated through the offset map;
+2. when the source is unreachable (a real disaster), the latest checkpoints published on the target.
+Where no mapping exists (older than the map, or before the mirror started) the broker's time index
+on the target gives an *approximate* position, labelled as such.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirror_core.clients import make_admin, make_consumer
+from mirror_core.config.model import FlowConfig, MirrorConfig
+from mirror_core.errors import MirrorError
+from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
+from mirror_core.offsets.offset_map import OffsetMap
+from mirror_core.offsets.sync_store import OffsetSyncReader, offset_syncs_topic
+from mirror_core.replication.progress import ProgressStore
+
+QUIET = {"log_level": "3"}
+
+
+class GroupActive(MirrorError):
+    """The target group has active members: committing offsets under them is refused."""
+
+
+@dataclass
+class PartitionTranslation:
+    group: str
+    topic: str
+    partition: int
+    remote_topic: str
+    source_offset: int
+    target_offset: int | None
+    exact: bool
+    note: str = ""
+    basis: str = "offset-map"  # offset-map | checkpoint | time-index
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class FlowOffsets:
+    """Everything needed to translate a flow's offsets, loaded once from the target cluster."""
+
+    offset_map: OffsetMap
+    progress: dict[tuple[str, int], int]
+
+    @classmethod
+    def load(cls, config: MirrorConfig, flow: FlowConfig, timeout: float = 30) -> FlowOffsets:
+        target = config.cluster(flow.target)
+        reader = OffsetSyncReader(make_consumer(target, "mirror-core.translate", QUIET),
+                                  offset_syncs_topic(flow.source))
+        store = ProgressStore(flow.progress_topic, make_consumer(target, "mirror-core.translate", QUIET), "tool")
+        try:
+            return cls(reader.refresh(timeout), store.refresh(timeout))
+        finally:
+            reader.close()
+            store.close()
+
+
+def committed_offsets(admin: AdminClient, group: str, timeout: float = 15) -> dict[tuple[str, int], int]:
+    """A group's committed offsets (next offset to read) on one cluster; empty if it has none."""
+    futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)
+    result = futures[group].result(timeout)
+    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
+
+
+def active_members(admin: AdminClient, group: str, timeout: float = 15) -> int:
+    desc = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout)
+    return len(desc.members or [])
+
+
+def _target_ends(consumer: Consumer, keys: Iterable[tuple[str, int]], timeout: float) -> dict[tuple[str, int], int]:
+    ends = {}
+    for topic, partition in keys:
+        try:
+            ends[(topic, partition)] = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                                      timeout=timeout)[1]
+        except KafkaException:
+            continue
+    return ends
+
+
+def _time_index_fallback(source: Consumer, target: Consumer, topic: str, remote: str, partition: int,
+                         offset: int, timeout: float) -> tuple[int | None, str]:
+    """Approximate: the target offset of the first record at or after the source record's timestamp."""
+    source.assign([TopicPartition(topic, partition, offset)])
+    try:
+        msgs = source.consume(1, timeout)
+    finally:
+        source.unassign()
+    if not msgs or msgs[0].error() is not None:
+        return None, "no mapping and the source record is gone; no time-index fallback possible"
+    ts = msgs[0].timestamp()[1]
+    found = target.offsets_for_times([TopicPartition(remote, partition, ts)], timeout=timeout)[0]
+    return (found.offset if found.offset >= 0 else None), f"approximate: time index at {ts} ms"
+
+
+def translate_group(config: MirrorConfig, group: str, source: str, target: str, topic: str | None = None,
+                    timeout: float = 30) -> list[PartitionTranslation]:
+    """Per partition, where ``group`` resumes on ``target`` after consuming up to its source offsets."""
+    flow = config.flow(f"{source}->{target}")
+    src_cluster, tgt_cluster = config.cluster(source), config.cluster(target)
+    try:
+        committed = committed_offsets(make_admin(src_cluster), group, timeout)
+    except KafkaException:
+        return _from_checkpoints(config, flow, group, topic, timeout)
+    committed = {k: v for k, v in committed.items()
+                 if flow.should_replicate(k[0]) and (topic is None or k[0] == topic)}
+    offsets = FlowOffsets.load(config, flow, timeout)
+    tgt_consumer = make_consumer(tgt_cluster, "mirror-core.translate", QUIET)
+    src_consumer = make_consumer(src_cluster, "mirror-core.translate", QUIET)
+    try:
+        ends = _target_ends(tgt_consumer, ((flow.remote_topic(t), p) for t, p in committed), timeout)
+        out = []
+        for (t, p), offset in sorted(committed.items()):
+            remote = flow.remote_topic(t)
+            tr = offsets.offset_map.translate(t, p, offset, offsets.progress.get((t, p)), ends.get((remote, p)))
+            row = PartitionTranslation(group, t, p, remote, offset, tr.target_offset, tr.exact, tr.note)
+            if tr.target_offset is None:
+                row.target_offset, row.note = _time_index_fallback(src_consumer, tgt_consumer, t, remote, p,
+                                                                   offset, timeout)
+                row.basis = "time-index"
+            out.append(row)
+        return out
+    finally:
+        tgt_consumer.close()
+        src_consumer.close()
+
+
+def _from_checkpoints(config: MirrorConfig, flow: FlowConfig, group: str, topic: str | None,
+                      timeout: float) -> list[PartitionTranslation]:
+    """Source unreachable: use the newest checkpoints the mirror published on the target."""
+    tgt = config.cluster(flow.target)
+    reader = CheckpointReader(make_consumer(tgt, "mirror-core.translate", QUIET), checkpoints_topic(flow.source))
+    try:
+        latest = reader.refresh(timeout)
+    finally:
+        reader.close()
+    out = []
+    for (g, remote, p), (upstream, downstream) in sorted(latest.items()):
+        source_topic = flow.policy.upstream_topic(remote) if not flow.policy.uses_provenance else remote
+        if g != group or (topic is not None and source_topic != topic):
+            continue
+        out.append(PartitionTranslation(group, source_topic or remote, p, remote, upstream, downstream, True,
+                                        "source unreachable: from the latest checkpoint", "checkpoint"))
+    return out
+
+
+def apply_translation(config: MirrorConfig, target: str, translations: list[PartitionTranslation],
+                      force: bool = False, timeout: float = 30) -> list[dict[str, Any]]:
+    """Commit translated offsets to the same group on ``target``.
+
+    Refuses while the group has active members there (their commits would race ours), unless forced.
+    Returns what was committed, with the offsets it replaced.
+    """
+    if not translations:
+        return []
+    group = translations[0].group
+    admin = make_admin(config.cluster(target))
+    if not force:
+        members = active_members(admin, group, timeout)
+        if members:
+            raise GroupActive(f"group '{group}' has {members} active member(s) on {target}; stop them first "
+                              "(or pass --force)")
+    previous = committed_offsets(admin, group, timeout)
+    tps = [TopicPartition(t.remote_topic, t.partition, t.target_offset) for t in translations
+           if t.target_offset is not None]
+    if not tps:
+        return []
+    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(timeout)
+    return [{"group": group, "topic": tp.topic, "partition": tp.partition, "offset": tp.offset,
+             "previous": previous.get((tp.topic, tp.partition))} for tp in tps]

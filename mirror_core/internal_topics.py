@@ -16,13 +16,13 @@ from mirror_core.errors import ProgressError
 
 
 def ensure_internal_topic(admin: AdminClient, topic: str, replication_factor: int, config: dict[str, str],
-                          timeout: float = 30) -> None:
+                          timeout: float = 30, partitions: int = 1) -> None:
     """Create the topic if missing (idempotent across instances racing to create it)."""
     md = admin.list_topics(topic=topic, timeout=timeout)
     t = md.topics.get(topic)
     if t is not None and t.error is None:
         return
-    futures = admin.create_topics([NewTopic(topic, 1, replication_factor, config=config)],
+    futures = admin.create_topics([NewTopic(topic, partitions, replication_factor, config=config)],
                                   operation_timeout=timeout)
     try:
         futures[topic].result(timeout)

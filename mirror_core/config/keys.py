@@ -145,6 +145,12 @@ KEYS: tuple[KeyDef, ...] = (
            "there (never backwards)."),
     KeyDef("sync.group.offsets.interval.seconds", positive_seconds, "60",
            "How often target group offsets are synced (at most as often as checkpoints are emitted)."),
+    KeyDef("exactly.once.enabled", parse_bool, "false",
+           "Exactly-once replication: transactional producers on the target; records, offset map and "
+           "progress commit in one transaction; the source is read with read_committed."),
+    KeyDef("exactly.once.slots", int_between(1, 1024), "8",
+           "Exactly-once fencing units: source partitions are hashed into this many slots, each with its "
+           "own transactional id; the most mirror processes that can share a flow."),
     KeyDef("offset.flush.interval.ms", int_between(10, 3_600_000), "1000",
            "How often replication progress is committed to the target (after the target acked)."),
     KeyDef("replication.batch.max.records", int_between(1, 1_000_000), "10000",
@@ -163,7 +169,7 @@ IGNORED_MM2_KEYS = frozenset({
     "dedicated.mode.enable.internal.rest", "key.converter", "value.converter", "header.converter",
     "offset.storage.replication.factor", "config.storage.replication.factor",
     "status.storage.replication.factor", "replication.policy.internal.topic.separator.enabled",
-    "exactly.once.source.support", "admin.timeout.ms", "topic.filter.class", "group.filter.class",
+    "admin.timeout.ms", "topic.filter.class", "group.filter.class",
     "config.property.filter.class", "emit.offset-syncs.enabled",
 })
 

@@ -240,6 +240,8 @@ class _Builder:
             checkpoints_replication_factor=values["checkpoints.topic.replication.factor"],
             sync_group_offsets=values["sync.group.offsets.enabled"],
             sync_group_offsets_interval_s=values["sync.group.offsets.interval.seconds"],
+            exactly_once=values["exactly.once.enabled"],
+            exactly_once_slots=values["exactly.once.slots"],
             consumer_overrides=MappingProxyType(settings["consumer"]),
             producer_overrides=MappingProxyType(settings["producer"]),
         )

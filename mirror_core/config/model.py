@@ -66,6 +66,8 @@ class FlowConfig:
     checkpoints_replication_factor: int = -1
     sync_group_offsets: bool = False
     sync_group_offsets_interval_s: float = 60.0
+    exactly_once: bool = False
+    exactly_once_slots: int = 8
     consumer_overrides: Mapping[str, str] = field(default_factory=_frozen)
     producer_overrides: Mapping[str, str] = field(default_factory=_frozen)
 

@@ -82,10 +82,12 @@ class PartitionState:
     target; it is the only value ever written as progress.
     """
 
-    __slots__ = ("acked", "backoff", "careful", "committed", "delta", "gen", "is_heartbeat", "next", "partition",
-                 "paused_reason", "pending", "remote", "retry_at", "syncs", "topic", "tp")
+    __slots__ = ("acked", "backoff", "careful", "committed", "delta", "gen", "is_heartbeat", "next", "origin",
+                 "partition", "paused_reason", "pending", "producer", "remote", "retry_at", "slot", "syncs", "topic",
+                 "tp")
 
-    def __init__(self, topic: str, partition: int, remote: str, resume: int | None, is_heartbeat: bool) -> None:
+    def __init__(self, topic: str, partition: int, remote: str, resume: int | None, is_heartbeat: bool,
+                 producer: Any = None, slot: int | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.remote = remote
@@ -104,6 +106,12 @@ class PartitionState:
         self.delta: int | None = None
         #: offset-map entries (source, target) of landed records, written before the next progress
         self.syncs: list[tuple[int, int]] = []
+        #: the target producer of this partition (exactly-once: its slot's transactional producer)
+        self.producer = producer
+        #: exactly-once slot (fencing unit) owning this partition; None at-least-once
+        self.slot = slot
+        #: first source offset consumed since assignment: where to rewind when nothing is committed
+        self.origin: int | None = resume
 
     def map_landed(self, b: Batch) -> None:
         """Record offset-map runs for a landed batch (its target offsets are contiguous)."""

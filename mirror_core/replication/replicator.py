@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import (
@@ -31,10 +32,11 @@ from confluent_kafka import (
 
 from mirror_core.clients import ClusterHealth, make_admin, make_consumer, make_producer
 from mirror_core.config.model import FlowConfig, MirrorConfig
-from mirror_core.errors import ClusterUnavailable
+from mirror_core.errors import ClusterUnavailable, MirrorError
 from mirror_core.metrics import Metrics
 from mirror_core.offsets.sync_store import ensure_offset_syncs_topic, offset_syncs_topic, write_sync
 from mirror_core.replication.batch import Batch, PartitionState
+from mirror_core.replication.exactly_once import SlotManager
 from mirror_core.replication.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
 from mirror_core.replication.progress import ProgressStore, ensure_progress_topic
 from mirror_core.replication.topics import TopicManager
@@ -81,6 +83,8 @@ class FlowReplicator:
         self._progress: ProgressStore | None = None
         self._hb_producer: Producer | None = None
         self._target_meta: Consumer | None = None  # watermark look-ups on the target
+        self._slots: SlotManager | None = None  # exactly-once mode only
+        self._callback_error: Exception | None = None
         self._heartbeats: HeartbeatEmitter | None = None
         self._topics: TopicManager | None = None
         self._next_refresh = 0.0
@@ -140,7 +144,9 @@ class FlowReplicator:
                 log.warning("flow %s: clusters not ready (%s); retrying in %.0fs", self.flow.name, exc, backoff)
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
-        self._producer = make_producer(tgt, self.flow.producer_overrides, self.target_health)
+        # Exactly-once: each owned slot has its own transactional producer (see exactly_once.py).
+        self._producer = (None if self.flow.exactly_once
+                          else make_producer(tgt, self.flow.producer_overrides, self.target_health))
         reader = make_consumer(tgt, f"{self.flow.worker_group_id}.progress-reader", health=self.target_health)
         self._progress = ProgressStore(self.flow.progress_topic, reader, self.instance)
         self._target_meta = make_consumer(tgt, f"{self.flow.worker_group_id}.meta", health=self.target_health)
@@ -149,6 +155,8 @@ class FlowReplicator:
             src, self.flow.worker_group_id, self.flow.consumer_overrides, self.source_health,
             enforced={"topic.metadata.refresh.interval.ms": refresh_ms,
                       "auto.offset.reset": self.flow.start_position})
+        if self.flow.exactly_once:
+            self._slots = SlotManager(self)
         if self.flow.emit_heartbeats:
             self._hb_producer = make_producer(src, health=self.source_health,
                                               enforced={"linger.ms": "0", "message.timeout.ms": "30000"})
@@ -160,8 +168,8 @@ class FlowReplicator:
         if self.stop.is_set():
             self._close_clients(graceful=False)
             return
-        assert self._consumer is not None and self._producer is not None
-        consumer, producer = self._consumer, self._producer
+        assert self._consumer is not None
+        consumer, producer, slots = self._consumer, self._producer, self._slots
         batch_max = self.flow.batch_max_records
         max_in_flight = self.flow.max_in_flight_records
         self._set_state("running")
@@ -175,14 +183,18 @@ class FlowReplicator:
                 if self._heartbeats is not None:
                     self._heartbeats.maybe_emit(now)
                 self._resume_due(now)
-                if len(producer) >= max_in_flight:
-                    producer.poll(0.05)  # back-pressure: let the target catch up
+                if slots is not None:
+                    slots.poll()
+                in_flight = slots.in_flight() if slots is not None else len(producer)  # type: ignore[arg-type]
+                if in_flight >= max_in_flight:
+                    self._poll_producers(0.05)  # back-pressure: let the target catch up
                 else:
                     msgs = consumer.consume(batch_max, 0.1)
+                    self.raise_callback_error()
                     if msgs:
                         self._replicate(msgs)
-                    producer.poll(0)
-                self._collect()
+                    self._poll_producers(0)
+                self.collect()
                 if now >= self._next_commit:
                     self._advance_idle()
                     self._commit()
@@ -196,10 +208,14 @@ class FlowReplicator:
         consumer, producer = self._consumer, self._producer
         self._consumer = None
         try:
+            if self._slots is not None:
+                self._set_state("stopping")
+                self._slots.close(graceful)
+                self._slots = None
             if graceful and producer is not None:
                 self._set_state("stopping")
                 producer.flush(30)
-                self._collect()
+                self.collect()
                 self._commit()
                 producer.flush(10)
             if consumer is not None:
@@ -251,11 +267,14 @@ class FlowReplicator:
         for back in set(wanted) & set(self.missing_topics):
             del self.missing_topics[back]
         self.metrics.topics.labels(self._lbl).set(len(wanted))
-        if frozenset(wanted) != self._subscribed:
+        if self._slots is not None:
+            self._subscribed = frozenset(wanted)
+            self._slots.reconcile(wanted)
+        elif frozenset(wanted) != self._subscribed:
             self._subscribed = frozenset(wanted)
             if wanted:
-                self._consumer.subscribe(sorted(wanted), on_assign=self._on_assign,
-                                         on_revoke=self._on_revoke, on_lost=self._on_lost)
+                self._consumer.subscribe(sorted(wanted), on_assign=self.guarded(self._on_assign),
+                                         on_revoke=self.guarded(self._on_revoke), on_lost=self.guarded(self._on_lost))
             else:
                 self._consumer.unsubscribe()
             log.info("flow %s: subscribed to %d topics", self.flow.name, len(wanted))
@@ -263,7 +282,11 @@ class FlowReplicator:
         self._next_refresh = now + interval
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        assert self._topics is not None and self._progress is not None and self._producer is not None
+        self.take(partitions, self._producer)
+
+    def take(self, partitions: list[TopicPartition], producer: Producer | None, slot: int | None = None) -> None:
+        """Start replicating ``partitions``: remote partitions first, then resume from stored progress."""
+        assert self._topics is not None and self._progress is not None and self._consumer is not None
         needed: dict[str, int] = {}
         for tp in partitions:
             needed[tp.topic] = max(needed.get(tp.topic, 0), tp.partition + 1,
@@ -272,9 +295,9 @@ class FlowReplicator:
         deadline = time.monotonic() + 120
         while True:
             try:
-                if self._topics.ensure_remote(needed):
+                if self._topics.ensure_remote(needed) and producer is not None:
                     for topic in needed:
-                        self._producer.list_topics(self.flow.remote_topic(topic), timeout=10)
+                        producer.list_topics(self.flow.remote_topic(topic), timeout=10)
                 entries = self._progress.refresh()
                 break
             except Exception as exc:
@@ -287,9 +310,9 @@ class FlowReplicator:
             tp.offset = resume if resume is not None else (
                 OFFSET_BEGINNING if self.flow.start_position == "earliest" else OFFSET_END)
             st = PartitionState(tp.topic, tp.partition, self.flow.remote_topic(tp.topic), resume,
-                                self.flow.policy.is_heartbeats_topic(tp.topic))
+                                self.flow.policy.is_heartbeats_topic(tp.topic), producer, slot)
             self.states[(tp.topic, tp.partition)] = st
-        consumer.incremental_assign(partitions)
+        self._consumer.incremental_assign(partitions)
         self.metrics.assigned.labels(self._lbl).set(len(self.states))
         log.info("flow %s: assigned %s", self.flow.name, _describe(partitions))
 
@@ -297,7 +320,7 @@ class FlowReplicator:
         """Cooperative revocation: finish in-flight work and commit before the next owner starts."""
         if self._producer is not None:
             self._producer.flush(30)
-            self._collect()
+            self.collect()
             revoked = [self.states[k] for k in ((tp.topic, tp.partition) for tp in partitions) if k in self.states]
             self._commit(revoked)
             self._producer.flush(10)
@@ -310,6 +333,50 @@ class FlowReplicator:
         self._drop(partitions)
         consumer.incremental_unassign(partitions)
         log.warning("flow %s: lost %s", self.flow.name, _describe(partitions))
+
+    def guarded(self, callback: Callable[[Consumer, list[TopicPartition]], None]
+                ) -> Callable[[Consumer, list[TopicPartition]], None]:
+        """Wrap a rebalance callback: librdkafka would mangle an exception raised inside it, so it is
+        kept and re-raised by :meth:`raise_callback_error` once ``consume`` returns."""
+
+        def wrapper(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            try:
+                callback(consumer, partitions)
+            except Exception as exc:
+                self._callback_error = exc
+
+        return wrapper
+
+    def raise_callback_error(self) -> None:
+        exc, self._callback_error = self._callback_error, None
+        if exc is not None:
+            raise MirrorError(f"rebalance callback failed: {exc}") from exc
+
+    @property
+    def partition_counts(self) -> dict[str, int]:
+        return self._partition_counts
+
+    def _poll_producers(self, timeout: float) -> None:
+        if self._slots is not None:
+            for p in self._slots.producers.values():
+                p.poll(0)
+            if timeout:
+                time.sleep(timeout)
+        elif self._producer is not None:
+            self._producer.poll(timeout)
+
+    def drop_states(self, states: list[PartitionState]) -> None:
+        """Stop replicating these partitions (exactly-once: their slot was released)."""
+        if not states:
+            return
+        tps = [TopicPartition(st.topic, st.partition) for st in states]
+        self._drop(tps)
+        if self._consumer is not None:
+            self._consumer.incremental_unassign(tps)
+        log.info("flow %s: released %s", self.flow.name, _describe(tps))
+
+    def rewind_to(self, st: PartitionState, pos: int, careful: bool, backoff: bool) -> None:
+        self._rewind(st, None, careful=careful, backoff=backoff, to=pos)
 
     def _drop(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
@@ -355,6 +422,10 @@ class FlowReplicator:
         end = run[-1].offset() + 1
         if self.flow.policy.uses_provenance:
             run = self._with_provenance(run)
+        if st.origin is None and run:
+            st.origin = run[0].offset()
+        if self._slots is not None:
+            self._slots.ensure_txn(st)
         if st.careful:
             self._produce_careful(st, run, end)
             return
@@ -368,7 +439,7 @@ class FlowReplicator:
         self._active.add(st)
         if not run:
             return
-        produce = self._producer.produce  # type: ignore[union-attr]
+        produce = st.producer.produce
         remote = st.remote
         partition = st.partition
         last = len(run) - 1
@@ -394,7 +465,7 @@ class FlowReplicator:
                             timestamp=0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts, headers=m.headers())
                     break
                 except BufferError:
-                    self._producer.poll(0.05)  # type: ignore[union-attr]
+                    st.producer.poll(0.05)
                 except KafkaException as exc:
                     if cb is not None:
                         batch.pending -= 1
@@ -412,7 +483,7 @@ class FlowReplicator:
     def _produce_exact(self, st: PartitionState, run: list[Message], end: int) -> None:
         """A delivery report per record: for remote topics other writers share (identity policy),
         where the first/last contiguity proof of a batch cannot hold."""
-        produce = self._producer.produce  # type: ignore[union-attr]
+        produce = st.producer.produce
         self._active.add(st)
         for m in run:
             off = m.offset()
@@ -428,7 +499,7 @@ class FlowReplicator:
                             timestamp=0 if ts_type == TIMESTAMP_NOT_AVAILABLE else b.ts_last, headers=m.headers())
                     break
                 except BufferError:
-                    self._producer.poll(0.05)  # type: ignore[union-attr]
+                    st.producer.poll(0.05)
                 except KafkaException as exc:
                     b.pending = 0
                     self._sync_failure(st, b, 0, m, exc.args[0], 0)
@@ -447,13 +518,13 @@ class FlowReplicator:
         records after the first one); the refused record is queued as a failed single-record batch
         so that a record-level error pauses the partition exactly there, with no replay.
         """
-        assert self._producer is not None and self._target_meta is not None
+        assert self._target_meta is not None
         st.retry_at = _BLOCKED  # no more records until _collect handles the failure
         offset = m.offset()
         batch.count, batch.next, batch.size = k, offset, size
         st.next = offset
         if k > 0:
-            self._producer.flush(30)
+            st.producer.flush(30)
             verified = False
             if batch.err is None and batch.done and batch.t_first >= 0:
                 try:
@@ -476,8 +547,7 @@ class FlowReplicator:
 
     def _produce_careful(self, st: PartitionState, run: list[Message], end: int) -> None:
         """One record at a time, each flushed and acknowledged on its own, to pinpoint a bad record."""
-        producer = self._producer
-        assert producer is not None
+        producer = st.producer
         self._active.add(st)
         for m in run:
             off = m.offset()
@@ -505,6 +575,12 @@ class FlowReplicator:
                 st.retry_at = _BLOCKED  # no more records until _collect handles the failure
                 return
             st.next = off + 1
+            if self._slots is not None:
+                # Exactly-once: one transaction per record, so a bad record aborts only itself.
+                self._slots.commit(st.slot)
+                if st.careful is False or st.paused_reason is not None:
+                    return
+                self._slots.ensure_txn(st)
         # Trailing records filtered out (provenance) still advance the position.
         tail = Batch(st.gen, end)
         st.pending.append(tail)
@@ -540,7 +616,7 @@ class FlowReplicator:
         log.warning("flow %s: consumer error: %s", self.flow.name, err.str())
 
     # -- acknowledgements and progress -----------------------------------------------------------
-    def _collect(self) -> None:
+    def collect(self) -> None:
         """Advance ``acked`` over finished batches, in source order; handle failed ones."""
         if not self._active:
             return
@@ -574,6 +650,9 @@ class FlowReplicator:
             self._active.discard(st)
 
     def _on_batch_failure(self, st: PartitionState, b: Batch) -> None:
+        if self._slots is not None:
+            self._slots.fail(st, b)
+            return
         err = b.err
         code = err.code() if err is not None else None
         where = f"{st.topic}[{st.partition}]"
@@ -581,7 +660,7 @@ class FlowReplicator:
             if st.careful and b.count <= 1:
                 # Every record before this one is acknowledged (careful mode is one record at a time).
                 st.acked = b.first
-                self._pause(st, f"record at offset {b.first} rejected by target topic {st.remote}: "
+                self.pause(st, f"record at offset {b.first} rejected by target topic {st.remote}: "
                                 f"{err.str() if err else ''} (partition paused; fix the target limit, "
                                 "e.g. max.message.bytes, and restart)")
                 return
@@ -604,13 +683,20 @@ class FlowReplicator:
                     self.flow.name, where, err.str(), st.acked, st.backoff)
         self._rewind(st, b, careful=False, backoff=True)
 
-    def _rewind(self, st: PartitionState, failed: Batch, careful: bool, backoff: bool) -> None:
-        """Forget in-flight batches and re-read from the last acknowledged offset.
+    def _rewind(self, st: PartitionState, failed: Batch | None, careful: bool, backoff: bool,
+                to: int | None = None) -> None:
+        """Forget in-flight batches and re-read from ``to`` (default: the last acknowledged offset).
 
         ``failed`` is the oldest unacknowledged batch: where to restart when nothing was acked yet.
         """
         st.gen += 1
-        pos = st.acked if st.acked is not None else failed.first
+        if to is not None:
+            pos = to
+        elif st.acked is not None:
+            pos = st.acked
+        else:
+            assert failed is not None
+            pos = failed.first
         st.pending.clear()
         st.careful = careful
         st.next = pos
@@ -645,7 +731,7 @@ class FlowReplicator:
                 assert self._consumer is not None
                 self._consumer.resume([st.tp])
 
-    def _pause(self, st: PartitionState, reason: str) -> None:
+    def pause(self, st: PartitionState, reason: str) -> None:
         assert self._consumer is not None
         st.paused_reason = reason
         st.gen += 1
@@ -677,12 +763,14 @@ class FlowReplicator:
 
     def _commit(self, states: list[PartitionState] | None = None) -> None:
         """Write progress for acknowledged offsets (never beyond what the target acknowledged)."""
+        if self._slots is not None:
+            self._slots.commit_all()
+            return
         if self._producer is None or self._progress is None:
             return
         for st in states if states is not None else list(self.states.values()):
             if st.acked is None or st.acked == st.committed:
                 continue
-            acked = st.acked
 
             def on_delivery(err: KafkaError | None, _msg: object, st: PartitionState = st) -> None:
                 if err is not None:
@@ -690,15 +778,24 @@ class FlowReplicator:
                     self.metrics.errors.labels(self._lbl, "progress_commit").inc()
 
             try:
-                # Offset-map entries first: progress must never cover a record the map does not.
-                for source, target in st.syncs:
-                    write_sync(self._producer, self._syncs_topic, st.topic, st.partition, source, target)
-                st.syncs.clear()
-                self._progress.write(self._producer, st.topic, st.partition, acked, on_delivery)
-                st.committed = acked
+                st.committed = self.write_progress(st, self._producer, on_delivery)
             except BufferError:
                 break
         self._producer.poll(0)
+
+    def write_progress(self, st: PartitionState, producer: Producer, on_delivery: Any = None) -> int:
+        """Offset-map entries first, then progress: progress never covers a record the map does not.
+
+        Returns the offset written; the caller marks it committed once it is durable (acknowledged,
+        or exactly-once: its transaction committed).
+        """
+        assert self._progress is not None and st.acked is not None
+        acked = st.acked
+        for source, target in st.syncs:
+            write_sync(producer, self._syncs_topic, st.topic, st.partition, source, target)
+        st.syncs.clear()
+        self._progress.write(producer, st.topic, st.partition, acked, on_delivery)
+        return acked
 
     def _publish_status(self) -> None:
         assert self._consumer is not None

@@ -1,0 +1,225 @@
+"""Exactly-once replication: transactional producers per *slot*, fenced through a consumer group.
+
+Source partitions are hashed into ``exactly.once.slots`` slots. Mirror processes share the slots
+through a consumer group on the *target* cluster over an (empty) slot topic with one partition per
+slot; owning slot ``k`` means owning transactional id ``mirror-core.<source>-<target>.slot-<k>``.
+Taking a slot calls ``init_transactions`` with that id, which aborts and fences any previous owner
+(a zombie cannot commit afterwards), and only then reads the slot's progress.
+
+Invariant (owned here): records, offset-map entries and progress of a slot's partitions are written
+in one transaction, so the target holds each source record exactly once (read_committed) whatever
+moment a mirror is stopped or killed. On any error the transaction is aborted and the slot's
+partitions are rewound to their committed progress.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import zlib
+from typing import TYPE_CHECKING
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from mirror_core.clients import make_admin, make_consumer, make_producer
+from mirror_core.internal_topics import ensure_internal_topic
+from mirror_core.replication.batch import Batch, PartitionState
+
+if TYPE_CHECKING:
+    from mirror_core.replication.replicator import FlowReplicator
+
+log = logging.getLogger(__name__)
+RECORD_ERRORS_TXN = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD,
+                               KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_MSG,
+                               KafkaError.INVALID_MSG_SIZE})
+
+
+def slot_of(topic: str, partition: int, slots: int) -> int:
+    """Stable across processes and restarts (unlike Python's salted hash)."""
+    return zlib.crc32(f"{topic}\x00{partition}".encode()) % slots
+
+
+def slot_topic(source: str, target: str) -> str:
+    return f"mirror-core.slots.{source}-{target}.internal"
+
+
+def ensure_slot_topic(admin: AdminClient, topic: str, slots: int, replication_factor: int) -> None:
+    ensure_internal_topic(admin, topic, replication_factor, {"cleanup.policy": "delete"}, partitions=slots)
+    md = admin.list_topics(topic=topic, timeout=15).topics[topic]
+    if len(md.partitions) < slots:  # more slots configured than before: grow (never shrink)
+        try:
+            admin.create_partitions([NewPartitions(topic, slots)])[topic].result(15)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if not (isinstance(err, KafkaError) and err.code() == KafkaError.INVALID_PARTITIONS):
+                raise  # INVALID_PARTITIONS: another instance (or a stale metadata view) got there
+
+
+class SlotManager:
+    def __init__(self, replicator: FlowReplicator) -> None:
+        self.r = replicator
+        flow = replicator.flow
+        self.flow = flow
+        self.slots = flow.exactly_once_slots
+        self.target = replicator.config.cluster(flow.target)
+        self.topic = slot_topic(flow.source, flow.target)
+        ensure_slot_topic(make_admin(self.target), self.topic, self.slots, flow.internal_replication_factor)
+        self.producers: dict[int, Producer] = {}
+        self.open: set[int] = set()
+        self.membership: Consumer = make_consumer(self.target, f"{flow.worker_group_id}.slots",
+                                                  health=replicator.target_health)
+        guard = replicator.guarded
+        self.membership.subscribe([self.topic], on_assign=guard(self._on_assign), on_revoke=guard(self._on_revoke),
+                                  on_lost=guard(self._on_lost))
+
+    # -- membership ---------------------------------------------------------------------------------
+    def poll(self) -> None:
+        """Serve membership rebalances (the slot topic holds no records)."""
+        self.membership.consume(1, 0)
+        self.r.raise_callback_error()
+
+    def owned(self) -> list[int]:
+        return sorted(self.producers)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            k = tp.partition
+            producer = make_producer(self.target, self.flow.producer_overrides, self.r.target_health, enforced={
+                "transactional.id": f"mirror-core.{self.flow.source}-{self.flow.target}.slot-{k}",
+                "transaction.timeout.ms": "60000", "message.timeout.ms": "55000"})
+            producer.init_transactions(60)  # fences and aborts any previous owner of this slot
+            self.producers[k] = producer
+            log.info("flow %s: took exactly-once slot %d", self.flow.name, k)
+        consumer.incremental_assign(partitions)
+        self.reconcile(self.r.partition_counts)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self.commit(tp.partition)
+            self._release(tp.partition, graceful=True)
+        consumer.incremental_unassign(partitions)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self._release(tp.partition, graceful=False)
+        consumer.incremental_unassign(partitions)
+
+    def _release(self, k: int, graceful: bool) -> None:
+        self.r.drop_states([st for st in self.r.states.values() if st.slot == k])
+        producer = self.producers.pop(k, None)
+        if producer is not None and k in self.open and not graceful:
+            # Fenced already (the new owner aborted it) is fine too.
+            with contextlib.suppress(KafkaException):
+                producer.abort_transaction(10)
+        self.open.discard(k)
+        log.info("flow %s: released exactly-once slot %d", self.flow.name, k)
+
+    def reconcile(self, counts: dict[str, int]) -> None:
+        """Replicate exactly the source partitions of owned slots (new topics/partitions included)."""
+        wanted: dict[int, list[TopicPartition]] = {}
+        for topic, count in counts.items():
+            for p in range(count):
+                k = slot_of(topic, p, self.slots)
+                if k in self.producers and (topic, p) not in self.r.states:
+                    wanted.setdefault(k, []).append(TopicPartition(topic, p))
+        gone = [st for st in self.r.states.values() if st.topic not in counts or st.partition >= counts[st.topic]]
+        if gone:
+            self.r.drop_states(gone)
+        for k, tps in sorted(wanted.items()):
+            self.r.take(tps, self.producers[k], k)
+
+    # -- transactions -------------------------------------------------------------------------------
+    def ensure_txn(self, st: PartitionState) -> None:
+        k = st.slot
+        if k is not None and k not in self.open:
+            self.producers[k].begin_transaction()
+            self.open.add(k)
+
+    def commit_all(self) -> None:
+        for k in list(self.producers):
+            self.commit(k)
+
+    def commit(self, k: int | None) -> None:
+        """Flush slot ``k``, add offset-map entries and progress to its transaction, commit it."""
+        if k is None or k not in self.producers:
+            return
+        producer = self.producers[k]
+        states = [st for st in self.r.states.values() if st.slot == k]
+        if k not in self.open:
+            if not any(st.acked is not None and st.acked != st.committed for st in states):
+                return
+            producer.begin_transaction()
+            self.open.add(k)
+        try:
+            remaining = producer.flush(30)
+        except (KafkaException, SystemError) as exc:  # fatal (e.g. fenced) errors surface from flush
+            self._abort(k, None, None, f"flush failed: {exc}")
+            return
+        if remaining != 0:
+            self._abort(k, None, None, "flush timed out")
+            return
+        self.r.collect()
+        if k not in self.open:  # a failed batch aborted the transaction during collect
+            return
+        written = {}
+        for st in states:
+            if st.acked is not None and st.acked != st.committed and not st.pending:
+                written[id(st)] = (st, self.r.write_progress(st, producer))
+        try:
+            producer.commit_transaction(60)
+        except KafkaException as exc:
+            self._abort(k, None, None, f"commit failed: {exc}")
+            return
+        self.open.discard(k)
+        for st, acked in written.values():
+            st.committed = acked
+
+    def fail(self, st: PartitionState, b: Batch) -> None:
+        self._abort(st.slot, st, b, b.err.str() if b.err is not None else "target offsets not contiguous")
+
+    def _abort(self, k: int | None, failed: PartitionState | None, b: Batch | None, reason: str) -> None:
+        """Abort slot ``k``'s transaction and rewind its partitions to their committed progress."""
+        if k is None or k not in self.producers:
+            return
+        producer = self.producers[k]
+        self.r.metrics.errors.labels(self.flow.name, "transaction_aborted").inc()
+        log.warning("flow %s: slot %d: aborting transaction (%s)", self.flow.name, k, reason)
+        try:
+            if k in self.open:
+                producer.abort_transaction(30)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.fatal():
+                log.error("flow %s: slot %d fenced or fatal (%s); releasing it", self.flow.name, k, err.str())
+                self.open.discard(k)
+                self._release(k, graceful=False)
+                return
+        self.open.discard(k)
+        for st in [s for s in self.r.states.values() if s.slot == k]:
+            st.syncs.clear()
+            st.delta = None
+            st.acked = st.committed
+            pos = st.committed if st.committed is not None else st.origin
+            record_error = b is not None and b.err is not None and b.err.code() in RECORD_ERRORS_TXN
+            if st is failed and record_error and st.careful and b is not None and b.count <= 1:
+                self.r.pause(st, f"record at offset {b.first} rejected by target topic {st.remote}: {reason} "
+                                 "(partition paused; fix the target limit, e.g. max.message.bytes, and restart)")
+                continue
+            if pos is None:
+                st.pending.clear()
+                continue
+            self.r.rewind_to(st, pos, careful=st is failed and (record_error or b is not None),
+                             backoff=st is failed and not record_error and b is not None and b.err is not None)
+
+    def in_flight(self) -> int:
+        return sum(len(p) for p in self.producers.values())
+
+    def close(self, graceful: bool) -> None:
+        if graceful:
+            self.commit_all()
+        for k in list(self.producers):
+            self._release(k, graceful=graceful)
+        with contextlib.suppress(KafkaException):
+            self.membership.close()
+

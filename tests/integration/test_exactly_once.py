@@ -1,0 +1,72 @@
+"""Exactly-once mode: SIGKILLs at any moment leave every source record exactly once on the target;
+a second instance taking over a slot fences the first."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from tests.integration.conftest import flow_lines
+from tests.integration.test_resilience import BackgroundProducer
+from tests.kafka_harness import create_topic, end_offsets, read_all, wait_until
+
+EOS = ["exactly.once.enabled = true", "exactly.once.slots = 4", "dc2.consumer.session.timeout.ms = 6000",
+       "dc2.consumer.heartbeat.interval.ms = 1000"]
+
+
+def assert_exactly_once(src_records, dst_records) -> None:  # type: ignore[no-untyped-def]
+    for partition in {r.partition for r in src_records}:
+        expected = [r.value for r in src_records if r.partition == partition]
+        got = [r.value for r in dst_records if r.partition == partition]
+        assert got == expected, (f"partition {partition}: {len(got)} records on the target for {len(expected)} "
+                                 f"on the source; duplicates {len(got) - len(set(got))}, "
+                                 f"missing {len(set(expected) - set(got))}")
+
+
+def caught_up(m, topic) -> bool:  # type: ignore[no-untyped-def]
+    parts = [p for p in m.partitions() if p["topic"] == topic]
+    return bool(parts) and all(p["lag"] == 0 for p in parts)
+
+
+def test_sigkill_repeatedly_gives_no_duplicates_and_no_gaps(dc1, dc2, name, start_mirror):
+    t = f"{name}.eos"
+    create_topic(dc1, t, 4)
+    lines = flow_lines(name, *EOS)
+    m = start_mirror(lines)
+    kills = 0
+    with BackgroundProducer(dc1, t, 4, rate_per_s=3000):
+        for _ in range(6):
+            time.sleep(2.5)
+            m.kill()
+            kills += 1
+            m = start_mirror(lines, config=m.config)
+        time.sleep(2)
+    wait_until(lambda: caught_up(m, t), 120, what="caught up after the kills")
+    src, dst = read_all(dc1, t), read_all(dc2, f"dc1.{t}")
+    assert len(src) > 10000
+    assert_exactly_once(src, dst)
+    assert m.stop() == 0
+    print(f"{kills} SIGKILLs, {len(src)} records, exactly once")
+
+
+def test_second_instance_fences_a_zombie(dc1, dc2, name, start_mirror):
+    t = f"{name}.fence"
+    create_topic(dc1, t, 4)
+    lines = flow_lines(name, *EOS)
+    a = start_mirror(lines, name="a")
+    with BackgroundProducer(dc1, t, 4, rate_per_s=2000):
+        wait_until(lambda: sum(end_offsets(dc2, f"dc1.{t}").values() or [0]) > 0, 60, what="replicating")
+        b = start_mirror(lines, config=a.config, name="b")
+        wait_until(lambda: a.partitions() and b.partitions(), 60, what="both instances own slots")
+        assert a.proc is not None
+        os.kill(a.proc.pid, signal.SIGSTOP)  # a zombie: alive, but silent past its session timeout
+        try:
+            wait_until(lambda: len([p for p in b.partitions() if p["topic"] == t]) == 4, 90,
+                       what="b takes over every slot")
+        finally:
+            os.kill(a.proc.pid, signal.SIGCONT)  # the zombie wakes up with an open transaction
+        time.sleep(4)
+    wait_until(lambda: caught_up(b, t), 90, what="b caught up")
+    assert_exactly_once(read_all(dc1, t), read_all(dc2, f"dc1.{t}"))
+    wait_until(lambda: "fenced" in a.log() or "released" in a.log(), 30, what="the zombie notices")

@@ -57,7 +57,7 @@ def end_total(consumer: Consumer, topic: str) -> int:
     for p in range(PARTITIONS):
         try:
             total += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
-        except Exception:  # noqa: BLE001 - topic not created yet
+        except Exception:
             return 0
     return total
 
@@ -99,7 +99,9 @@ def raw_consume(bootstrap: str, topic: str, n: int, size: int) -> Result:
 
 
 def mirror_run(src: str, dst: str, topic: str, n: int, size: int, workers: int, alias: str,
-               workdir: Path, extra: list[str]) -> Result:
+               workdir: Path, extra: list[str], expect_target: int | None = None) -> Result:
+    """``n`` source offsets; ``expect_target`` records on the target when it differs (gappy source)."""
+    n_target = expect_target if expect_target is not None else n
     config = workdir / f"{alias}.properties"
     config.write_text("\n".join([
         f"clusters = {alias}, target", f"{alias}.bootstrap.servers = {src}", f"target.bootstrap.servers = {dst}",
@@ -126,20 +128,21 @@ def mirror_run(src: str, dst: str, topic: str, n: int, size: int, workers: int, 
         while True:
             total = end_total(watcher, remote)
             samples.append((time.perf_counter(), total, cpu_seconds([p.pid for p in procs])))
-            if total >= n:
+            # Exactly-once: commit markers take target offsets too, so count at least n records.
+            if total >= n_target:
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{alias}: mirror did not finish; see {workdir}")
             time.sleep(0.02)
         # Steady-state window: from 10% to 90% of the backlog (excludes start-up and the initial
         # rebalance when several processes join); the whole run is reported alongside.
-        lo = next(x for x in samples if x[1] >= n * 0.1)
-        hi = next(x for x in samples if x[1] >= n * 0.9)
+        lo = next(x for x in samples if x[1] >= n_target * 0.1)
+        hi = next(x for x in samples if x[1] >= n_target * 0.9)
         if hi[0] > lo[0] and hi[1] > lo[1]:
             secs, measured, cpu = hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]
         else:
-            secs, measured, cpu = samples[-1][0] - t0, n, samples[-1][2] - cpu0
-        print(f"{alias}: whole run {n / (samples[-1][0] - t0):,.0f} records/s", flush=True)
+            secs, measured, cpu = samples[-1][0] - t0, n_target, samples[-1][2] - cpu0
+        print(f"{alias}: whole run {n_target / (samples[-1][0] - t0):,.0f} records/s", flush=True)
     finally:
         for p in procs:
             p.terminate()
@@ -152,7 +155,29 @@ def mirror_run(src: str, dst: str, topic: str, n: int, size: int, workers: int, 
                   cpu / measured * 1e6)
 
 
-def markdown(results: list[Result], meta: dict[str, str]) -> str:
+def offset_map_entries(dst: str, alias: str) -> int:
+    """Entries in the flow's offset map (at-least-once: no transaction markers in that topic)."""
+    c = Consumer({"bootstrap.servers": dst, "group.id": "bench-map", "log_level": "0"})
+    try:
+        return int(c.get_watermark_offsets(TopicPartition(f"mirror-core.offset-syncs.{alias}.internal", 0),
+                                           timeout=10)[1])
+    finally:
+        c.close()
+
+
+def transactional_source(bootstrap: str, topic: str, n: int, per_txn: int) -> None:
+    """A gappy source: every transaction's commit marker takes an offset."""
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}", "linger.ms": 5})
+    p.init_transactions(30)
+    value = os.urandom(100)
+    for start in range(0, n, per_txn):
+        p.begin_transaction()
+        for i in range(start, min(n, start + per_txn)):
+            p.produce(topic, value=value, partition=i % PARTITIONS)
+        p.commit_transaction(60)
+
+
+def markdown(results: list[Result], meta: dict[str, str], maps: dict[str, tuple[int, int]] | None = None) -> str:
     lines = [f"# Replication benchmark ({meta['date']})", "",
              f"Machine: {meta['machine']}; Kafka {meta['kafka']}; mirror_core {meta['mirror_core']}; "
              f"{PARTITIONS} partitions; single-node KRaft clusters on loopback.", "",
@@ -167,6 +192,16 @@ def markdown(results: list[Result], meta: dict[str, str]) -> str:
         cpu = f"{r.cpu_s_per_million:.1f}" if r.cpu_s_per_million is not None else ""
         lines.append(f"| {r.scenario} | {r.system} | {r.records:,} | {r.records_per_s:,.0f} | {r.mb_per_s:.1f} | "
                      f"{cpu} | {ratio} |")
+    for size in sorted({r.scenario for r in results}):
+        alo = next((r for r in results if r.scenario == size and r.system.endswith("at-least-once, 1 process")), None)
+        eos = next((r for r in results if r.scenario == size and r.system.endswith("exactly-once, 1 process")), None)
+        if alo and eos:
+            lines.append(f"\nExactly-once cost, {size}, 1 process: {eos.records_per_s / alo.records_per_s:.2f}x "
+                         "the at-least-once throughput.")
+    if maps:
+        lines += ["", "| offset map | entries | records | entries per million records |", "|---|---:|---:|---:|"]
+        for label, (entries, records) in maps.items():
+            lines.append(f"| {label} | {entries:,} | {records:,} | {entries / records * 1e6:,.0f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -183,6 +218,7 @@ def main() -> int:
     if args.scenario in ("large", "all"):
         scenarios.append((1024, max(1, args.records // 2)))
     results: list[Result] = []
+    maps: dict[str, tuple[int, int]] = {}  # offset-map entries, records replicated
     with tempfile.TemporaryDirectory(prefix="mirror-bench-") as tmp:
         work = Path(tmp)
         clusters = [LocalCluster(n, work / n, free_port(), free_port(), heap="1g") for n in ("source", "target")]
@@ -194,13 +230,26 @@ def main() -> int:
             for size, n in scenarios:
                 topic = f"bench{size}"
                 admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-                for step in (lambda: raw_produce(src, topic, n, size), lambda: raw_consume(src, topic, n, size)):
-                    results.append(step())
+                for step in (raw_produce, raw_consume):
+                    results.append(step(src, topic, n, size))
                     print(results[-1], flush=True)
                 for workers in (int(w) for w in args.workers.split(",")):
                     alias = f"alo{workers}x{size}"
                     results.append(mirror_run(src, dst, topic, n, size, workers, alias, work, []))
                     print(results[-1], flush=True)
+                    if workers == 1:
+                        maps[f"gap-free source, {size}B"] = (offset_map_entries(dst, alias), n)
+                for workers in (int(w) for w in args.workers.split(",")):
+                    alias = f"eos{workers}x{size}"
+                    results.append(mirror_run(src, dst, topic, n, size, workers, alias, work,
+                                              ["exactly.once.enabled = true"]))
+                    print(results[-1], flush=True)
+            # Offset-map size for a gappy source: transactions of 100 records (one marker each).
+            gappy, gn = "benchtxn", max(100_000, args.records // 5)
+            admin.create_topics([NewTopic(gappy, PARTITIONS, 1)])[gappy].result(30)
+            transactional_source(src, gappy, gn, 100)
+            mirror_run(src, dst, gappy, gn + gn // 100, 100, 1, "gappy", work, [], expect_target=gn)
+            maps["gappy source (transactions of 100 records)"] = (offset_map_entries(dst, "gappy"), gn)
         finally:
             for c in clusters:
                 c.stop()
@@ -210,10 +259,11 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    (out / f"replication-{stamp}.json").write_text(json.dumps({"meta": meta, "results": [asdict(r) for r in results]},
-                                                              indent=2))
-    (out / "latest.md").write_text(markdown(results, meta))
-    print(markdown(results, meta))
+    (out / f"replication-{stamp}.json").write_text(json.dumps({
+        "meta": meta, "results": [asdict(r) for r in results],
+        "offset_map": {k: {"entries": e, "records": n} for k, (e, n) in maps.items()}}, indent=2))
+    (out / "latest.md").write_text(markdown(results, meta, maps))
+    print(markdown(results, meta, maps))
     return 0
 
 

@@ -42,7 +42,7 @@ def create_topics(bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics([NewTopic(t, n, 1, config={"retention.ms": "86400000"})
                                    for t, n in SAMPLE_TOPICS.items()])
-    for topic, fut in futures.items():
+    for fut in futures.values():
         try:
             fut.result(30)
         except KafkaException as exc:

@@ -10,7 +10,16 @@ import sys
 from mirror_core.config.loader import load_config
 from mirror_core.offsets.failback import unreplicated
 from tests.integration.conftest import flow_lines
-from tests.kafka_harness import REPO, create_topic, end_offsets, produce_sequence, producer, read_all, topics, wait_until
+from tests.kafka_harness import (
+    REPO,
+    create_topic,
+    end_offsets,
+    produce_sequence,
+    producer,
+    read_all,
+    topics,
+    wait_until,
+)
 
 
 def produce_new(bootstrap: str, topic: str, count: int) -> None:

@@ -170,3 +170,37 @@ def test_checkpoints_and_group_offset_sync(dc1, dc2, name, start_mirror):
     finally:
         stop.set()
         member.join(10)
+
+
+def test_apply_refuses_active_group_and_time_index_fallback(dc1, dc2, name, start_mirror):
+    t = f"{name}.late"
+    create_topic(dc1, t, 1)
+    p = Producer({"bootstrap.servers": dc1})
+    base = int(time.time() * 1000) - 200_000  # recent: older records would fall to the 7-day retention
+    for i in range(50):
+        p.produce(t, value=f"old-{i}".encode(), partition=0, timestamp=base + i * 1000)
+    p.flush(10)
+    # The mirror starts at the end: the 50 old records are not replicated and have no mapping.
+    m = start_mirror(flow_lines(name, "source.start.position = latest"))
+    wait_until(lambda: any(x["topic"] == t for x in m.partitions()), 60, what="assigned")
+    time.sleep(2)
+    for i in range(50, 80):
+        p.produce(t, value=f"new-{i}".encode(), partition=0, timestamp=base + i * 1000)
+    p.flush(10)
+    wait_until(lambda: end_offsets(dc2, f"dc1.{t}") == {0: 30}, 60, what="new records replicated")
+    config = load_config(m.config)
+    group = unique("late-")
+    commit_source_group(dc1, group, t, {0: 10})
+    rows = translate_group(config, group, "dc1", "dc2")
+    assert len(rows) == 1 and not rows[0].exact and rows[0].basis == "time-index"
+    assert rows[0].target_offset == 0 and "approximate" in rows[0].note
+
+    # apply refuses while the group has an active member on the target.
+    c = Consumer({"bootstrap.servers": dc2, "group.id": group, "auto.offset.reset": "latest"})
+    c.subscribe([f"dc1.{t}"])
+    wait_until(lambda: c.poll(0.2) is None and c.assignment(), 30, what="active member")
+    out = subprocess.run([sys.executable, "-m", "mirror_core", "offsets", "apply", "--config", str(m.config),
+                          "--from", "dc1", "--to", "dc2", "--group", group],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    c.close()
+    assert out.returncode == 3 and "active member" in out.stderr, out.stderr

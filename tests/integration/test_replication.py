@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 from confluent_kafka.admin import ConfigResource, ResourceType
 
@@ -43,7 +44,7 @@ def test_every_record_is_replicated_identically(dc1, dc2, name, start_mirror):
     create_topic(dc1, b, 2, {"max.message.bytes": "2000000", "segment.bytes": "10485760"})
     create_topic(dc1, skipped, 1)
     p = producer(dc1)
-    base_ts = 1_700_000_000_000
+    base_ts = int(time.time() * 1000) - 600_000  # explicit, recent (retention.ms is 1 h on this topic)
     for i in range(3000):
         topic, parts = (a, 3) if i % 2 else (b, 2)
         headers = [("seq", str(i).encode()), ("dup", b"1"), ("dup", b"2"), ("empty", None)] if i % 5 else None

@@ -216,10 +216,14 @@ class SlotManager:
         return sum(len(p) for p in self.producers.values())
 
     def close(self, graceful: bool) -> None:
-        if graceful:
-            self.commit_all()
-        for k in list(self.producers):
-            self._release(k, graceful=graceful)
-        with contextlib.suppress(KafkaException):
-            self.membership.close()
+        """Commit (graceful) and release every slot; always leave the membership group, so the
+        slots move to another instance now rather than after max.poll.interval.ms."""
+        try:
+            if graceful:
+                self.commit_all()
+            for k in list(self.producers):
+                self._release(k, graceful=graceful)
+        finally:
+            with contextlib.suppress(KafkaException):
+                self.membership.close()
 

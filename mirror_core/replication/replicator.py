@@ -206,12 +206,11 @@ class FlowReplicator:
     def _close_clients(self, graceful: bool) -> None:
         """Graceful: flush the target, commit final progress, leave the group. Idempotent."""
         consumer, producer = self._consumer, self._producer
-        self._consumer = None
         try:
             if self._slots is not None:
                 self._set_state("stopping")
-                self._slots.close(graceful)
-                self._slots = None
+                slots, self._slots = self._slots, None
+                slots.close(graceful)
             if graceful and producer is not None:
                 self._set_state("stopping")
                 producer.flush(30)
@@ -220,6 +219,7 @@ class FlowReplicator:
                 producer.flush(10)
             if consumer is not None:
                 consumer.close()  # runs on_revoke, which commits again (a no-op by then)
+                self._consumer = None
         except Exception:
             log.exception("flow %s: error while closing", self.flow.name)
         finally:
@@ -233,6 +233,7 @@ class FlowReplicator:
                 self._hb_producer.flush(2)
                 self._hb_producer = None
             self._producer = None
+            self._consumer = None
             self._heartbeats = None
             self.states.clear()
             self._active.clear()

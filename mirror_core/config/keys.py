@@ -150,7 +150,8 @@ KEYS: tuple[KeyDef, ...] = (
            "progress commit in one transaction; the source is read with read_committed."),
     KeyDef("exactly.once.slots", int_between(1, 1024), "8",
            "Exactly-once fencing units: source partitions are hashed into this many slots, each with its "
-           "own transactional id; the most mirror processes that can share a flow."),
+           "own transactional id; the most mirror processes that can share a flow. Change it only with "
+           "every instance of the flow stopped (a partition's slot, hence its fencing id, changes)."),
     KeyDef("offset.flush.interval.ms", int_between(10, 3_600_000), "1000",
            "How often replication progress is committed to the target (after the target acked)."),
     KeyDef("replication.batch.max.records", int_between(1, 1_000_000), "10000",

@@ -13,6 +13,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	$(BIN)/mirror-core dev fetch
+	bash scripts/ensure-postgres.sh
 	touch $(STAMP)
 
 install: $(STAMP)

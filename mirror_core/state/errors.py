@@ -1,0 +1,5 @@
+"""State-store errors."""
+
+
+class StateStoreError(Exception):
+    """The state store could not be reached, migrated or written."""

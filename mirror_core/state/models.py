@@ -1,0 +1,160 @@
+"""Tables of the state store. Schema changes go through Alembic migrations (migrations/versions)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Cluster(Base):
+    """A cluster as configured (aliases are the config's; bootstrap servers for display only)."""
+
+    __tablename__ = "clusters"
+    alias: Mapped[str] = mapped_column(String(128), primary_key=True)
+    bootstrap_servers: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Flow(Base):
+    __tablename__ = "flows"
+    name: Mapped[str] = mapped_column(String(300), primary_key=True)  # "dc1->dc2"
+    source: Mapped[str] = mapped_column(String(128))
+    target: Mapped[str] = mapped_column(String(128))
+    policy: Mapped[str] = mapped_column(String(64))
+    exactly_once: Mapped[bool] = mapped_column(Boolean, default=False)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SyncRun(Base):
+    """One topic-config sync run (scheduled, manual or CLI), dry or applied."""
+
+    __tablename__ = "sync_runs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    flow: Mapped[str] = mapped_column(String(300), index=True)
+    run_id: Mapped[str | None] = mapped_column(String(250))
+    dry_run: Mapped[bool] = mapped_column(Boolean)
+    status: Mapped[str] = mapped_column(String(32))  # ok | drift | failed
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    summary: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class TopicSnapshot(Base):
+    """A source topic and its remote copy as seen by a sync run."""
+
+    __tablename__ = "topic_snapshots"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    sync_run_id: Mapped[int] = mapped_column(ForeignKey("sync_runs.id", ondelete="CASCADE"), index=True)
+    topic: Mapped[str] = mapped_column(String(300))
+    remote_topic: Mapped[str] = mapped_column(String(300))
+    partitions: Mapped[int] = mapped_column(Integer)
+    remote_partitions: Mapped[int | None] = mapped_column(Integer)
+    configs: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    remote_configs: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class DriftEvent(Base):
+    """One difference found between a source topic and its remote copy, and what was done about it."""
+
+    __tablename__ = "drift_events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    sync_run_id: Mapped[int] = mapped_column(ForeignKey("sync_runs.id", ondelete="CASCADE"), index=True)
+    flow: Mapped[str] = mapped_column(String(300), index=True)
+    topic: Mapped[str] = mapped_column(String(300))
+    kind: Mapped[str] = mapped_column(String(64))  # missing | partitions | config | acl | target-has-more-partitions
+    detail: Mapped[str] = mapped_column(Text)
+    action: Mapped[str] = mapped_column(String(32))  # applied | proposed | refused | failed
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class ReconciliationReport(Base):
+    __tablename__ = "reconciliation_reports"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    flow: Mapped[str] = mapped_column(String(300), index=True)
+    run_id: Mapped[str | None] = mapped_column(String(250))
+    status: Mapped[str] = mapped_column(String(32))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    summary: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    partitions: Mapped[list[Any]] = mapped_column(default=list)
+
+
+class DrDrill(Base):
+    __tablename__ = "dr_drills"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    flow: Mapped[str] = mapped_column(String(300), index=True)
+    run_id: Mapped[str | None] = mapped_column(String(250))
+    status: Mapped[str] = mapped_column(String(32))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    rpo_records: Mapped[int | None] = mapped_column(Integer)
+    rto_seconds: Mapped[float | None] = mapped_column(Float)
+    duplicates: Mapped[int | None] = mapped_column(Integer)
+    losses: Mapped[int | None] = mapped_column(Integer)
+    report: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class Cutover(Base):
+    __tablename__ = "cutovers"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    source: Mapped[str] = mapped_column(String(128))
+    target: Mapped[str] = mapped_column(String(128))
+    run_id: Mapped[str | None] = mapped_column(String(250))
+    status: Mapped[str] = mapped_column(String(32))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    details: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class Failover(Base):
+    """A failover or a failback."""
+
+    __tablename__ = "failovers"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(16))  # failover | failback
+    flow: Mapped[str] = mapped_column(String(300))
+    planned: Mapped[bool] = mapped_column(Boolean)
+    run_id: Mapped[str | None] = mapped_column(String(250))
+    status: Mapped[str] = mapped_column(String(32))
+    approved_by: Mapped[str | None] = mapped_column(String(250))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    details: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class ActiveCluster(Base):
+    """Which cluster an application alias uses now; changed only by failover/failback/cutover."""
+
+    __tablename__ = "active_clusters"
+    app_alias: Mapped[str] = mapped_column(String(250), primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(128))
+    changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    changed_by: Mapped[str] = mapped_column(String(250))
+    reason: Mapped[str] = mapped_column(Text)
+    run_id: Mapped[str | None] = mapped_column(String(250))
+
+
+class ActiveClusterChange(Base):
+    """History of the registry: who moved which application to which cluster, when and why."""
+
+    __tablename__ = "active_cluster_changes"
+    __table_args__ = (UniqueConstraint("app_alias", "changed_at", name="uq_change_alias_time"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    app_alias: Mapped[str] = mapped_column(String(250), index=True)
+    from_cluster: Mapped[str | None] = mapped_column(String(128))
+    to_cluster: Mapped[str] = mapped_column(String(128))
+    changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    changed_by: Mapped[str] = mapped_column(String(250))
+    reason: Mapped[str] = mapped_column(Text)
+    run_id: Mapped[str | None] = mapped_column(String(250))

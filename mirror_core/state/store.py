@@ -1,0 +1,141 @@
+"""StateStore: one object owning the database (URL from MIRROR_CORE_DB_URL, SQLite by default)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, desc, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from mirror_core.config.model import MirrorConfig
+from mirror_core.state.errors import StateStoreError
+from mirror_core.state.models import ActiveCluster, ActiveClusterChange, Cluster, DriftEvent, Flow, SyncRun, utcnow
+
+DEFAULT_DB_URL = "sqlite:///" + str(Path.cwd() / ".state" / "mirror-core.db")
+
+
+def default_url() -> str:
+    return os.environ.get("MIRROR_CORE_DB_URL", DEFAULT_DB_URL)
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(resources.files("mirror_core.state").joinpath("migrations")))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+class StateStore:
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or default_url()
+        if self.url.startswith("sqlite:///"):
+            Path(self.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        self.engine: Engine = create_engine(self.url, pool_pre_ping=True)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest migration (idempotent)."""
+        try:
+            with self.engine.begin() as connection:
+                cfg = alembic_config(self.url)
+                cfg.attributes["connection"] = connection
+                command.upgrade(cfg, "head")
+        except SQLAlchemyError as exc:
+            raise StateStoreError(f"cannot migrate the state store at {self.safe_url}: {exc}") from exc
+
+    @property
+    def safe_url(self) -> str:
+        """The URL without its password, for messages."""
+        return self.engine.url.render_as_string(hide_password=True)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with self._sessions() as s, s.begin():
+            yield s
+
+    # -- configuration ------------------------------------------------------------------------------
+    def record_config(self, config: MirrorConfig) -> None:
+        with self.session() as s:
+            for c in config.clusters.values():
+                s.merge(Cluster(alias=c.alias, bootstrap_servers=c.bootstrap_servers, updated_at=utcnow()))
+            for f in config.flows:
+                s.merge(Flow(name=f.name, source=f.source, target=f.target, policy=f.policy.name,
+                             exactly_once=f.exactly_once, updated_at=utcnow()))
+
+    # -- topic-config sync --------------------------------------------------------------------------
+    def start_sync_run(self, flow: str, dry_run: bool, run_id: str | None) -> int:
+        with self.session() as s:
+            run = SyncRun(flow=flow, dry_run=dry_run, run_id=run_id, status="running", summary={})
+            s.add(run)
+            s.flush()
+            return run.id
+
+    def finish_sync_run(self, run_id: int, status: str, summary: dict[str, Any]) -> None:
+        with self.session() as s:
+            run = s.get(SyncRun, run_id)
+            if run is None:
+                raise StateStoreError(f"sync run {run_id} not found")
+            run.status, run.summary, run.finished_at = status, summary, utcnow()
+
+    def add(self, *rows: Any) -> None:
+        with self.session() as s:
+            s.add_all(rows)
+
+    def recent_drift(self, flow: str | None = None, limit: int = 50) -> list[DriftEvent]:
+        with self.session() as s:
+            q = select(DriftEvent).order_by(desc(DriftEvent.created_at), desc(DriftEvent.id)).limit(limit)
+            if flow:
+                q = q.where(DriftEvent.flow == flow)
+            return list(s.scalars(q))
+
+    def sync_runs(self, flow: str | None = None, limit: int = 20) -> list[SyncRun]:
+        with self.session() as s:
+            q = select(SyncRun).order_by(desc(SyncRun.id)).limit(limit)
+            if flow:
+                q = q.where(SyncRun.flow == flow)
+            return list(s.scalars(q))
+
+    # -- active-cluster registry --------------------------------------------------------------------
+    def active_cluster(self, app_alias: str) -> ActiveCluster | None:
+        with self.session() as s:
+            return s.get(ActiveCluster, app_alias)
+
+    def set_active_cluster(self, app_alias: str, cluster: str, changed_by: str, reason: str,
+                           run_id: str | None = None) -> ActiveClusterChange:
+        """Point ``app_alias`` at ``cluster``, keeping the history (who, when, why, which run)."""
+        if not changed_by.strip() or not reason.strip():
+            raise StateStoreError("a registry change needs who made it and why")
+        with self.session() as s:
+            current = s.get(ActiveCluster, app_alias, with_for_update=True)
+            now = utcnow()
+            change = ActiveClusterChange(app_alias=app_alias, from_cluster=current.cluster if current else None,
+                                         to_cluster=cluster, changed_at=now, changed_by=changed_by, reason=reason,
+                                         run_id=run_id)
+            s.add(change)
+            if current is None:
+                s.add(ActiveCluster(app_alias=app_alias, cluster=cluster, changed_at=now, changed_by=changed_by,
+                                    reason=reason, run_id=run_id))
+            else:
+                current.cluster, current.changed_at, current.changed_by = cluster, now, changed_by
+                current.reason, current.run_id = reason, run_id
+            return change
+
+    def registry(self) -> list[ActiveCluster]:
+        with self.session() as s:
+            return list(s.scalars(select(ActiveCluster).order_by(ActiveCluster.app_alias)))
+
+    def registry_history(self, app_alias: str | None = None, limit: int = 100) -> list[ActiveClusterChange]:
+        with self.session() as s:
+            q = select(ActiveClusterChange).order_by(desc(ActiveClusterChange.changed_at),
+                                                     desc(ActiveClusterChange.id)).limit(limit)
+            if app_alias:
+                q = q.where(ActiveClusterChange.app_alias == app_alias)
+            return list(s.scalars(q))

@@ -160,6 +160,44 @@ def cmd_offsets(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_topics(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from mirror_core.state.store import StateStore
+    from mirror_core.topic_sync import sync_topics
+
+    config = _load(args.config)
+    try:
+        flows = [config.flow(name).name for name in args.flow] if args.flow else None
+    except KeyError as exc:
+        print(f"mirror-core: {exc.args[0]}", file=sys.stderr)
+        return EXIT_CONFIG
+    store = None
+    if not args.no_record:
+        store = StateStore(args.db_url)
+        store.migrate()
+        store.record_config(config)
+    results = sync_topics(config, flows, dry_run=args.dry_run, store=store)
+    if args.json:
+        print(json.dumps([r.as_dict() for r in results], indent=2))
+    else:
+        table = Table(title=f"topic sync{' (dry run: nothing changed)' if args.dry_run else ''}")
+        for col in ("flow", "remote topic", "kind", "detail", "action"):
+            table.add_column(col)
+        for r in results:
+            for c in r.changes:
+                table.add_row(r.flow, c.topic, c.kind, c.detail, "proposed" if args.dry_run else "applied")
+            for c in r.refused:
+                table.add_row(r.flow, c.topic, f"[red]{c.kind}[/red]", c.detail, "[red]refused[/red]")
+        Console(width=None if sys.stdout.isatty() else 200).print(
+            table if any(r.changes or r.refused for r in results) else "in sync: nothing to do")
+    refused = [c for r in results for c in r.refused]
+    for c in refused:
+        print(f"mirror-core: drift refused: {c.topic}: {c.detail}", file=sys.stderr)
+    return 1 if refused else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mirror-core", description="Cross-cluster Kafka replication")
     parser.add_argument("--log-level", default="INFO")
@@ -195,6 +233,16 @@ def build_parser() -> argparse.ArgumentParser:
     off.add_argument("--sample", type=int, default=20, help="records listed per partition (unreplicated)")
     off.add_argument("--json", action="store_true")
     off.set_defaults(func=cmd_offsets)
+
+    top = sub.add_parser("topics", help="topic-config sync: partitions, configs and read-only ACLs")
+    top.add_argument("action", choices=("sync",))
+    top.add_argument("--config", required=True)
+    top.add_argument("--flow", action="append", help="only this flow (repeatable)")
+    top.add_argument("--dry-run", action="store_true", help="report the differences, change nothing")
+    top.add_argument("--db-url", default=None, help="state store URL (default: MIRROR_CORE_DB_URL or SQLite)")
+    top.add_argument("--no-record", action="store_true", help="do not record the run in the state store")
+    top.add_argument("--json", action="store_true")
+    top.set_defaults(func=cmd_topics)
 
     dev = sub.add_parser("dev", help="local single-node KRaft clusters for development")
     dev.add_argument("action", choices=("up", "down", "status", "fetch"))

@@ -27,9 +27,18 @@ from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 REPO = Path(__file__).resolve().parents[1]
 
 
+# ACLs can be created and listed (topic-config sync copies them); the test clients are PLAINTEXT
+# (User:ANONYMOUS), made super users so ACLs never get in their way.
+AUTHORIZER = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:ANONYMOUS",
+    "allow.everyone.if.no.acl.found": "true",
+}
+
+
 def new_cluster(name: str, root: Path, **extra: str) -> LocalCluster:
     return LocalCluster(name=name, base_dir=root / name, port=free_port(), controller_port=free_port(),
-                        extra_props=dict(extra), heap="512m")
+                        extra_props={**AUTHORIZER, **extra}, heap="512m")
 
 
 def unique(prefix: str = "t") -> str:

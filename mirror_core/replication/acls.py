@@ -1,0 +1,57 @@
+"""Topic ACLs copied to remote topics the way MirrorMaker 2 does: read-only.
+
+ALLOW WRITE is never copied (only the mirror writes remote topics); ALL becomes READ; other
+operations and DENY entries are copied as they are. Only literal ACLs naming the topic are copied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+
+
+@dataclass(frozen=True)
+class AclEntry:
+    principal: str
+    host: str
+    operation: AclOperation
+    permission: AclPermissionType
+
+    def describe(self) -> str:
+        return f"{self.permission.name} {self.principal}@{self.host} {self.operation.name}"
+
+
+def topic_acls(admin: AdminClient, topic: str, timeout: float = 15) -> set[AclEntry]:
+    flt = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None,
+                           AclOperation.ANY, AclPermissionType.ANY)
+    bindings = admin.describe_acls(flt, request_timeout=timeout).result(timeout)
+    return {AclEntry(b.principal, b.host, b.operation, b.permission_type) for b in bindings}
+
+
+def remote_acl(entry: AclEntry) -> AclEntry | None:
+    """The read-only counterpart of a source ACL on the remote topic, or None when not copied."""
+    if entry.permission == AclPermissionType.ALLOW and entry.operation == AclOperation.WRITE:
+        return None
+    op = AclOperation.READ if entry.operation == AclOperation.ALL else entry.operation
+    return AclEntry(entry.principal, entry.host, op, entry.permission)
+
+
+def missing_remote_acls(source: set[AclEntry], remote: set[AclEntry]) -> list[AclEntry]:
+    wanted = {r for r in (remote_acl(e) for e in source) if r is not None}
+    return sorted(wanted - remote, key=lambda e: (e.principal, e.operation.name, e.permission.name))
+
+
+def create_acls(admin: AdminClient, topic: str, entries: list[AclEntry], timeout: float = 15) -> None:
+    bindings = [AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, e.principal, e.host,
+                           e.operation, e.permission) for e in entries]
+    for fut in admin.create_acls(bindings, request_timeout=timeout).values():
+        fut.result(timeout)

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test compose-check test-unit test-integration lint typecheck bench dev-up dev-down clean
+.PHONY: install demo test compose-check airflow test-unit test-integration lint typecheck bench dev-up dev-down clean
 
 # Re-install whenever the dependency pins change.
 $(STAMP): pyproject.toml constraints.txt
@@ -22,7 +22,7 @@ demo: install
 	$(BIN)/python scripts/demo.py
 
 test: install compose-check
-	$(BIN)/ruff check mirror_core tests scripts bench
+	$(BIN)/ruff check mirror_core tests scripts bench dags plugins
 	$(BIN)/mypy
 	$(BIN)/pytest -q -ra tests
 
@@ -38,11 +38,14 @@ test-integration: install
 	$(BIN)/pytest -q tests/integration
 
 lint: install
-	$(BIN)/ruff check mirror_core tests scripts bench
+	$(BIN)/ruff check mirror_core tests scripts bench dags plugins
 	$(BIN)/mypy
 
 bench: install
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+airflow: install
+	bash scripts/airflow.sh
 
 dev-up: install
 	$(BIN)/mirror-core dev up

@@ -1,0 +1,1 @@
+"""Airflow glue for mirror_core: hooks, thin operators/sensors, and the status page."""

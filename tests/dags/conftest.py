@@ -1,0 +1,32 @@
+"""DAG tests: a temporary AIRFLOW_HOME with a migrated metadata DB, set before Airflow is imported."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+_HOME = Path(tempfile.mkdtemp(prefix="mirror-airflow-"))
+os.environ.update({
+    "AIRFLOW_HOME": str(_HOME),
+    "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+    "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_HOME / 'airflow.db'}",
+    "MIRROR_CORE_DB_URL": f"sqlite:///{_HOME / 'state.db'}",
+})
+sys.path.insert(0, str(REPO / "plugins"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def airflow_db() -> Iterator[Path]:
+    proc = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True,
+                          env=os.environ.copy(), timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    yield _HOME

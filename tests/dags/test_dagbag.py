@@ -1,0 +1,29 @@
+"""Every DAG imports cleanly, and the plugin registers the status page."""
+
+from __future__ import annotations
+
+import os
+
+from tests.dags.conftest import REPO
+
+
+def test_dagbag_has_no_import_errors() -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    assert bag.import_errors == {}
+    assert "topic_config_sync" in bag.dag_ids
+    dag = bag.get_dag("topic_config_sync")
+    assert set(dag.params.keys()) == {"flow", "dry_run"}
+
+
+def test_plugin_registers_status_page() -> None:
+    from airflow import plugins_manager
+
+    assert os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"].endswith("plugins")
+    plugins = plugins_manager.get_plugin_info() if hasattr(plugins_manager, "get_plugin_info") else []
+    names = {p["name"] for p in plugins}
+    assert "mirror_core" in names, names
+    info = next(p for p in plugins if p["name"] == "mirror_core")
+    assert any(a["url_prefix"] == "/mirror-core" for a in info["fastapi_apps"])
+    assert any(v["destination"] == "nav" for v in info["external_views"])

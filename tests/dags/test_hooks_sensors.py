@@ -1,0 +1,44 @@
+"""The plugin's hook and sensor against real clusters, with connections derived from the mirror config."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mirror_core.airflow_support import airflow_connections
+from mirror_core.config.loader import load_config
+from tests.kafka_harness import create_topic, produce_sequence, write_config
+
+
+def test_kafka_hook_from_derived_connection_and_lag_sensor(dc1, dc2, name, tmp_path: Path, monkeypatch) -> None:
+    config_path = write_config(tmp_path / "mm2.properties", {"dc1": dc1, "dc2": dc2},
+                               ["dc1->dc2.enabled = true", f"dc1->dc2.topics = {name}.*",
+                                "emit.heartbeats.enabled = false"])
+    for key, value in airflow_connections(load_config(config_path)).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("MIRROR_CORE_CONFIG", str(config_path))
+    from mirror_airflow.hooks import KafkaClusterHook
+    from mirror_airflow.sensors import ReplicationLagSensor
+
+    ok, message = KafkaClusterHook("kafka_dc1").test_connection()
+    assert ok, message
+    assert KafkaClusterHook("kafka_dc2").client_settings()["bootstrap.servers"] == dc2
+
+    t = f"{name}.lagging"
+    create_topic(dc1, t, 1)
+    strict = ReplicationLagSensor(task_id="lag0", flow="dc1->dc2", max_lag=0)
+    assert strict.poke({}) is True  # empty topic: nothing to replicate
+    produce_sequence(dc1, t, 1, 5)
+    assert strict.poke({}) is False  # 5 records not replicated (no mirror running)
+    assert ReplicationLagSensor(task_id="lag10", flow="dc1->dc2", max_lag=10).poke({}) is True
+    assert os.environ["MIRROR_CORE_CONFIG"] == str(config_path)
+
+
+def test_sensor_validates_its_arguments() -> None:
+    import pytest
+    from mirror_airflow.sensors import ReplicationLagSensor
+
+    with pytest.raises(ValueError, match="source->target"):
+        ReplicationLagSensor(task_id="bad", flow="dc1", max_lag=0)
+    with pytest.raises(ValueError, match="max_lag"):
+        ReplicationLagSensor(task_id="bad2", flow="dc1->dc2", max_lag=-1)

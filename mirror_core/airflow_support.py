@@ -10,7 +10,6 @@ import json
 import os
 from pathlib import Path
 
-from mirror_core.config.client_props import is_secret
 from mirror_core.config.loader import load_config
 from mirror_core.config.model import MirrorConfig
 
@@ -43,7 +42,3 @@ def airflow_connections(config: MirrorConfig) -> dict[str, str]:
             {"conn_type": "generic", "description": f"Kafka cluster {alias} (from {config.source_path})",
              "extra": extra})
     return out
-
-
-def secret_keys(settings: dict[str, str]) -> list[str]:
-    return [k for k in settings if is_secret(k)]

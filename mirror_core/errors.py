@@ -9,13 +9,5 @@ class ClusterUnavailable(MirrorError):
     """A cluster did not answer within the allowed time."""
 
 
-class TopicMissing(MirrorError):
-    """A topic the operation needs does not exist."""
-
-
-class RecordTooLarge(MirrorError):
-    """A record exceeds what the target accepts; its partition is paused, never skipped."""
-
-
 class ProgressError(MirrorError):
     """The progress store on the target could not be read or written."""

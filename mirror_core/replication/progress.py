@@ -53,9 +53,6 @@ class ProgressStore:
                 self._entries[decode_key(key)] = int(json.loads(value)["next"])
         return dict(self._entries)
 
-    def get(self, topic: str, partition: int) -> int | None:
-        return self._entries.get((topic, partition))
-
     def write(self, producer: Producer, topic: str, partition: int, next_offset: int,
               on_delivery: Callable[[KafkaError | None, object], None] | None = None) -> None:
         """Queue a progress record. Callers must only pass offsets the target already acknowledged."""

@@ -36,17 +36,22 @@ class Flow(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class SyncRun(Base):
-    """One topic-config sync run (scheduled, manual or CLI), dry or applied."""
+class FlowRun:
+    """Columns every workflow record of one flow has: which flow, which Airflow run, how it went."""
 
-    __tablename__ = "sync_runs"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     flow: Mapped[str] = mapped_column(String(300), index=True)
     run_id: Mapped[str | None] = mapped_column(String(250))
-    dry_run: Mapped[bool] = mapped_column(Boolean)
-    status: Mapped[str] = mapped_column(String(32))  # ok | drift | failed
+    status: Mapped[str] = mapped_column(String(32))
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class SyncRun(FlowRun, Base):
+    """One topic-config sync run (scheduled, manual or CLI), dry or applied; status ok | drift | failed."""
+
+    __tablename__ = "sync_runs"
+    dry_run: Mapped[bool] = mapped_column(Boolean)
     summary: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 
@@ -78,26 +83,14 @@ class DriftEvent(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
 
 
-class ReconciliationReport(Base):
+class ReconciliationReport(FlowRun, Base):
     __tablename__ = "reconciliation_reports"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    flow: Mapped[str] = mapped_column(String(300), index=True)
-    run_id: Mapped[str | None] = mapped_column(String(250))
-    status: Mapped[str] = mapped_column(String(32))
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     summary: Mapped[dict[str, Any]] = mapped_column(default=dict)
     partitions: Mapped[list[Any]] = mapped_column(default=list)
 
 
-class DrDrill(Base):
+class DrDrill(FlowRun, Base):
     __tablename__ = "dr_drills"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    flow: Mapped[str] = mapped_column(String(300), index=True)
-    run_id: Mapped[str | None] = mapped_column(String(250))
-    status: Mapped[str] = mapped_column(String(32))
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     rpo_records: Mapped[int | None] = mapped_column(Integer)
     rto_seconds: Mapped[float | None] = mapped_column(Float)
     duplicates: Mapped[int | None] = mapped_column(Integer)

@@ -16,6 +16,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -98,30 +99,33 @@ def raw_consume(bootstrap: str, topic: str, n: int, size: int) -> Result:
     return Result(f"{size}B", "raw consume", n, size, secs, n / secs, n * size / secs / 1e6, cpu / n * 1e6)
 
 
-def mirror_run(src: str, dst: str, topic: str, n: int, size: int, workers: int, alias: str,
-               workdir: Path, extra: list[str], expect_target: int | None = None) -> Result:
-    """``n`` source offsets; ``expect_target`` records on the target when it differs (gappy source)."""
-    n_target = expect_target if expect_target is not None else n
+def start_mirror_core(src: str, dst: str, topic: str, workers: int, alias: str, workdir: Path,
+                      extra: list[str]) -> tuple[list[subprocess.Popen[bytes]], list[Path]]:
     config = workdir / f"{alias}.properties"
     config.write_text("\n".join([
         f"clusters = {alias}, target", f"{alias}.bootstrap.servers = {src}", f"target.bootstrap.servers = {dst}",
         f"{alias}->target.enabled = true", f"{alias}->target.topics = {topic}", "emit.heartbeats.enabled = false",
         "replication.factor = 1", *extra]) + "\n")
-    procs = []
+    procs, logs = [], []
     for w in range(workers):
-        log = open(workdir / f"{alias}-{w}.log", "wb")  # noqa: SIM115
+        path = workdir / f"{alias}-{w}.log"
+        log = open(path, "wb")  # noqa: SIM115
         procs.append(subprocess.Popen([sys.executable, "-m", "mirror_core", "run", "--config", str(config),
                                        "--metrics-port", str(free_port())], stdout=log, stderr=subprocess.STDOUT,
                                       cwd=REPO))
+        logs.append(path)
+    return procs, logs
+
+
+def measure_backlog(procs: list[subprocess.Popen[bytes]], ready: Any, dst: str, remote: str, n_target: int,
+                    label: str, scenario: str, size: int) -> Result:
+    """Throughput from 10% to 90% of the backlog on the target (start-up and first rebalance excluded)."""
     watcher = Consumer({"bootstrap.servers": dst, "group.id": "bench-watch", "log_level": "0"})
-    remote = f"{alias}.{topic}"
     try:
         deadline = time.monotonic() + 900
-        logs = [workdir / f"{alias}-{w}.log" for w in range(workers)]
-        # The clock starts when the first process has its partitions (start-up excluded).
-        while not any("assigned" in f.read_text(errors="replace") for f in logs):
+        while not ready():
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                raise RuntimeError(f"{alias}: mirror did not start; see {workdir}")
+                raise RuntimeError(f"{label}: did not start")
             time.sleep(0.01)
         t0, cpu0 = time.perf_counter(), cpu_seconds([p.pid for p in procs])
         samples: list[tuple[float, int, float]] = []  # (time, records on target, mirror CPU seconds)
@@ -132,27 +136,51 @@ def mirror_run(src: str, dst: str, topic: str, n: int, size: int, workers: int, 
             if total >= n_target:
                 break
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{alias}: mirror did not finish; see {workdir}")
+                raise RuntimeError(f"{label}: did not finish")
             time.sleep(0.02)
-        # Steady-state window: from 10% to 90% of the backlog (excludes start-up and the initial
-        # rebalance when several processes join); the whole run is reported alongside.
         lo = next(x for x in samples if x[1] >= n_target * 0.1)
         hi = next(x for x in samples if x[1] >= n_target * 0.9)
         if hi[0] > lo[0] and hi[1] > lo[1]:
             secs, measured, cpu = hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]
         else:
             secs, measured, cpu = samples[-1][0] - t0, n_target, samples[-1][2] - cpu0
-        print(f"{alias}: whole run {n_target / (samples[-1][0] - t0):,.0f} records/s", flush=True)
+        print(f"{label}: whole run {n_target / (samples[-1][0] - t0):,.0f} records/s", flush=True)
     finally:
         for p in procs:
             p.terminate()
         for p in procs:
-            p.wait(60)
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
         watcher.close()
+    return Result(scenario, label, measured, size, secs, measured / secs, measured * size / secs / 1e6,
+                  cpu / measured * 1e6)
+
+
+def mirror_run(src: str, dst: str, topic: str, n: int, size: int, workers: int, alias: str,
+               workdir: Path, extra: list[str], expect_target: int | None = None) -> Result:
+    """``n`` source offsets; ``expect_target`` records on the target when it differs (gappy source)."""
+    procs, logs = start_mirror_core(src, dst, topic, workers, alias, workdir, extra)
     label = f"mirror_core {'exactly-once' if 'exactly.once.enabled = true' in extra else 'at-least-once'}, " \
             f"{workers} process{'es' if workers > 1 else ''}"
-    return Result(f"{size}B", label, measured, size, secs, measured / secs, measured * size / secs / 1e6,
-                  cpu / measured * 1e6)
+    # The clock starts when the first process has its partitions.
+    return measure_backlog(procs, lambda: any("assigned" in f.read_text(errors="replace") for f in logs), dst,
+                           f"{alias}.{topic}", expect_target if expect_target is not None else n, label,
+                           f"{size}B", size)
+
+
+def mm2_run(src: str, dst: str, topic: str, n: int, size: int, alias: str, workdir: Path) -> Result:
+    from bench.mm2 import start_mm2
+
+    proc = start_mm2(src, dst, alias, topic, workdir)
+    watcher = Consumer({"bootstrap.servers": dst, "group.id": "bench-watch-mm2", "log_level": "0"})
+    try:
+        ready = lambda: end_total(watcher, f"{alias}.{topic}") > 0  # noqa: E731 - MM2 logs no single ready line
+        return measure_backlog([proc], ready, dst, f"{alias}.{topic}", n, "MirrorMaker 2 (dedicated, tuned)",
+                               f"{size}B", size)
+    finally:
+        watcher.close()
 
 
 def offset_map_entries(dst: str, alias: str) -> int:
@@ -205,12 +233,65 @@ def markdown(results: list[Result], meta: dict[str, str], maps: dict[str, tuple[
     return "\n".join(lines) + "\n"
 
 
+def run_scenarios(src: str, dst: str, work: Path, args: Any) -> dict[str, Any]:
+    from bench.mm2 import start_mm2
+    from bench.scenarios import as_rows, failover_run, latency_run
+
+    def mm2(alias: str) -> Any:
+        return lambda topic, wd: [start_mm2(src, dst, alias, topic, wd, {"emit.checkpoints.interval.seconds": "1"})]
+
+    def ours(alias: str, *extra: str) -> Any:
+        return lambda topic, wd: start_mirror_core(src, dst, topic, 1, alias, wd,
+                                                   ["emit.checkpoints.interval.seconds = 1", *extra])[0]
+
+    latency = []
+    systems = [("MirrorMaker 2", "mm2lat", mm2("mm2lat"))] if args.mm2 else []
+    systems += [("mirror_core at-least-once", "alolat", ours("alolat")),
+                ("mirror_core exactly-once", "eoslat", ours("eoslat", "exactly.once.enabled = true"))]
+    for label, alias, starter in systems:
+        latency.append(latency_run(label, starter, src, dst, alias, work, args.rate, args.seconds))
+        print(latency[-1], flush=True)
+    failover = []
+    systems = [("MirrorMaker 2", "mm2fo", mm2("mm2fo"))] if args.mm2 else []
+    systems += [("mirror_core", "ourfo", ours("ourfo"))]
+    for label, alias, starter in systems:
+        failover.append(failover_run(label, starter, src, dst, alias, work, args.groups, 2000))
+        print(failover[-1], flush=True)
+    return {"latency": as_rows(latency), "failover": as_rows(failover)}
+
+
+def scenario_markdown(extra: dict[str, Any]) -> str:
+    lines = []
+    if extra.get("latency"):
+        lines += ["", "## Steady load: end-to-end latency (target consume time - source create time)", "",
+                  "| system | rate (records/s) | records | p50 ms | p99 ms | max ms |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        lines += [f"| {r['system']} | {r['rate']:,} | {r['records']:,} | {r['p50_ms']} | {r['p99_ms']} | "
+                  f"{r['max_ms']} |" for r in extra["latency"]]
+        lines.append("\nExactly-once latency includes the commit interval (offset.flush.interval.ms = 1 s): "
+                     "read_committed consumers see records once their transaction commits.")
+    if extra.get("failover"):
+        lines += ["", "## Failover accuracy: groups stopped at random positions resume on the target", "",
+                  "| system | groups | partitions | duplicates | losses | max duplicates per partition | "
+                  "no usable checkpoint |", "|---|---:|---:|---:|---:|---:|---:|"]
+        lines += [f"| {r['system']} | {r['groups']} | {r['partitions_checked']} | {r['duplicates']:,} | "
+                  f"{r['losses']} | {r['max_duplicates_per_partition']} | {r['missing_checkpoints']} |"
+                  for r in extra["failover"]]
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1_000_000, help="records for the 100-byte scenario")
     parser.add_argument("--scenario", choices=("small", "large", "all"), default="all")
     parser.add_argument("--workers", default="1,2", help="mirror process counts to measure")
     parser.add_argument("--out", default=str(REPO / "bench" / "results"))
+    parser.add_argument("--no-mm2", dest="mm2", action="store_false", help="skip MirrorMaker 2")
+    parser.add_argument("--no-scenarios", dest="scenarios", action="store_false",
+                        help="skip the steady-load latency and failover-accuracy scenarios")
+    parser.add_argument("--rate", type=int, default=20_000, help="steady load, records/s")
+    parser.add_argument("--seconds", type=float, default=30, help="steady load duration")
+    parser.add_argument("--groups", type=int, default=40, help="consumer groups in the failover scenario")
     args = parser.parse_args()
     scenarios = []
     if args.scenario in ("small", "all"):
@@ -219,6 +300,7 @@ def main() -> int:
         scenarios.append((1024, max(1, args.records // 2)))
     results: list[Result] = []
     maps: dict[str, tuple[int, int]] = {}  # offset-map entries, records replicated
+    extra_results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="mirror-bench-") as tmp:
         work = Path(tmp)
         clusters = [LocalCluster(n, work / n, free_port(), free_port(), heap="1g") for n in ("source", "target")]
@@ -233,6 +315,9 @@ def main() -> int:
                 for step in (raw_produce, raw_consume):
                     results.append(step(src, topic, n, size))
                     print(results[-1], flush=True)
+                if args.mm2:
+                    results.append(mm2_run(src, dst, topic, n, size, f"mm2x{size}", work))
+                    print(results[-1], flush=True)
                 for workers in (int(w) for w in args.workers.split(",")):
                     alias = f"alo{workers}x{size}"
                     results.append(mirror_run(src, dst, topic, n, size, workers, alias, work, []))
@@ -244,6 +329,8 @@ def main() -> int:
                     results.append(mirror_run(src, dst, topic, n, size, workers, alias, work,
                                               ["exactly.once.enabled = true"]))
                     print(results[-1], flush=True)
+            if args.scenarios:
+                extra_results.update(run_scenarios(src, dst, work, args))
             # Offset-map size for a gappy source: transactions of 100 records (one marker each).
             gappy, gn = "benchtxn", max(100_000, args.records // 5)
             admin.create_topics([NewTopic(gappy, PARTITIONS, 1)])[gappy].result(30)
@@ -259,11 +346,15 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    from bench.mm2 import MM2_TUNING
+
+    meta["mm2_settings"] = ", ".join(f"{k}={v}" for k, v in MM2_TUNING.items())
     (out / f"replication-{stamp}.json").write_text(json.dumps({
         "meta": meta, "results": [asdict(r) for r in results],
-        "offset_map": {k: {"entries": e, "records": n} for k, (e, n) in maps.items()}}, indent=2))
-    (out / "latest.md").write_text(markdown(results, meta, maps))
-    print(markdown(results, meta, maps))
+        "offset_map": {k: {"entries": e, "records": n} for k, (e, n) in maps.items()}, **extra_results}, indent=2))
+    text = markdown(results, meta, maps) + scenario_markdown(extra_results)
+    (out / "latest.md").write_text(text)
+    print(text)
     return 0
 
 

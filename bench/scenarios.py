@@ -1,0 +1,238 @@
+"""Benchmark scenarios beyond backlog throughput: steady-load latency and failover accuracy,
+run identically against MirrorMaker 2 and mirror_core on the same brokers."""
+
+from __future__ import annotations
+
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirror_core.offsets.records import decode_checkpoint_key, decode_checkpoint_value
+
+PARTITIONS = 8
+Starter = Callable[[str, Path], list[subprocess.Popen[bytes]]]  # (topic, workdir) -> processes
+
+PACED_PRODUCER = """
+import sys, time
+from confluent_kafka import Producer
+bootstrap, topic, rate, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": "all"})
+value = b"x" * 100
+start = time.monotonic(); sent = 0
+while time.monotonic() - start < seconds:
+    due = int((time.monotonic() - start) * rate)
+    while sent < due:
+        p.produce(topic, value=value, partition=sent % 8)
+        sent += 1
+    p.poll(0)
+    time.sleep(0.002)
+p.flush(30)
+print(sent)
+"""
+
+
+@dataclass
+class LatencyResult:
+    system: str
+    rate: int
+    records: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+@dataclass
+class FailoverResult:
+    system: str
+    groups: int
+    partitions_checked: int
+    duplicates: int
+    losses: int
+    max_duplicates_per_partition: int
+    missing_checkpoints: int
+
+
+def create_topic(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # keep a reference: the future dies with it
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def _wait_visible(dst: str, remote: str, minimum: int, timeout: float) -> None:
+    c = Consumer({"bootstrap.servers": dst, "group.id": "bench-wait", "log_level": "0"})
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            total = 0
+            try:
+                for p in range(PARTITIONS):
+                    total += c.get_watermark_offsets(TopicPartition(remote, p), timeout=5)[1]
+            except Exception:
+                total = 0
+            if total >= minimum:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"{remote}: fewer than {minimum} records after {timeout:.0f}s")
+    finally:
+        c.close()
+
+
+def latency_run(system: str, start: Starter, src: str, dst: str, alias: str, workdir: Path, rate: int,
+                seconds: float) -> LatencyResult:
+    """Steady load at ``rate`` records/s; latency = target consume time - source record create time."""
+    topic = f"lat{alias}"
+    create_topic(src, topic)
+    remote = f"{alias}.{topic}"
+    procs = start(topic, workdir)
+    try:
+        warm = Producer({"bootstrap.servers": src})
+        for p in range(PARTITIONS):
+            warm.produce(topic, value=b"warmup", partition=p)
+        warm.flush(10)
+        _wait_visible(dst, remote, PARTITIONS, 180)  # the mirror is running and caught up
+        latencies: list[float] = []
+        done = threading.Event()
+
+        def consume() -> None:
+            c = Consumer({"bootstrap.servers": dst, "group.id": f"lat-{alias}", "auto.offset.reset": "latest",
+                          "fetch.wait.max.ms": 5, "enable.auto.commit": False, "isolation.level": "read_committed"})
+            c.assign([TopicPartition(remote, p, -1) for p in range(PARTITIONS)])  # -1: the end
+            while not done.is_set():
+                for m in c.consume(1000, 0.05):
+                    if m.error() is None and m.value() != b"warmup":
+                        latencies.append(time.time() * 1000 - m.timestamp()[1])
+            c.close()
+
+        reader = threading.Thread(target=consume, daemon=True)
+        reader.start()
+        time.sleep(1)
+        out = subprocess.run([sys.executable, "-c", PACED_PRODUCER, src, topic, str(rate), str(seconds)],
+                             capture_output=True, text=True, timeout=seconds + 120)
+        sent = int(out.stdout.strip() or 0)
+        deadline = time.monotonic() + 60
+        while len(latencies) < sent and time.monotonic() < deadline:
+            time.sleep(0.2)
+        done.set()
+        reader.join(10)
+    finally:
+        stop(procs)
+    latencies.sort()
+    q = statistics.quantiles(latencies, n=100) if len(latencies) > 100 else [float("nan")] * 99
+    return LatencyResult(system, rate, len(latencies), round(q[49], 1), round(q[98], 1),
+                         round(latencies[-1], 1) if latencies else float("nan"))
+
+
+def _read(bootstrap: str, topic: str) -> dict[int, list[tuple[int, int]]]:
+    """partition -> [(offset, sequence number)] of a topic whose values are b'seq-<n>'."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-read", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "log_level": "0"})
+    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)}
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    out: dict[int, list[tuple[int, int]]] = {p: [] for p in range(PARTITIONS)}
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and any(
+            c.position([TopicPartition(topic, p)])[0].offset < e for p, e in ends.items() if e > 0):
+        for m in c.consume(10000, 0.5):
+            if m.error() is None and m.value() and m.value().startswith(b"seq-"):
+                out[m.partition()].append((m.offset(), int(m.value()[4:])))
+    c.close()
+    return out
+
+
+def failover_run(system: str, start: Starter, src: str, dst: str, alias: str, workdir: Path, groups: int,
+                 per_partition: int, seed: int = 7) -> FailoverResult:
+    """Groups stopped at random positions fail over with the system's checkpoints; count what they
+    would read twice (duplicates) or never (losses)."""
+    topic = f"fo{alias}"
+    create_topic(src, topic)
+    p = Producer({"bootstrap.servers": src, "linger.ms": 5})
+    for i in range(per_partition * PARTITIONS):
+        p.produce(topic, value=b"seq-%d" % i, partition=i % PARTITIONS)
+    p.flush(60)
+    remote = f"{alias}.{topic}"
+    procs = start(topic, workdir)
+    try:
+        _wait_visible(dst, remote, per_partition * PARTITIONS, 300)
+        rng = random.Random(seed)
+        committed: dict[tuple[str, int], int] = {}
+        for g in range(groups):
+            group = f"app-{alias}-{g}"
+            offsets = {part: rng.randrange(0, per_partition + 1) for part in range(PARTITIONS)}
+            c = Consumer({"bootstrap.servers": src, "group.id": group, "enable.auto.commit": False})
+            c.commit(offsets=[TopicPartition(topic, part, o) for part, o in offsets.items()], asynchronous=False)
+            c.close()
+            committed.update({(group, part): o for part, o in offsets.items()})
+        checkpoints = _await_checkpoints(dst, f"{alias}.checkpoints.internal", remote, committed, 120)
+    finally:
+        stop(procs)
+    source, target = _read(src, topic), _read(dst, remote)
+    dups = losses = worst = missing = 0
+    for (group, part), c_off in committed.items():
+        consumed = {seq for off, seq in source[part] if off < c_off}
+        remaining = {seq for off, seq in source[part] if off >= c_off}
+        cp = checkpoints.get((group, part))
+        if cp is None or cp[0] != c_off:
+            missing += 1
+            resume_at = 0  # no usable checkpoint: auto.offset.reset=earliest on the target
+        else:
+            resume_at = cp[1]
+        resumed = [seq for off, seq in target[part] if off >= resume_at]
+        d = sum(1 for seq in resumed if seq in consumed)
+        lost = len(remaining - set(resumed))
+        dups, losses, worst = dups + d, losses + lost, max(worst, d)
+    return FailoverResult(system, groups, len(committed), dups, losses, worst, missing)
+
+
+def _await_checkpoints(dst: str, topic: str, remote: str, committed: dict[tuple[str, int], int],
+                       timeout: float) -> dict[tuple[str, int], tuple[int, int]]:
+    """Latest checkpoint per (group, partition) once every committed position has one (or timeout)."""
+    latest: dict[tuple[str, int], tuple[int, int]] = {}
+    c = Consumer({"bootstrap.servers": dst, "group.id": "bench-cp", "enable.auto.commit": False, "log_level": "0"})
+    deadline = time.monotonic() + timeout
+    assigned = False
+    try:
+        while time.monotonic() < deadline:
+            if not assigned:
+                try:
+                    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+                    assigned = True
+                except Exception:
+                    time.sleep(1)
+                    continue
+            for m in c.consume(10000, 0.5):
+                if m.error() is not None or m.key() is None:
+                    continue
+                group, t, part = decode_checkpoint_key(m.key())
+                if t == remote:
+                    up, down, _ = decode_checkpoint_value(m.value())
+                    latest[(group, part)] = (up, down)
+            if all(latest.get(k, (None,))[0] == v for k, v in committed.items()):
+                break
+    finally:
+        c.close()
+    return latest
+
+
+def as_rows(items: list[Any]) -> list[dict[str, Any]]:
+    from dataclasses import asdict
+
+    return [asdict(i) for i in items]

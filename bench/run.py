@@ -208,18 +208,23 @@ def transactional_source(bootstrap: str, topic: str, n: int, per_txn: int) -> No
 def markdown(results: list[Result], meta: dict[str, str], maps: dict[str, tuple[int, int]] | None = None) -> str:
     lines = [f"# Replication benchmark ({meta['date']})", "",
              f"Machine: {meta['machine']}; Kafka {meta['kafka']}; mirror_core {meta['mirror_core']}; "
-             f"{PARTITIONS} partitions; single-node KRaft clusters on loopback.", "",
+             f"{PARTITIONS} partitions; single-node KRaft clusters on loopback.", ""]
+    if meta.get("mm2_settings"):
+        lines += [f"MirrorMaker 2: connect-mirror {meta['kafka']}, dedicated mode, {meta['mm2_settings']}.", ""]
+    lines += [
              "The raw ceiling of a mirror is the slower of plain produce and plain consume (one client each, ",
              "same brokers, same run); a mirror does both. Mirror rates are measured from 10% to 90% of the ",
              "backlog on the target (start-up and the first rebalance excluded).", "",
-             "| scenario | system | records | records/s | MB/s | CPU-s per M records | vs raw ceiling |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+             "| scenario | system | records | records/s | MB/s | CPU-s per M records | vs raw ceiling | vs MM2 |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         raw = [x.records_per_s for x in results if x.scenario == r.scenario and x.system.startswith("raw")]
-        ratio = f"{r.records_per_s / min(raw):.2f}" if raw and "mirror" in r.system else ""
+        mm2 = next((x for x in results if x.scenario == r.scenario and x.system.startswith("MirrorMaker")), None)
+        ratio = f"{r.records_per_s / min(raw):.2f}" if raw and not r.system.startswith("raw") else ""
+        vs_mm2 = f"{r.records_per_s / mm2.records_per_s:.2f}" if mm2 and r.system.startswith("mirror_core") else ""
         cpu = f"{r.cpu_s_per_million:.1f}" if r.cpu_s_per_million is not None else ""
         lines.append(f"| {r.scenario} | {r.system} | {r.records:,} | {r.records_per_s:,.0f} | {r.mb_per_s:.1f} | "
-                     f"{cpu} | {ratio} |")
+                     f"{cpu} | {ratio} | {vs_mm2} |")
     for size in sorted({r.scenario for r in results}):
         alo = next((r for r in results if r.scenario == size and r.system.endswith("at-least-once, 1 process")), None)
         eos = next((r for r in results if r.scenario == size and r.system.endswith("exactly-once, 1 process")), None)
@@ -248,6 +253,9 @@ def run_scenarios(src: str, dst: str, work: Path, args: Any) -> dict[str, Any]:
     systems = [("MirrorMaker 2", "mm2lat", mm2("mm2lat"))] if args.mm2 else []
     systems += [("mirror_core at-least-once", "alolat", ours("alolat")),
                 ("mirror_core exactly-once", "eoslat", ours("eoslat", "exactly.once.enabled = true"))]
+    # An unmeasured run first: whichever system goes first on fresh brokers otherwise pays for the
+    # brokers' warm-up (measured here: p99 several times higher on a cold pair of clusters).
+    latency_run("warm-up", ours("warmlat"), src, dst, "warmlat", work, args.rate, 10)
     for label, alias, starter in systems:
         latency.append(latency_run(label, starter, src, dst, alias, work, args.rate, args.seconds))
         print(latency[-1], flush=True)
@@ -280,7 +288,19 @@ def scenario_markdown(extra: dict[str, Any]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def render(path: Path) -> str:
+    """Re-render the Markdown table of a results JSON file."""
+    data = json.loads(path.read_text())
+    results = [Result(**r) for r in data["results"]]
+    maps = {k: (v["entries"], v["records"]) for k, v in data.get("offset_map", {}).items()}
+    extra = {k: data[k] for k in ("latency", "failover") if k in data}
+    return markdown(results, data["meta"], maps) + scenario_markdown(extra)
+
+
 def main() -> int:
+    if len(sys.argv) == 3 and sys.argv[1] == "--render":
+        sys.stdout.write(render(Path(sys.argv[2])))
+        return 0
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1_000_000, help="records for the 100-byte scenario")
     parser.add_argument("--scenario", choices=("small", "large", "all"), default="all")

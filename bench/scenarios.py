@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirror_core.offsets.records import decode_checkpoint_key, decode_checkpoint_value
 
 PARTITIONS = 8
+WARMUP_S = 5.0
 Starter = Callable[[str, Path], list[subprocess.Popen[bytes]]]  # (topic, workdir) -> processes
 
 PACED_PRODUCER = """
@@ -109,7 +110,7 @@ def latency_run(system: str, start: Starter, src: str, dst: str, alias: str, wor
             warm.produce(topic, value=b"warmup", partition=p)
         warm.flush(10)
         _wait_visible(dst, remote, PARTITIONS, 180)  # the mirror is running and caught up
-        latencies: list[float] = []
+        samples: list[tuple[int, float]] = []  # (create time ms, latency ms)
         done = threading.Event()
 
         def consume() -> None:
@@ -119,23 +120,26 @@ def latency_run(system: str, start: Starter, src: str, dst: str, alias: str, wor
             while not done.is_set():
                 for m in c.consume(1000, 0.05):
                     if m.error() is None and m.value() != b"warmup":
-                        latencies.append(time.time() * 1000 - m.timestamp()[1])
+                        ts = m.timestamp()[1]
+                        samples.append((ts, time.time() * 1000 - ts))
             c.close()
 
         reader = threading.Thread(target=consume, daemon=True)
         reader.start()
         time.sleep(1)
-        out = subprocess.run([sys.executable, "-c", PACED_PRODUCER, src, topic, str(rate), str(seconds)],
-                             capture_output=True, text=True, timeout=seconds + 120)
+        load_start_ms = time.time() * 1000
+        out = subprocess.run([sys.executable, "-c", PACED_PRODUCER, src, topic, str(rate), str(seconds + WARMUP_S)],
+                             capture_output=True, text=True, timeout=seconds + WARMUP_S + 120)
         sent = int(out.stdout.strip() or 0)
         deadline = time.monotonic() + 60
-        while len(latencies) < sent and time.monotonic() < deadline:
+        while len(samples) < sent and time.monotonic() < deadline:
             time.sleep(0.2)
         done.set()
         reader.join(10)
     finally:
         stop(procs)
-    latencies.sort()
+    # The first WARMUP_S seconds of load warm up brokers, JITs and connections: not measured.
+    latencies = sorted(lat for ts, lat in samples if ts >= load_start_ms + WARMUP_S * 1000)
     q = statistics.quantiles(latencies, n=100) if len(latencies) > 100 else [float("nan")] * 99
     return LatencyResult(system, rate, len(latencies), round(q[49], 1), round(q[98], 1),
                          round(latencies[-1], 1) if latencies else float("nan"))

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 # Throughput-oriented defaults; users can override them with <alias>.consumer.* / producer.*.
 CONSUMER_DEFAULTS = {
     "fetch.min.bytes": "65536",
-    "fetch.wait.max.ms": "50",
+    "fetch.wait.max.ms": "20",
     "max.partition.fetch.bytes": "4194304",
     "fetch.max.bytes": "67108864",
     "queued.max.messages.kbytes": "131072",

@@ -9,6 +9,7 @@ at any point therefore replays records (possible duplicates) and never skips one
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -297,7 +298,9 @@ class FlowReplicator:
         deadline = time.monotonic() + 120
         while True:
             try:
-                if self._topics.ensure_remote(needed) and producer is not None:
+                self._topics.ensure_remote(needed)
+                if producer is not None:
+                    # The producer must know the partitions too (they may have grown since it last looked).
                     for topic in needed:
                         producer.list_topics(self.flow.remote_topic(topic), timeout=10)
                 entries = self._progress.refresh()
@@ -633,9 +636,9 @@ class FlowReplicator:
                 q.popleft()
                 if b.landed:
                     st.acked = b.next
-                    st.backoff = 0.5
                     st.map_landed(b)
                     if b.count:
+                        st.backoff = 0.5  # records landed: the target is healthy again
                         part = str(st.partition)
                         self.metrics.records.labels(lbl, st.topic, part).inc(b.count)
                         self.metrics.bytes.labels(lbl, st.topic, part).inc(b.size)
@@ -681,6 +684,8 @@ class FlowReplicator:
         self.metrics.errors.labels(self._lbl, "produce").inc()
         if code in TARGET_TOPIC_ERRORS:
             self._next_refresh = 0.0  # recreate the remote topic on the next loop
+            with contextlib.suppress(KafkaException):
+                st.producer.list_topics(st.remote, timeout=5)  # and refresh the producer's view of it
         log.warning("flow %s: %s: delivery failed (%s); retrying from offset %s in %.1fs",
                     self.flow.name, where, err.str(), st.acked, st.backoff)
         self._rewind(st, b, careful=False, backoff=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
@@ -49,9 +49,13 @@ def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
+        try:
+            last = predicate()
+        except KafkaException as exc:  # e.g. a just-created topic without a leader yet: not ready
+            last = exc
+        else:
+            if last:
+                return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last value: {last!r})")
 

@@ -21,6 +21,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.scenarios import stop
 from mirror_core import __version__
 from mirror_core.devcluster.kafka_dist import KAFKA_VERSION
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
@@ -146,13 +147,7 @@ def measure_backlog(procs: list[subprocess.Popen[bytes]], ready: Any, dst: str, 
             secs, measured, cpu = samples[-1][0] - t0, n_target, samples[-1][2] - cpu0
         print(f"{label}: whole run {n_target / (samples[-1][0] - t0):,.0f} records/s", flush=True)
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(60)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop(procs)
         watcher.close()
     return Result(scenario, label, measured, size, secs, measured / secs, measured * size / secs / 1e6,
                   cpu / measured * 1e6)

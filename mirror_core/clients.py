@@ -56,6 +56,12 @@ PRODUCER_ENFORCED = {
 }
 
 
+def error_code(exc: BaseException) -> int | None:
+    """The librdkafka error code a KafkaException carries, or None."""
+    err = exc.args[0] if exc.args else None
+    return err.code() if isinstance(err, KafkaError) else None
+
+
 class ClusterHealth:
     """Tracks whether a cluster answers, from librdkafka's error callbacks; thread-safe."""
 

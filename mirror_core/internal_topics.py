@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from mirror_core.clients import error_code
 from mirror_core.errors import ProgressError
 
 
@@ -27,8 +28,7 @@ def ensure_internal_topic(admin: AdminClient, topic: str, replication_factor: in
     try:
         futures[topic].result(timeout)
     except KafkaException as exc:
-        err = exc.args[0] if exc.args else None
-        if not (isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS):
+        if error_code(exc) != KafkaError.TOPIC_ALREADY_EXISTS:
             raise ProgressError(f"cannot create internal topic {topic}: {exc}") from exc
 
 

@@ -16,10 +16,11 @@ import logging
 import threading
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirror_core.internal_topics import TopicTail, ensure_internal_topic
+from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
 from mirror_core.offsets.records import (
     decode_checkpoint_key,
     decode_checkpoint_value,
@@ -72,21 +73,15 @@ def sync_group_offsets(admin: AdminClient, group: str, wanted: dict[tuple[str, i
     Returns what was committed (empty when the group is active or already at/after every offset).
     """
     try:
-        desc = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout)
-        if desc.members:
+        if active_members(admin, group, timeout):
             return {}
-        current_f = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                      request_timeout=timeout)[group]
-        current = {(tp.topic, tp.partition): tp.offset
-                   for tp in current_f.result(timeout).topic_partitions or [] if tp.offset >= 0}
+        current = committed_offsets(admin, group, timeout)
     except KafkaException as exc:
         log.warning("group offset sync: cannot describe %s on the target: %s", group, exc)
         return {}
     forward = {k: v for k, v in wanted.items() if current.get(k, -1) < v}
-    if not forward:
-        return {}
-    tps = [TopicPartition(t, p, o) for (t, p), o in sorted(forward.items())]
-    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(timeout)
+    if forward:
+        commit_offsets(admin, group, forward, timeout)
     return forward
 
 
@@ -141,8 +136,6 @@ class CheckpointEmitter(threading.Thread):
     def emit_once(self) -> int:
         """One round: translate every selected group, publish changes, sync idle target groups."""
         import time
-
-        from mirror_core.offsets.translate import committed_offsets
 
         flow = self.flow
         c = self._open()

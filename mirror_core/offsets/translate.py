@@ -14,13 +14,13 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirror_core.clients import make_admin, make_consumer
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.errors import MirrorError
 from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
+from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
 from mirror_core.offsets.offset_map import OffsetMap
 from mirror_core.offsets.sync_store import OffsetSyncReader, offset_syncs_topic
 from mirror_core.replication.progress import ProgressStore
@@ -66,18 +66,6 @@ class FlowOffsets:
         finally:
             reader.close()
             store.close()
-
-
-def committed_offsets(admin: AdminClient, group: str, timeout: float = 15) -> dict[tuple[str, int], int]:
-    """A group's committed offsets (next offset to read) on one cluster; empty if it has none."""
-    futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)
-    result = futures[group].result(timeout)
-    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
-
-
-def active_members(admin: AdminClient, group: str, timeout: float = 15) -> int:
-    desc = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout)
-    return len(desc.members or [])
 
 
 def _target_ends(consumer: Consumer, keys: Iterable[tuple[str, int]], timeout: float) -> dict[tuple[str, int], int]:
@@ -174,10 +162,9 @@ def apply_translation(config: MirrorConfig, target: str, translations: list[Part
             raise GroupActive(f"group '{group}' has {members} active member(s) on {target}; stop them first "
                               "(or pass --force)")
     previous = committed_offsets(admin, group, timeout)
-    tps = [TopicPartition(t.remote_topic, t.partition, t.target_offset) for t in translations
-           if t.target_offset is not None]
-    if not tps:
+    offsets = {(t.remote_topic, t.partition): t.target_offset for t in translations if t.target_offset is not None}
+    if not offsets:
         return []
-    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(timeout)
-    return [{"group": group, "topic": tp.topic, "partition": tp.partition, "offset": tp.offset,
-             "previous": previous.get((tp.topic, tp.partition))} for tp in tps]
+    commit_offsets(admin, group, offsets, timeout)
+    return [{"group": group, "topic": topic, "partition": p, "offset": o, "previous": previous.get((topic, p))}
+            for (topic, p), o in sorted(offsets.items())]

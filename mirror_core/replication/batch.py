@@ -38,6 +38,13 @@ class Batch:
         #: (compaction, transaction markers): where the offset map needs a new run.
         self.gaps: list[tuple[int, int]] = []
 
+    @classmethod
+    def record(cls, gen: int, offset: int, reported: bool) -> Batch:
+        """A batch of the one record at ``offset``; ``reported``: a delivery report is expected."""
+        b = cls(gen, offset)
+        b.next, b.count, b.pending = offset + 1, 1, 1 if reported else 0
+        return b
+
     def _record(self, err: KafkaError | None, msg: Any, first: bool, last: bool) -> None:
         if err is not None:
             self.err = self.err or err

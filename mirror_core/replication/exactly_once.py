@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from mirror_core.clients import make_admin, make_consumer, make_producer
+from mirror_core.clients import error_code, make_admin, make_consumer, make_producer
 from mirror_core.internal_topics import ensure_internal_topic
 from mirror_core.replication.batch import Batch, PartitionState
 
@@ -51,8 +51,7 @@ def ensure_slot_topic(admin: AdminClient, topic: str, slots: int, replication_fa
         try:
             admin.create_partitions([NewPartitions(topic, slots)])[topic].result(15)
         except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if not (isinstance(err, KafkaError) and err.code() == KafkaError.INVALID_PARTITIONS):
+            if error_code(exc) != KafkaError.INVALID_PARTITIONS:
                 raise  # INVALID_PARTITIONS: another instance (or a stale metadata view) got there
 
 

@@ -15,9 +15,10 @@ import contextlib
 import struct
 import time
 
-from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
+from mirror_core.internal_topics import ensure_internal_topic
 from mirror_core.policy import HEARTBEATS_TOPIC
 
 
@@ -48,17 +49,7 @@ def decode_value(raw: bytes) -> int:
 
 
 def ensure_heartbeats_topic(admin: AdminClient, replication_factor: int, timeout: float = 15) -> None:
-    md = admin.list_topics(timeout=timeout)
-    if HEARTBEATS_TOPIC in md.topics and md.topics[HEARTBEATS_TOPIC].error is None:
-        return
-    fut = admin.create_topics([NewTopic(HEARTBEATS_TOPIC, 1, replication_factor,
-                                        config={"cleanup.policy": "compact"})])[HEARTBEATS_TOPIC]
-    try:
-        fut.result(timeout)
-    except KafkaException as exc:
-        err = exc.args[0]
-        if not (isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS):
-            raise
+    ensure_internal_topic(admin, HEARTBEATS_TOPIC, replication_factor, {"cleanup.policy": "compact"}, timeout)
 
 
 class HeartbeatEmitter:

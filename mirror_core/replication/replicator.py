@@ -492,8 +492,7 @@ class FlowReplicator:
         self._active.add(st)
         for m in run:
             off = m.offset()
-            b = Batch(st.gen, off)
-            b.next, b.count, b.pending = off + 1, 1, 1
+            b = Batch.record(st.gen, off, reported=True)
             value, key = m.value(), m.key()
             ts_type, b.ts_last = m.timestamp()
             b.size = (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
@@ -511,7 +510,6 @@ class FlowReplicator:
                     return
         # Records filtered out at the end of the run (provenance) still advance the position.
         tail = Batch(st.gen, end)
-        tail.next = end
         st.pending.append(tail)
         st.next = end
 
@@ -544,8 +542,7 @@ class FlowReplicator:
             else:
                 batch.fail(err)
                 return
-        refused = Batch(st.gen, offset)
-        refused.next, refused.count = offset + 1, 1
+        refused = Batch.record(st.gen, offset, reported=False)
         refused.fail(err)
         st.pending.append(refused)
         st.careful = err.code() in RECORD_ERRORS  # a record-level error pauses right at this record
@@ -556,10 +553,7 @@ class FlowReplicator:
         self._active.add(st)
         for m in run:
             off = m.offset()
-            batch = Batch(st.gen, off)
-            batch.next = off + 1
-            batch.count = 1
-            batch.pending = 1
+            batch = Batch.record(st.gen, off, reported=True)
             ts_type, ts = m.timestamp()
             batch.ts_last = ts
             st.pending.append(batch)

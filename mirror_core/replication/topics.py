@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from mirror_core.clients import error_code
 from mirror_core.config.model import FlowConfig
 from mirror_core.errors import ClusterUnavailable
 
@@ -40,11 +41,6 @@ class TopicChange:
 @dataclass
 class TopicState:
     partitions: dict[str, int] = field(default_factory=dict)  # source topic -> partition count
-
-
-def _error_code(exc: BaseException) -> int | None:
-    err = exc.args[0] if exc.args else None
-    return err.code() if isinstance(err, KafkaError) else None
 
 
 class TopicManager:
@@ -87,7 +83,7 @@ class TopicManager:
             try:
                 entries = fut.result(self.timeout)
             except KafkaException as exc:
-                if _error_code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                if error_code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
                     continue
                 raise
             result[res.name] = {
@@ -129,7 +125,7 @@ class TopicManager:
                     fut.result(self.timeout)
                     log.info("flow %s: created remote topic %s", self.flow.name, name)
                 except KafkaException as exc:
-                    if _error_code(exc) != KafkaError.TOPIC_ALREADY_EXISTS:
+                    if error_code(exc) != KafkaError.TOPIC_ALREADY_EXISTS:
                         raise
         if grow:
             parts = [NewPartitions(name, count) for name, count in grow.items()]
@@ -138,7 +134,7 @@ class TopicManager:
                     fut.result(self.timeout)
                     log.info("flow %s: remote topic %s grown to %d partitions", self.flow.name, name, grow[name])
                 except KafkaException as exc:
-                    if _error_code(exc) != KafkaError.INVALID_PARTITIONS:  # another instance got there
+                    if error_code(exc) != KafkaError.INVALID_PARTITIONS:  # another instance got there
                         raise
         return changes
 

@@ -158,7 +158,7 @@ def test_checkpoints_and_group_offset_sync(dc1, dc2, name, start_mirror):
         for p in (0, 1):
             assert cps[(idle, remote, p)] == (rows[p].source_offset, rows[p].target_offset)
             assert rows[p].exact and rows[p].target_offset != rows[p].source_offset  # gaps made them differ
-        from mirror_core.offsets.translate import committed_offsets
+        from mirror_core.offsets.groups import committed_offsets
         from tests.kafka_harness import admin
 
         tgt_admin = admin(dc2)

@@ -807,7 +807,10 @@ class FlowReplicator:
                 low, high = self._consumer.get_watermark_offsets(st.tp, cached=True)
             except KafkaException:
                 low, high = -1, -1
-            pos = st.acked if st.acked is not None else (low if low >= 0 else None)
+            # Exactly-once: only committed records are visible to read_committed consumers, so
+            # lag counts from the committed position, not from what the open transaction holds.
+            done = st.committed if self._slots is not None else st.acked
+            pos = done if done is not None else (low if low >= 0 else None)
             lag = max(0, high - pos) if high >= 0 and pos is not None else None
             part = str(st.partition)
             if pos is not None:

@@ -39,7 +39,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     config = _load(args.config)
     log.info("flows: %s", ", ".join(f.name for f in config.flows))
-    return Service(config, metrics_port=args.metrics_port, metrics_host=args.metrics_host).run_forever()
+    state_db = args.state_db
+    if state_db:
+        from mirror_core.state.store import StateStore
+
+        log.info("control plane: obeying flow states in %s", StateStore(state_db).safe_url)
+    return Service(config, metrics_port=args.metrics_port, metrics_host=args.metrics_host,
+                   state_db=state_db).run_forever()
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -207,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", required=True, help="mm2.properties file")
     run.add_argument("--metrics-port", type=int, default=None, help="serve /metrics, /healthz, /status")
     run.add_argument("--metrics-host", default="127.0.0.1")
+    run.add_argument("--state-db", default=None,
+                     help="state store URL (usually the same as the DAGs' MIRROR_CORE_DB_URL) whose flow states "
+                          "this instance obeys; without it only the enabled flows run, with no control plane")
     run.set_defaults(func=cmd_run)
 
     st = sub.add_parser("status", help="per flow and partition: source end, replicated position, lag")

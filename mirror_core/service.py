@@ -1,8 +1,14 @@
-"""The long-running service: one replicator thread per enabled flow, metrics and health over HTTP,
-graceful shutdown on SIGTERM/SIGINT (stop fetching, flush, commit progress, exit 0)."""
+"""The long-running service: one replicator thread per running flow, metrics and health over HTTP,
+graceful shutdown on SIGTERM/SIGINT (stop fetching, flush, commit progress, exit 0).
+
+With a state store (``--state-db`` / ``MIRROR_CORE_DB_URL``) the service also obeys the control
+plane: the failover/failback/cutover workflows set each flow's desired state (running | stopped)
+and every instance applies it within a few seconds and reports back what it applies.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import signal
@@ -13,7 +19,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from mirror_core.config.model import MirrorConfig
+from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.metrics import Metrics
 from mirror_core.offsets.checkpoints import CheckpointEmitter
 from mirror_core.replication.replicator import FlowReplicator, instance_id
@@ -21,26 +27,85 @@ from mirror_core.replication.replicator import FlowReplicator, instance_id
 log = logging.getLogger(__name__)
 
 
+class FlowRunner:
+    """One flow's replicator and checkpoint emitter, startable and stoppable on their own (the
+    control plane stops a forward flow and starts its reverse during a failover)."""
+
+    def __init__(self, service: Service, flow: FlowConfig) -> None:
+        self.service, self.flow = service, flow
+        self.stop_event = threading.Event()
+        self.replicator: FlowReplicator | None = None
+        self.threads: list[threading.Thread] = []
+
+    @property
+    def running(self) -> bool:
+        return self.replicator is not None
+
+    def start(self) -> None:
+        if self.running:
+            return
+        svc = self.service
+        self.stop_event = threading.Event()
+        self.replicator = FlowReplicator(svc.config, self.flow, svc.metrics, self.stop_event, svc.instance)
+        t = threading.Thread(target=self.replicator.run, name=f"flow {self.flow.name}", daemon=True)
+        t.start()
+        self.threads = [t]
+        if self.flow.emit_checkpoints or self.flow.sync_group_offsets:
+            emitter = CheckpointEmitter(svc.config, self.flow, self.stop_event, svc.metrics)
+            emitter.start()
+            self.threads.append(emitter)
+
+    def stop(self, wait: bool = True) -> None:
+        """Graceful: in-flight records finish and progress is committed before this returns."""
+        self.stop_event.set()
+        if not wait:
+            return
+        for t in self.threads:
+            while t.is_alive():
+                t.join(0.5)
+        self.threads, self.replicator = [], None
+
+    def alive(self) -> bool:
+        return all(t.is_alive() for t in self.threads)
+
+    def status(self) -> dict[str, Any]:
+        if self.replicator is None:
+            return {"flow": self.flow.name, "state": "stopped", "partitions": []}
+        return self.replicator.status()
+
+
 class Service:
     def __init__(self, config: MirrorConfig, metrics_port: int | None = None,
-                 metrics_host: str = "127.0.0.1") -> None:
+                 metrics_host: str = "127.0.0.1", state_db: str | None = None,
+                 control_interval_s: float = 2.0) -> None:
         self.config = config
         self.metrics = Metrics()
         self.stop_event = threading.Event()
         self.instance = instance_id()
-        self.replicators = [FlowReplicator(config, f, self.metrics, self.stop_event, self.instance)
-                            for f in config.flows]
-        self._threads: list[threading.Thread] = []
+        # Standby flows exist only to be started by the control plane.
+        flows = config.all_flows if state_db else config.flows
+        self.runners = {f.name: FlowRunner(self, f) for f in flows}
+        self._enabled = {f.name for f in config.flows}
+        self._state_db = state_db
+        self._control_interval_s = control_interval_s
+        self._control: threading.Thread | None = None
+        self._state: Any = None
         self._http: ThreadingHTTPServer | None = None
         self._metrics_addr = (metrics_host, metrics_port) if metrics_port is not None else None
 
+    @property
+    def replicators(self) -> list[FlowReplicator]:
+        return [r.replicator for r in self.runners.values() if r.replicator is not None]
+
     # -- HTTP --------------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
-        return {"instance": self.instance, "flows": [r.status() for r in self.replicators]}
+        return {"instance": self.instance, "flows": [r.status() for r in self.runners.values()]}
 
     def healthy(self) -> bool:
-        alive = all(t.is_alive() for t in self._threads) and not self.stop_event.is_set()
-        return alive and all(r.status().get("state") == "running" for r in self.replicators)
+        if self.stop_event.is_set() or (self._control is not None and not self._control.is_alive()):
+            return False
+        running = [r for r in self.runners.values() if r.running]
+        return all(r.alive() and r.status().get("state") == "running" for r in running)
 
     def _start_http(self) -> None:
         if self._metrics_addr is None:
@@ -78,31 +143,91 @@ class Service:
         return int(self._http.server_address[1]) if self._http else None
 
     # -- lifecycle ---------------------------------------------------------------------------------
+
+    # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
         for cluster in self.config.clusters:
             self.metrics.reachable.labels(cluster).set(1)
         self._start_http()
-        for r in self.replicators:
-            t = threading.Thread(target=r.run, name=f"flow {r.flow.name}", daemon=True)
-            t.start()
-            self._threads.append(t)
-            if r.flow.emit_checkpoints or r.flow.sync_group_offsets:
-                emitter = CheckpointEmitter(self.config, r.flow, self.stop_event, self.metrics)
-                emitter.start()
-                self._threads.append(emitter)
+        desired = self._desired_states() if self._state_db else self._defaults()
+        for name, runner in self.runners.items():
+            if desired[name] == "running":
+                runner.start()
+        if self._state_db:
+            self._control = threading.Thread(target=self._control_loop, name="control", daemon=True)
+            self._control.start()
+
+    def _defaults(self) -> dict[str, str]:
+        return {name: "running" if name in self._enabled else "stopped" for name in self.runners}
+
+    # -- control plane ----------------------------------------------------------------------------
+    def _store(self) -> Any:
+        from mirror_core.state.store import StateStore
+
+        if self._state is None:
+            state = StateStore(self._state_db)
+            state.migrate()
+            self._state = state
+        return self._state
+
+    def _desired_states(self) -> dict[str, str]:
+        """Desired flow states from the state store; the configured state where it has none."""
+        controls = self._store().flow_controls()
+        return {name: controls[name].desired if name in controls else default
+                for name, default in self._defaults().items()}
+
+    def _control_loop(self) -> None:
+        """Obey the desired flow states; report what this instance applies (its heartbeat).
+
+        If the state store is unreachable the flows keep their current state: a control-plane
+        outage must never stop replication.
+        """
+        store = self._store()
+        while True:
+            try:
+                desired = self._desired_states()
+            except Exception as exc:
+                log.warning("control plane unreachable (%s); flows keep their current state", exc)
+                desired = {}
+            for name, want in desired.items():
+                runner = self.runners[name]
+                if self.stop_event.is_set():
+                    break
+                if want == "running" and not runner.running:
+                    log.info("control plane: starting flow %s", name)
+                    runner.start()
+                elif want == "stopped" and runner.running:
+                    log.info("control plane: stopping flow %s (draining in-flight records)", name)
+                    runner.stop()
+                    log.info("control plane: flow %s stopped", name)
+            if self.stop_event.is_set():
+                return
+            try:
+                store.report_flow_states(self.instance, {n: "running" if r.running else "stopped"
+                                                         for n, r in self.runners.items()})
+            except Exception as exc:
+                log.warning("control plane: could not report flow states: %s", exc)
+            if self.stop_event.wait(self._control_interval_s):
+                return
 
     def request_stop(self, *_: object) -> None:
         if not self.stop_event.is_set():
             log.info("stopping: finishing in-flight records and committing progress")
         self.stop_event.set()
+        for runner in self.runners.values():
+            runner.stop(wait=False)
 
     def wait(self) -> None:
-        for t in self._threads:
-            while t.is_alive():
-                t.join(0.5)
+        if self._control is not None:
+            self._control.join()
+        for runner in self.runners.values():
+            runner.stop()
         if self._http is not None:
             self._http.shutdown()
             self._http.server_close()
+        if self._state is not None:
+            with contextlib.suppress(Exception):
+                self._state.report_flow_states(self.instance, dict.fromkeys(self.runners, "stopped"))
 
     def run_forever(self) -> int:
         def on_signal(signum: int, frame: FrameType | None) -> None:

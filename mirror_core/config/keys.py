@@ -98,7 +98,9 @@ DEFAULT_CONFIG_EXCLUDE = (
 KEYS: tuple[KeyDef, ...] = (
     KeyDef("clusters", parse_list, "", "Comma-separated cluster aliases (required).", scope="global"),
     KeyDef("enabled", parse_bool, "false",
-           "Whether a flow runs; set per flow as A->B.enabled (MirrorMaker 2 default: false)."),
+           "Whether a flow runs; set per flow as A->B.enabled (MirrorMaker 2 default: false). A flow set "
+           "explicitly to false is a standby flow (e.g. the reverse direction): configured, started only "
+           "by a workflow through the control plane (mirror-core run --state-db)."),
     KeyDef("topics", parse_patterns, ".*", "Regexes of source topics to replicate.",
            aliases=("topics.whitelist", "whitelist")),
     KeyDef("topics.exclude", parse_patterns, DEFAULT_TOPICS_EXCLUDE,

@@ -119,15 +119,20 @@ class _Builder:
 
         clusters = {a: self.build_cluster(a, cluster_keys[a], global_client) for a in aliases}
         flows: list[FlowConfig] = []
+        standby: list[FlowConfig] = []
         for (src, dst), keys in flow_keys.items():
             enabled_prop = keys.get("enabled")
-            if enabled_prop is None or not self.parse_value("enabled", enabled_prop):
+            if enabled_prop is None:
                 continue
-            flows.append(self.build_flow(src, dst, keys, globals_, clusters))
+            # An explicitly disabled flow is a standby: configured (e.g. the reverse direction for
+            # failover), not run until a workflow starts it through the control plane.
+            enabled = self.parse_value("enabled", enabled_prop)
+            (flows if enabled else standby).append(self.build_flow(src, dst, keys, globals_, clusters))
         if not flows:
             raise self.error("no replication flow is enabled (set e.g. "
                              f"{aliases[0]}->{aliases[-1]}.enabled = true)", key="enabled")
-        config = MirrorConfig(MappingProxyType(clusters), tuple(flows), tuple(self.warnings), self.source)
+        config = MirrorConfig(MappingProxyType(clusters), tuple(flows), tuple(self.warnings), self.source,
+                              tuple(standby))
         if validate_clients:
             self.validate_clients(config)
         return config

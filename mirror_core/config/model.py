@@ -102,13 +102,21 @@ class MirrorConfig:
     flows: tuple[FlowConfig, ...]
     warnings: tuple[str, ...] = ()
     source_path: str | None = None
+    #: flows configured with ``enabled = false``: started only by a workflow (e.g. the reverse flow)
+    standby_flows: tuple[FlowConfig, ...] = ()
+
+    @property
+    def all_flows(self) -> tuple[FlowConfig, ...]:
+        return self.flows + self.standby_flows
 
     def flow(self, name: str) -> FlowConfig:
-        for f in self.flows:
+        for f in self.all_flows:
             if f.name == name:
                 return f
         known = ", ".join(f.name for f in self.flows) or "none"
-        raise KeyError(f"unknown flow '{name}' (enabled flows: {known})")
+        standby = ", ".join(f.name for f in self.standby_flows)
+        standby = f"; standby: {standby}" if standby else ""
+        raise KeyError(f"unknown flow '{name}' (enabled flows: {known}{standby})")
 
     def cluster(self, alias: str) -> ClusterConfig:
         try:

@@ -151,3 +151,25 @@ class ActiveClusterChange(Base):
     changed_by: Mapped[str] = mapped_column(String(250))
     reason: Mapped[str] = mapped_column(Text)
     run_id: Mapped[str | None] = mapped_column(String(250))
+
+
+class FlowControl(Base):
+    """Desired state of a flow, set by the workflows; every mirror instance obeys it."""
+
+    __tablename__ = "flow_controls"
+    flow: Mapped[str] = mapped_column(String(300), primary_key=True)
+    desired: Mapped[str] = mapped_column(String(16))  # running | stopped
+    changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    changed_by: Mapped[str] = mapped_column(String(250))
+    reason: Mapped[str] = mapped_column(Text)
+    run_id: Mapped[str | None] = mapped_column(String(250))
+
+
+class FlowInstance(Base):
+    """What each running mirror instance last reported for a flow (its heartbeat to the control plane)."""
+
+    __tablename__ = "flow_instances"
+    instance: Mapped[str] = mapped_column(String(250), primary_key=True)
+    flow: Mapped[str] = mapped_column(String(300), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16))  # running | stopped
+    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)

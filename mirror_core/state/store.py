@@ -5,21 +5,38 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, desc, select
+from sqlalchemy import Engine, create_engine, desc, func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from mirror_core.config.model import MirrorConfig
 from mirror_core.state.errors import StateStoreError
-from mirror_core.state.models import ActiveCluster, ActiveClusterChange, Cluster, DriftEvent, Flow, SyncRun, utcnow
+from mirror_core.state.models import (
+    ActiveCluster,
+    ActiveClusterChange,
+    Cluster,
+    DriftEvent,
+    Flow,
+    FlowControl,
+    FlowInstance,
+    ReconciliationReport,
+    SyncRun,
+    utcnow,
+)
 
 DEFAULT_DB_URL = "sqlite:///" + str(Path.cwd() / ".state" / "mirror-core.db")
+
+
+def _aware(t: datetime) -> datetime:
+    """SQLite returns naive datetimes (stored as UTC); PostgreSQL returns aware ones."""
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
 
 
 def default_url() -> str:
@@ -139,3 +156,55 @@ class StateStore:
             if app_alias:
                 q = q.where(ActiveClusterChange.app_alias == app_alias)
             return list(s.scalars(q))
+
+    # -- flow control ---------------------------------------------------------------------------------
+    def set_flow_desired(self, flow: str, desired: str, changed_by: str, reason: str,
+                         run_id: str | None = None) -> None:
+        """Ask every mirror instance to run or stop ``flow`` (recorded: who, when, why, which run)."""
+        if desired not in ("running", "stopped"):
+            raise StateStoreError(f"desired flow state must be 'running' or 'stopped', got {desired!r}")
+        with self.session() as s:
+            row = s.get(FlowControl, flow, with_for_update=True)
+            if row is None:
+                row = FlowControl(flow=flow)
+                s.add(row)
+            row.desired, row.changed_at, row.changed_by, row.reason, row.run_id = (
+                desired, utcnow(), changed_by, reason, run_id)
+
+    def flow_controls(self) -> dict[str, FlowControl]:
+        with self.session() as s:
+            return {r.flow: r for r in s.scalars(select(FlowControl))}
+
+    def report_flow_states(self, instance: str, states: dict[str, str]) -> None:
+        """A mirror instance's heartbeat: the state it applies to each of its flows."""
+        now = utcnow()
+        with self.session() as s:
+            for flow, state in states.items():
+                row = s.get(FlowInstance, (instance, flow))
+                if row is None:
+                    s.add(FlowInstance(instance=instance, flow=flow, state=state, seen_at=now))
+                else:
+                    row.state, row.seen_at = state, now
+
+    def flow_instances(self, flow: str, fresh_s: float = 20.0) -> list[FlowInstance]:
+        """Instances that reported on ``flow`` within the last ``fresh_s`` seconds."""
+        since = utcnow() - timedelta(seconds=fresh_s)
+        with self.session() as s:
+            q = select(FlowInstance).where(FlowInstance.flow == flow)
+            return [r for r in s.scalars(q) if _aware(r.seen_at) >= since]
+
+    # -- checkpoint reconciliation ------------------------------------------------------------------
+    def last_reconciliation(self, flow: str, status: str | None = "ok") -> ReconciliationReport | None:
+        """The newest reconciliation of ``flow`` (with ``status``, if given): where the next window starts."""
+        with self.session() as s:
+            q = select(ReconciliationReport).where(ReconciliationReport.flow == flow)
+            if status is not None:
+                q = q.where(ReconciliationReport.status == status)
+            return s.scalars(q.order_by(desc(ReconciliationReport.id)).limit(1)).first()
+
+    def latest_reconciliations(self) -> list[ReconciliationReport]:
+        """The newest reconciliation of every flow, by flow name."""
+        with self.session() as s:
+            newest = select(func.max(ReconciliationReport.id)).group_by(ReconciliationReport.flow)
+            q = select(ReconciliationReport).where(ReconciliationReport.id.in_(newest))
+            return list(s.scalars(q.order_by(ReconciliationReport.flow)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -54,11 +54,12 @@ def mirrors(tmp_path: Path) -> Iterator[list[MirrorProcess]]:
 def start_mirror(tmp_path: Path, mirrors: list[MirrorProcess], clusters: dict[str, LocalCluster]):  # type: ignore[no-untyped-def]
     """Write an mm2.properties for dc1/dc2 plus ``lines`` and start a mirror on it."""
 
-    def start(lines: list[str], config: Path | None = None, name: str = "mirror") -> MirrorProcess:
+    def start(lines: list[str], config: Path | None = None, name: str = "mirror",
+              args: Sequence[str] = ()) -> MirrorProcess:
         if config is None:
             config = write_config(tmp_path / f"{unique('mm2-')}.properties",
                                   {a: c.bootstrap for a, c in clusters.items()}, lines)
-        m = MirrorProcess(config, tmp_path, name).start()
+        m = MirrorProcess(config, tmp_path, name, args).start()
         mirrors.append(m)
         return m
 

@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,8 +162,9 @@ def write_config(path: Path, clusters: dict[str, str], lines: Iterable[str]) -> 
 class MirrorProcess:
     """A real ``mirror-core run`` subprocess with its own metrics port and log file."""
 
-    def __init__(self, config: Path, log_dir: Path, name: str = "mirror") -> None:
+    def __init__(self, config: Path, log_dir: Path, name: str = "mirror", args: Sequence[str] = ()) -> None:
         self.config = config
+        self.args = list(args)
         self.port = free_port()
         self.log_path = log_dir / f"{name}-{uuid.uuid4().hex[:6]}.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -173,7 +174,7 @@ class MirrorProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mirror_core", "run", "--config", str(self.config),
-             "--metrics-port", str(self.port)], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+             "--metrics-port", str(self.port), *self.args], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
         log.close()
         return self
 

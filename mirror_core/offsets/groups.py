@@ -2,16 +2,37 @@
 
 from __future__ import annotations
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+import time
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 Offsets = dict[tuple[str, int], int]  # (topic, partition) -> next offset to read
+# A group coordinator loading or moving (fresh cluster, broker restart): worth another try.
+_COORDINATOR = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                KafkaError.COORDINATOR_NOT_AVAILABLE}
+
+
+def _retriable(err: object) -> bool:
+    return isinstance(err, KafkaError) and (err.retriable() or err.code() in _COORDINATOR)
 
 
 def committed_offsets(admin: AdminClient, group: str, timeout: float = 15) -> Offsets:
-    """A group's committed offsets on one cluster; empty if it has none."""
-    futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)
-    result = futures[group].result(timeout)
+    """A group's committed offsets on one cluster; empty if it has none.
+
+    Retriable errors (a coordinator loading or moving) are retried within ``timeout``.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)
+        try:
+            result = futures[group].result(timeout)
+            break
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if not _retriable(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
 
 
@@ -21,5 +42,21 @@ def active_members(admin: AdminClient, group: str, timeout: float = 15) -> int:
 
 
 def commit_offsets(admin: AdminClient, group: str, offsets: Offsets, timeout: float = 15) -> None:
-    tps = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(timeout)
+    """Commit ``offsets`` for ``group``; every partition must succeed (errors are per partition,
+    so they are checked one by one; retriable ones are retried within ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    pending = dict(offsets)
+    while True:
+        tps = [TopicPartition(t, p, o) for (t, p), o in sorted(pending.items())]
+        result = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)],
+                                                    request_timeout=timeout)[group].result(timeout)
+        failed = {(tp.topic, tp.partition): tp.error for tp in result.topic_partitions or [] if tp.error}
+        if not failed:
+            return
+        retriable = all(_retriable(e) for e in failed.values())
+        if not retriable or time.monotonic() > deadline:
+            raise KafkaException(next(iter(failed.values()))) if len(failed) == 1 else RuntimeError(
+                f"group {group}: offsets not committed for " + ", ".join(
+                    f"{t}[{p}]: {e}" for (t, p), e in sorted(failed.items())))
+        pending = {k: pending[k] for k in failed}
+        time.sleep(0.5)

@@ -75,6 +75,21 @@ class PartitionMap:
         return Translation(source_offset, target, True)
 
 
+    def source_of(self, target_offset: int) -> int | None:
+        """The inverse: the source position a target position corresponds to (for failback).
+
+        A consumer at ``target_offset`` on the target has processed the copies of every source
+        record before the returned offset; None when the position is before the map.
+        """
+        if not self.targets or target_offset < self.targets[0]:
+            return None
+        i = bisect.bisect_right(self.targets, target_offset) - 1
+        source = self.sources[i] + (target_offset - self.targets[i])
+        if i + 1 < len(self.sources):
+            source = min(source, self.sources[i + 1])
+        return source
+
+
 class OffsetMap:
     """Runs for every replicated partition of one flow."""
 

@@ -10,6 +10,7 @@ on the target gives an *approximate* position, labelled as such.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -27,6 +28,8 @@ from mirror_core.replication.progress import ProgressStore
 
 QUIET = {"log_level": "3"}
 
+
+log = logging.getLogger(__name__)
 
 class GroupActive(MirrorError):
     """The target group has active members: committing offsets under them is refused."""
@@ -101,7 +104,9 @@ def translate_group(config: MirrorConfig, group: str, source: str, target: str, 
     src_cluster, tgt_cluster = config.cluster(source), config.cluster(target)
     try:
         committed = committed_offsets(make_admin(src_cluster), group, timeout)
-    except KafkaException:
+    except KafkaException as exc:
+        log.warning("group %s: committed offsets unavailable on %s (%s); using the latest checkpoints",
+                    group, source, exc)
         return _from_checkpoints(config, flow, group, topic, timeout)
     committed = {k: v for k, v in committed.items()
                  if flow.should_replicate(k[0]) and (topic is None or k[0] == topic)}

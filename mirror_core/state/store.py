@@ -22,7 +22,10 @@ from mirror_core.state.models import (
     ActiveCluster,
     ActiveClusterChange,
     Cluster,
+    Cutover,
+    DrDrill,
     DriftEvent,
+    Failover,
     Flow,
     FlowControl,
     FlowInstance,
@@ -193,6 +196,51 @@ class StateStore:
             q = select(FlowInstance).where(FlowInstance.flow == flow)
             return [r for r in s.scalars(q) if _aware(r.seen_at) >= since]
 
+    # -- failovers, failbacks and cutovers ----------------------------------------------------------------
+    def start_failover(self, kind: str, flow: str, planned: bool, run_id: str | None,
+                       details: dict[str, Any]) -> int:
+        with self.session() as s:
+            row = Failover(kind=kind, flow=flow, planned=planned, run_id=run_id, status="awaiting-approval",
+                           details=details)
+            s.add(row)
+            s.flush()
+            return int(row.id)
+
+    def finish_failover(self, failover_id: int, status: str, approved_by: str | None = None,
+                        **details: Any) -> None:
+        """Close a failover/failback record; ``details`` are merged into what it holds."""
+        with self.session() as s:
+            row = s.get(Failover, failover_id, with_for_update=True)
+            if row is None:
+                raise StateStoreError(f"no failover record {failover_id}")
+            row.status, row.finished_at = status, utcnow()
+            if approved_by:
+                row.approved_by = approved_by
+            row.details = {**row.details, **details}
+
+    def failovers(self, limit: int = 20) -> list[Failover]:
+        with self.session() as s:
+            return list(s.scalars(select(Failover).order_by(desc(Failover.id)).limit(limit)))
+
+    def start_cutover(self, source: str, target: str, run_id: str | None, details: dict[str, Any]) -> int:
+        with self.session() as s:
+            row = Cutover(source=source, target=target, run_id=run_id, status="running", details=details)
+            s.add(row)
+            s.flush()
+            return int(row.id)
+
+    def finish_cutover(self, cutover_id: int, status: str, **details: Any) -> None:
+        with self.session() as s:
+            row = s.get(Cutover, cutover_id, with_for_update=True)
+            if row is None:
+                raise StateStoreError(f"no cutover record {cutover_id}")
+            row.status, row.finished_at = status, utcnow()
+            row.details = {**row.details, **details}
+
+    def cutovers(self, limit: int = 20) -> list[Cutover]:
+        with self.session() as s:
+            return list(s.scalars(select(Cutover).order_by(desc(Cutover.id)).limit(limit)))
+
     # -- checkpoint reconciliation ------------------------------------------------------------------
     def last_reconciliation(self, flow: str, status: str | None = "ok") -> ReconciliationReport | None:
         """The newest reconciliation of ``flow`` (with ``status``, if given): where the next window starts."""
@@ -208,3 +256,24 @@ class StateStore:
             newest = select(func.max(ReconciliationReport.id)).group_by(ReconciliationReport.flow)
             q = select(ReconciliationReport).where(ReconciliationReport.id.in_(newest))
             return list(s.scalars(q.order_by(ReconciliationReport.flow)))
+
+    # -- DR drills ------------------------------------------------------------------------------------
+    def record_drill(self, flow: str, run_id: str | None, status: str, started_at: datetime,
+                     rpo_records: int | None, rto_seconds: float | None, duplicates: int | None,
+                     losses: int | None, report: dict[str, Any]) -> int:
+        """One finished DR drill (status passed | failed | error) with its measurements and report."""
+        with self.session() as s:
+            row = DrDrill(flow=flow, run_id=run_id, status=status, started_at=started_at, finished_at=utcnow(),
+                          rpo_records=rpo_records, rto_seconds=rto_seconds, duplicates=duplicates, losses=losses,
+                          report=report)
+            s.add(row)
+            s.flush()
+            return int(row.id)
+
+    def drills(self, flow: str | None = None, limit: int = 20) -> list[DrDrill]:
+        """The newest drills first."""
+        with self.session() as s:
+            q = select(DrDrill).order_by(desc(DrDrill.id)).limit(limit)
+            if flow:
+                q = q.where(DrDrill.flow == flow)
+            return list(s.scalars(q))

@@ -76,3 +76,19 @@ def test_mm2_layouts_roundtrip() -> None:
     key = encode_checkpoint_key("g", "dc1.orders", 2)
     assert decode_checkpoint_key(key) == ("g", "dc1.orders", 2)
     assert decode_checkpoint_value(encode_checkpoint_value(5, 7, "m")) == (5, 7, "m")
+
+
+def test_inverse_maps_target_positions_back_to_source_positions() -> None:
+    pm = PartitionMap()
+    pm.add(0, 0)
+    pm.add(10, 8)  # two source records (8, 9) were not copied (e.g. compacted away)
+    pm.add(20, 18)
+    assert pm.source_of(0) == 0
+    assert pm.source_of(5) == 5
+    assert pm.source_of(8) == 10  # the copy of source 10 is at target 8
+    assert pm.source_of(12) == 14
+    assert pm.source_of(30) == 32  # linear after the last run
+    assert PartitionMap().source_of(3) is None
+    for s in (0, 3, 10, 15, 20, 25):  # round trip through the forward translation
+        t = pm.translate(s).target_offset
+        assert t is not None and pm.source_of(t) == s

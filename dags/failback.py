@@ -1,0 +1,146 @@
+"""failback: return applications to the old primary after a failover — no rebuild of the primary.
+
+Trigger by hand with ``flow`` (the original forward flow primary->standby), ``apps``, ``groups``.
+
+catch_up (the reverse flow's lag under ``max_reverse_lag``) -> assess (records only the old primary
+holds, translated offsets back; recorded) -> **decide** (replay those records to consumers, skip
+them, or Reject = change nothing) -> execute (drain and stop the reverse flow; commit translated
+offsets on the old primary; switch the registry back; restore the forward flow) -> verify -> finalize.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from mirror_airflow.dag_helpers import ChoiceGate, flows_for_params, names, responder
+
+from mirror_core.airflow_support import load_mirror_config
+
+FLOWS, CONFIG_ERROR = flows_for_params()
+REPLAY = "Fail back; consumers replay the unreplicated records"
+SKIP = "Fail back; consumers skip the unreplicated records (kept and listed)"
+REJECT = "Reject"
+
+
+@dag(
+    dag_id="failback",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    tags=["mirror_core", "dr"],
+    doc_md=__doc__,
+    params={
+        "flow": Param(FLOWS[0] if FLOWS else "", type="string", enum=FLOWS or [""],
+                      description="The original forward flow (old primary -> standby)"),
+        "apps": Param([], type="array", items={"type": "string"},
+                      description="Application aliases to point back at the old primary"),
+        "groups": Param([], type="array", items={"type": "string"},
+                        description="Consumer groups to move back (stopped on the standby)"),
+        "max_reverse_lag": Param(0, type="integer", minimum=0,
+                                 description="Wait until the reverse flow's lag is at most this before asking"),
+        "drain_timeout_s": Param(300, type="integer", minimum=10, maximum=86400),
+    },
+)
+def failback() -> None:
+    @task
+    def assess() -> dict[str, Any]:
+        from mirror_core.state.store import StateStore
+        from mirror_core.workflows.control import WorkflowError
+        from mirror_core.workflows.failover import assess_failback, flow_of, render_plan, reverse_of, wait_data_lag
+
+        if CONFIG_ERROR:
+            raise AirflowFailException(f"mirror config invalid: {CONFIG_ERROR}")
+        context = get_current_context()
+        params = context["params"]
+        config = load_mirror_config()
+        if params.get("flow") not in [f.name for f in config.flows]:
+            raise AirflowFailException(f"Param 'flow': unknown flow {params.get('flow')!r}")
+        apps, groups = names(params, "apps"), names(params, "groups")
+        store = StateStore()
+        store.migrate()
+        try:
+            forward = flow_of(config, params["flow"])
+            reverse = reverse_of(config, forward)
+            if reverse is not None and int(params["max_reverse_lag"]) == 0:
+                wait_data_lag(config, reverse, float(params["drain_timeout_s"]))
+            plan = assess_failback(config, params["flow"], apps, groups, store)
+        except WorkflowError as exc:
+            raise AirflowFailException(str(exc)) from None
+        if plan["reverse_lag"] is None or plan["reverse_lag"] > int(params["max_reverse_lag"]):
+            raise AirflowFailException(f"reverse flow {plan['reverse_flow']} lag {plan['reverse_lag']} is above "
+                                       f"max_reverse_lag={params['max_reverse_lag']}; retry when it caught up")
+        plan["record_id"] = store.start_failover("failback", plan["flow"], True, context["run_id"], plan)
+        plan["body"] = render_plan(plan)
+        print(plan["body"])
+        return plan
+
+    plan = assess()
+    decide = ChoiceGate(
+        task_id="decide",
+        subject="Fail back {{ params.flow }}? Choose what happens to records only the old primary holds",
+        body="{{ ti.xcom_pull(task_ids='assess')['body'] }}",
+        options=[REPLAY, SKIP, REJECT],
+        defaults=[REJECT],
+    )
+
+    @task
+    def execute(plan: dict[str, Any]) -> dict[str, Any]:
+        from mirror_core.state.store import StateStore
+        from mirror_core.workflows.failover import execute_failback
+
+        context = get_current_context()
+        chosen, who = responder(context["ti"], "decide")
+        if chosen not in (REPLAY, SKIP):
+            raise AirflowSkipException(f"rejected by {who}")
+        store = StateStore()
+        try:
+            steps = execute_failback(load_mirror_config(), store, plan, "replay" if chosen == REPLAY else "skip",
+                                     who, context["run_id"], float(context["params"]["drain_timeout_s"]))
+        except Exception as exc:
+            store.finish_failover(plan["record_id"], "failed", who, error=str(exc))
+            raise AirflowFailException(f"failback failed: {exc}") from exc
+        print(steps)
+        return {"who": who, "steps": steps}
+
+    @task
+    def verify(plan: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        from mirror_core.state.store import StateStore
+        from mirror_core.workflows.failover import canary
+
+        store = StateStore()
+        try:
+            checked = canary(load_mirror_config(), plan["primary"], list(plan["groups"]))
+        except Exception as exc:
+            store.finish_failover(plan["record_id"], "failed", result["who"], steps=result["steps"], error=str(exc))
+            raise AirflowFailException(f"verification failed: {exc}") from exc
+        store.finish_failover(plan["record_id"], "done", result["who"], steps=result["steps"], canary=checked)
+        return checked
+
+    @task(trigger_rule="all_done")
+    def finalize() -> None:
+        """Record a rejection; make the run fail when the workflow did not complete."""
+        from mirror_core.state.store import StateStore
+
+        ti = get_current_context()["ti"]
+        plan = ti.xcom_pull(task_ids="assess")
+        if not plan:
+            raise AirflowFailException("assessment failed (see its log); nothing was changed")
+        chosen, who = responder(ti, "decide")
+        if chosen == REJECT:
+            StateStore().finish_failover(plan["record_id"], "rejected", who)
+            print(f"rejected by {who}: nothing was changed")
+            return
+        if ti.xcom_pull(task_ids="verify") is None:
+            raise AirflowFailException("the failback did not complete (see the execute/verify logs; the state store "
+                                       "records where it stopped)")
+
+    result = execute(plan)
+    plan >> decide >> result
+    verify(plan, result) >> finalize()
+
+
+failback()

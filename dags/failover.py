@@ -1,0 +1,135 @@
+"""failover: move applications from a flow's primary to its standby, with an approval gate.
+
+Trigger by hand with ``flow`` (source->target), ``apps`` (application aliases in the active-cluster
+registry), ``groups`` (consumer groups to move) and ``mode`` (planned | unplanned).
+
+assess (reachability, lag, data at risk, translated offsets; recorded) -> **approve** (the plan is
+the gate's body; Reject changes nothing) -> execute (planned: drain to lag 0; stop the forward flow;
+commit translated offsets on the standby; switch the registry; start the reverse flow) -> verify
+(canary consumers resume exactly at the committed offsets) -> finalize (records the outcome).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
+from mirror_airflow.dag_helpers import ApprovalGate, flows_for_params, names, responder
+
+from mirror_core.airflow_support import load_mirror_config
+
+FLOWS, CONFIG_ERROR = flows_for_params()
+
+
+@dag(
+    dag_id="failover",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    tags=["mirror_core", "dr"],
+    doc_md=__doc__,
+    params={
+        "flow": Param(FLOWS[0] if FLOWS else "", type="string", enum=FLOWS or [""],
+                      description="The forward flow primary->standby to fail over"),
+        "apps": Param([], type="array", items={"type": "string"},
+                      description="Application aliases to point at the standby"),
+        "groups": Param([], type="array", items={"type": "string"},
+                        description="Consumer groups to move (stopped on the primary, not yet started on the standby)"),
+        "mode": Param("planned", type="string", enum=["planned", "unplanned"],
+                      description="planned: drain to lag 0 first (primary reachable); unplanned: primary lost"),
+        "drain_timeout_s": Param(300, type="integer", minimum=10, maximum=86400),
+    },
+)
+def failover() -> None:
+    @task
+    def assess() -> dict[str, Any]:
+        from mirror_core.state.store import StateStore
+        from mirror_core.workflows.control import WorkflowError
+        from mirror_core.workflows.failover import assess_failover, render_plan
+
+        if CONFIG_ERROR:
+            raise AirflowFailException(f"mirror config invalid: {CONFIG_ERROR}")
+        context = get_current_context()
+        params = context["params"]
+        config = load_mirror_config()
+        if params.get("flow") not in [f.name for f in config.flows]:
+            raise AirflowFailException(f"Param 'flow': unknown flow {params.get('flow')!r}")
+        if params.get("mode") not in ("planned", "unplanned"):
+            raise AirflowFailException(f"Param 'mode' must be planned or unplanned, got {params.get('mode')!r}")
+        apps, groups = names(params, "apps"), names(params, "groups")
+        store = StateStore()
+        store.migrate()
+        try:
+            plan = assess_failover(config, params["flow"], apps, groups, params["mode"] == "planned", store)
+        except WorkflowError as exc:
+            raise AirflowFailException(str(exc)) from None
+        plan["record_id"] = store.start_failover("failover", plan["flow"], plan["planned"], context["run_id"], plan)
+        plan["body"] = render_plan(plan)
+        print(plan["body"])
+        return plan
+
+    plan = assess()
+    approve = ApprovalGate(
+        task_id="approve",
+        subject="Fail over {{ params.flow }} ({{ params.mode }})?",
+        body="{{ ti.xcom_pull(task_ids='assess')['body'] }}",
+    )
+
+    @task
+    def execute(plan: dict[str, Any]) -> dict[str, Any]:
+        from mirror_core.state.store import StateStore
+        from mirror_core.workflows.failover import execute_failover
+
+        context = get_current_context()
+        _, who = responder(context["ti"], "approve")
+        store = StateStore()
+        try:
+            steps = execute_failover(load_mirror_config(), store, plan, who, context["run_id"],
+                                     float(context["params"]["drain_timeout_s"]))
+        except Exception as exc:
+            store.finish_failover(plan["record_id"], "failed", who, error=str(exc))
+            raise AirflowFailException(f"failover failed: {exc}") from exc
+        print(steps)
+        return {"who": who, "steps": steps}
+
+    @task
+    def verify(plan: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        from mirror_core.state.store import StateStore
+        from mirror_core.workflows.failover import canary
+
+        store = StateStore()
+        try:
+            checked = canary(load_mirror_config(), plan["standby"], list(plan["groups"]))
+        except Exception as exc:
+            store.finish_failover(plan["record_id"], "failed", result["who"], steps=result["steps"], error=str(exc))
+            raise AirflowFailException(f"verification failed: {exc}") from exc
+        store.finish_failover(plan["record_id"], "done", result["who"], steps=result["steps"], canary=checked)
+        return checked
+
+    @task(trigger_rule="all_done")
+    def finalize() -> None:
+        """Record a rejection; make the run fail when the workflow did not complete."""
+        from mirror_core.state.store import StateStore
+
+        ti = get_current_context()["ti"]
+        plan = ti.xcom_pull(task_ids="assess")
+        if not plan:
+            raise AirflowFailException("assessment failed (see its log); nothing was changed")
+        chosen, who = responder(ti, "approve")
+        if chosen == ApprovalGate.REJECT:
+            StateStore().finish_failover(plan["record_id"], "rejected", who)
+            print(f"rejected by {who}: nothing was changed")
+            return
+        if ti.xcom_pull(task_ids="verify") is None:
+            raise AirflowFailException("the failover did not complete (see the execute/verify logs; the state store "
+                                       "records where it stopped)")
+
+    result = execute(plan)
+    plan >> approve >> result
+    verify(plan, result) >> finalize()
+
+
+failover()

@@ -1,0 +1,362 @@
+"""Failover and failback: assess -> (approval) -> execute -> verify, each step recorded.
+
+Failover moves applications from a flow's source (the primary) to its target (the standby): stop
+the forward flow (planned: after draining it), commit exactly translated offsets to the consumer
+groups on the standby, switch the registry, and start the reverse flow so the old primary receives
+the new data when it returns. Failback is the way home without rebuilding the old primary: drain
+and stop the reverse flow, translate every group position back (through the reverse flow's map for
+records written on the standby, through the forward map inverted for replicated records), decide
+what happens to records only the old primary holds, switch back and restore the forward flow.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from confluent_kafka import KafkaException, TopicPartition
+
+from mirror_core.clients import make_admin, make_consumer
+from mirror_core.config.model import FlowConfig, MirrorConfig
+from mirror_core.offsets.failback import seed_progress, unreplicated
+from mirror_core.offsets.groups import active_members, committed_offsets
+from mirror_core.offsets.translate import (
+    FlowOffsets,
+    GroupActive,
+    PartitionTranslation,
+    apply_translation,
+    translate_group,
+)
+from mirror_core.state.store import StateStore
+from mirror_core.status import FlowStatus, flow_status
+from mirror_core.workflows.control import WorkflowError, set_flow
+
+log = logging.getLogger(__name__)
+QUIET = {"log_level": "0"}
+
+
+# -- shared pieces ------------------------------------------------------------------------------------
+def flow_of(config: MirrorConfig, name: str) -> FlowConfig:
+    try:
+        return config.flow(name)
+    except KeyError as exc:
+        raise WorkflowError(str(exc.args[0])) from None
+
+
+def reverse_of(config: MirrorConfig, flow: FlowConfig) -> FlowConfig | None:
+    try:
+        return config.flow(f"{flow.target}->{flow.source}")
+    except KeyError:
+        return None
+
+
+def data_lag(status: FlowStatus, flow: FlowConfig) -> dict[str, Any]:
+    """Lag of the flow's data topics (heartbeats excluded: they never stop while a flow runs)."""
+    parts = [p for p in status.partitions if not flow.policy.is_heartbeats_topic(p.topic)]
+    unknown = [f"{p.topic}[{p.partition}]" for p in parts if p.lag is None]
+    total = None if unknown or not status.reachable else sum(p.lag or 0 for p in parts)
+    return {"total": total, "unknown": unknown,
+            "partitions": [{"topic": p.topic, "partition": p.partition, "lag": p.lag, "position": p.position,
+                            "end": p.source_end} for p in parts if p.lag]}
+
+
+def reachable(config: MirrorConfig, alias: str) -> tuple[bool, str]:
+    try:
+        md = make_admin(config.cluster(alias)).list_topics(timeout=10)
+        return True, f"{len(md.brokers)} broker(s)"
+    except KafkaException as exc:
+        return False, str(exc)
+
+
+def wait_data_lag(config: MirrorConfig, flow: FlowConfig, timeout: float) -> int:
+    def lag() -> int | None:
+        return data_lag(flow_status(config, flow), flow)["total"]  # type: ignore[no-any-return]
+
+    deadline = time.monotonic() + timeout
+    while True:
+        current = lag()
+        if current == 0:
+            return 0
+        if time.monotonic() > deadline:
+            raise WorkflowError(f"flow {flow.name}: data lag still {current} after {timeout:.0f}s; "
+                                "are producers still writing on the primary?")
+        time.sleep(1.0)
+
+
+def _require_idle(config: MirrorConfig, cluster: str, groups: list[str]) -> None:
+    admin = make_admin(config.cluster(cluster))
+    busy = {g: n for g in groups if (n := active_members(admin, g))}
+    if busy:
+        raise WorkflowError(f"consumer group(s) with active members on {cluster}: "
+                            + ", ".join(f"{g} ({n})" for g, n in busy.items())
+                            + "; stop those consumers before switching them")
+
+
+def _translations_dict(rows: list[PartitionTranslation]) -> list[dict[str, Any]]:
+    return [r.as_dict() for r in rows]
+
+
+def _commit(config: MirrorConfig, cluster: str, groups: dict[str, list[PartitionTranslation]]) -> list[dict[str, Any]]:
+    committed: list[dict[str, Any]] = []
+    for group, rows in groups.items():
+        missing = [f"{r.topic}[{r.partition}]" for r in rows if r.target_offset is None]
+        if missing:
+            raise WorkflowError(f"group {group}: no translation for {', '.join(missing)}; nothing committed")
+        try:
+            committed += apply_translation(config, cluster, rows)
+        except GroupActive as exc:
+            raise WorkflowError(str(exc)) from None
+    return committed
+
+
+def canary(config: MirrorConfig, cluster: str, groups: list[str], timeout: float = 15.0) -> dict[str, Any]:
+    """Resume each group on ``cluster`` the way its consumers will and check where they land.
+
+    Reads (never commits) from each committed position: the first record must be at exactly that
+    offset (or the position must be the end of the partition, nothing to read yet).
+    """
+    admin = make_admin(config.cluster(cluster))
+    out: dict[str, Any] = {}
+    problems: list[str] = []
+    for group in groups:
+        committed = committed_offsets(admin, group)
+        rows = []
+        consumer = make_consumer(config.cluster(cluster), f"mirror-core.canary.{group}", QUIET)
+        try:
+            for (topic, p), offset in sorted(committed.items()):
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+                first = None
+                if offset < high:
+                    consumer.assign([TopicPartition(topic, p, offset)])
+                    msgs = [m for m in consumer.consume(1, timeout) if m.error() is None]
+                    consumer.unassign()
+                    first = msgs[0].offset() if msgs else None
+                    if first != offset:
+                        problems.append(f"{group} {topic}[{p}]: resumed at {first}, committed {offset}")
+                elif offset > high or offset < low:
+                    problems.append(f"{group} {topic}[{p}]: committed {offset} outside [{low}, {high}]")
+                rows.append({"topic": topic, "partition": p, "committed": offset, "first_read": first,
+                             "end": high})
+        finally:
+            consumer.close()
+        out[group] = rows
+    if problems:
+        raise WorkflowError("canary consumers did not resume where expected: " + "; ".join(problems))
+    return out
+
+
+# -- failover -----------------------------------------------------------------------------------------
+def assess_failover(config: MirrorConfig, flow_name: str, apps: list[str], groups: list[str], planned: bool,
+                    store: StateStore | None = None) -> dict[str, Any]:
+    """What a failover would do and cost, computed without changing anything."""
+    flow = flow_of(config, flow_name)
+    standby_ok, standby_note = reachable(config, flow.target)
+    if not standby_ok:
+        raise WorkflowError(f"standby cluster {flow.target} is unreachable ({standby_note}); cannot fail over")
+    primary_ok, primary_note = reachable(config, flow.source)
+    if planned and not primary_ok:
+        raise WorkflowError(f"planned failover needs the primary {flow.source}, which is unreachable "
+                            f"({primary_note}); run an unplanned failover")
+    warnings: list[str] = []
+    lag: dict[str, Any] = {"total": None, "partitions": []}
+    if primary_ok:
+        lag = data_lag(flow_status(config, flow), flow)
+        rpo: int | None = lag["total"]
+        rpo_note = "records on the primary not yet replicated (0 once a planned failover drains)" if planned \
+            else "records on the primary not yet replicated; they stay there for failback to report"
+    else:
+        rpo, rpo_note = None, ("primary unreachable: unknown; the records it had not replicated are listed by the "
+                               "failback workflow when it returns")
+    translations = {}
+    for g in groups:
+        rows = translate_group(config, g, flow.source, flow.target)
+        if not rows:
+            warnings.append(f"group {g}: no committed offsets for the flow's topics (nothing to translate)")
+        translations[g] = _translations_dict(rows)
+    reverse = reverse_of(config, flow)
+    if reverse is None:
+        warnings.append(f"no reverse flow {flow.target}->{flow.source} is configured (add "
+                        f"'{flow.target}->{flow.source}.enabled = false'): new data will not flow back")
+    registry = {}
+    for alias in apps:
+        row = store.active_cluster(alias) if store is not None else None
+        registry[alias] = {"from": row.cluster if row else None, "to": flow.target}
+        if row is not None and row.cluster == flow.target:
+            warnings.append(f"application {alias} already uses {flow.target}")
+    return {"kind": "failover", "flow": flow.name, "primary": flow.source, "standby": flow.target,
+            "planned": planned, "primary_reachable": primary_ok, "primary_note": primary_note,
+            "lag": lag, "rpo_records": rpo, "rpo_note": rpo_note, "groups": translations, "apps": registry,
+            "reverse_flow": reverse.name if reverse else None, "warnings": warnings}
+
+
+def render_plan(plan: dict[str, Any]) -> str:
+    """Markdown for the approval gate: what will happen and what it costs."""
+    kind = plan["kind"]
+    lines = [f"### {kind.capitalize()} of flow `{plan['flow']}` "
+             f"({'planned' if plan.get('planned') else 'unplanned'})" if kind == "failover"
+             else f"### {kind.capitalize()} of flow `{plan['flow']}`", ""]
+    if kind == "failover":
+        rpo = plan["rpo_records"] if plan["rpo_records"] is not None else "unknown"
+        lines += [f"- primary **{plan['primary']}**: {'reachable' if plan['primary_reachable'] else 'UNREACHABLE'}"
+                  f" ({plan['primary_note']})",
+                  f"- standby **{plan['standby']}** becomes active",
+                  f"- replication lag now: {plan['lag']['total'] if plan['lag']['total'] is not None else 'unknown'}",
+                  f"- estimated data at risk (RPO): **{rpo} records** — {plan['rpo_note']}",
+                  f"- reverse flow started after the switch: {plan['reverse_flow'] or 'none configured'}"]
+    else:
+        lines += [f"- old primary **{plan['primary']}** becomes active again; reverse flow `{plan['reverse_flow']}` "
+                  f"lag now: {plan['reverse_lag']}",
+                  f"- records only the old primary holds (never replicated before the failure): "
+                  f"**{plan['unreplicated_total']}**"]
+        for r in plan["unreplicated"][:20]:
+            lines.append(f"  - `{r['topic']}[{r['partition']}]` offsets {r['first']}..{r['end'] - 1} ({r['count']})")
+    lines += ["", "| application | from | to |", "|---|---|---|"]
+    lines += [f"| {a} | {v['from'] or '(unregistered)'} | {v['to']} |" for a, v in plan["apps"].items()]
+    lines += ["", "| group | topic | partition | from offset | to offset | exact |", "|---|---|---|---|---|---|"]
+    for g, rows in plan["groups"].items():
+        lines += [f"| {g} | {r['topic']} → {r['remote_topic']} | {r['partition']} | {r['source_offset']} | "
+                  f"{r['target_offset']} | "
+                  f"{'yes' if r['exact'] else 'no: ' + r['note']} |" for r in rows]
+    if plan.get("warnings"):
+        lines += ["", "**Warnings**", *[f"- {w}" for w in plan["warnings"]]]
+    lines += ["", "Rejecting changes nothing."]
+    return "\n".join(lines)
+
+
+def execute_failover(config: MirrorConfig, store: StateStore, plan: dict[str, Any], who: str, run_id: str | None,
+                     drain_timeout: float = 300.0) -> dict[str, Any]:
+    """Stop forward, commit translated offsets on the standby, switch the registry, start reverse.
+
+    Any failure before the registry switch restores the forward flow (nothing else has changed).
+    """
+    flow = flow_of(config, plan["flow"])
+    groups = list(plan["groups"])
+    why = f"{'planned' if plan['planned'] else 'unplanned'} failover {flow.source} -> {flow.target}"
+    _require_idle(config, flow.target, groups)
+    steps: dict[str, Any] = {}
+    if plan["planned"]:
+        wait_data_lag(config, flow, drain_timeout)
+        steps["drained"] = True
+    steps["stop_forward"] = set_flow(store, flow.name, "stopped", who, why, run_id)
+    try:
+        if plan["planned"]:
+            residual = data_lag(flow_status(config, flow), flow)["total"]
+            if residual:
+                raise WorkflowError(f"{residual} records arrived on the primary after the drain; stop the producers "
+                                    "and run the failover again")
+        # Positions are final now that the flow stopped: translate again rather than reuse the plan.
+        final = {g: translate_group(config, g, flow.source, flow.target) for g in groups}
+        steps["committed"] = _commit(config, flow.target, final)
+    except Exception:
+        set_flow(store, flow.name, "running", who, f"rollback of {why}", run_id)
+        raise
+    for alias in plan["apps"]:
+        store.set_active_cluster(alias, flow.target, who, why, run_id)
+    steps["registry"] = {alias: flow.target for alias in plan["apps"]}
+    reverse = reverse_of(config, flow)
+    if reverse is not None:
+        if reverse.policy.uses_provenance:
+            # Same topic names on both sides: start the reverse flow exactly at the failover point so
+            # the standby's copies of the primary's records never flow back.
+            steps["reverse_seeded"] = {f"{t}[{p}]": o for (t, p), o in seed_progress(config, reverse).items()}
+        steps["start_reverse"] = set_flow(store, reverse.name, "running", who, why, run_id)
+    return steps
+
+
+# -- failback -----------------------------------------------------------------------------------------
+def translate_back(config: MirrorConfig, forward: FlowConfig, reverse: FlowConfig, group: str,
+                   timeout: float = 30) -> list[PartitionTranslation]:
+    """Where ``group`` resumes on the old primary, from its committed positions on the standby.
+
+    Records written on the standby reached the primary through the reverse flow: its map applies.
+    Records the standby holds as copies of the primary's own records: the forward map, inverted.
+    """
+    standby = config.cluster(forward.target)
+    committed = committed_offsets(make_admin(standby), group, timeout)
+    fwd = FlowOffsets.load(config, forward, timeout)
+    rev = FlowOffsets.load(config, reverse, timeout)
+    out: list[PartitionTranslation] = []
+    for (topic, p), offset in sorted(committed.items()):
+        pm = rev.offset_map.partitions.get((topic, p)) if reverse.should_replicate(topic) else None
+        if pm is not None and pm.sources and offset >= pm.sources[0]:
+            tr = pm.translate(offset, rev.progress.get((topic, p)))
+            out.append(PartitionTranslation(group, topic, p, reverse.remote_topic(topic), offset, tr.target_offset,
+                                            tr.exact, tr.note, "reverse offset map"))
+            continue
+        upstream = topic if forward.policy.uses_provenance else forward.policy.upstream_topic(topic)
+        if upstream is None or (not forward.policy.uses_provenance
+                                and forward.policy.topic_source(topic) != forward.source):
+            continue  # not one of this flow's topics
+        fpm = fwd.offset_map.partitions.get((upstream, p))
+        source = fpm.source_of(offset) if fpm is not None else None
+        out.append(PartitionTranslation(group, topic, p, upstream, offset, source, source is not None,
+                                        "" if source is not None else "before the forward offset map",
+                                        "forward offset map (inverse)"))
+    return out
+
+
+def assess_failback(config: MirrorConfig, flow_name: str, apps: list[str], groups: list[str],
+                    store: StateStore | None = None) -> dict[str, Any]:
+    forward = flow_of(config, flow_name)
+    reverse = reverse_of(config, forward)
+    if reverse is None:
+        raise WorkflowError(f"failback needs the reverse flow {forward.target}->{forward.source} in the config "
+                            f"('{forward.target}->{forward.source}.enabled = false')")
+    for alias in (forward.source, forward.target):
+        ok, note = reachable(config, alias)
+        if not ok:
+            raise WorkflowError(f"failback needs both clusters; {alias} is unreachable ({note})")
+    ranges = [r.as_dict() for r in unreplicated(config, forward)]
+    translations = {g: _translations_dict(translate_back(config, forward, reverse, g)) for g in groups}
+    registry = {}
+    for alias in apps:
+        row = store.active_cluster(alias) if store is not None else None
+        registry[alias] = {"from": row.cluster if row else None, "to": forward.source}
+    return {"kind": "failback", "flow": forward.name, "reverse_flow": reverse.name, "primary": forward.source,
+            "standby": forward.target, "reverse_lag": data_lag(flow_status(config, reverse), reverse)["total"],
+            "unreplicated": ranges, "unreplicated_total": sum(r["count"] for r in ranges),
+            "groups": translations, "apps": registry, "warnings": []}
+
+
+SKIP, REPLAY = "skip", "replay"
+
+
+def execute_failback(config: MirrorConfig, store: StateStore, plan: dict[str, Any], unreplicated_action: str,
+                     who: str, run_id: str | None, drain_timeout: float = 300.0) -> dict[str, Any]:
+    """Drain and stop the reverse flow, move the groups home, switch back, restore the forward flow.
+
+    ``unreplicated_action``: ``replay`` — consumers on the old primary will read the records that
+    never reached the standby; ``skip`` — they resume after them (the records stay on the topic and
+    are listed in the report).
+    """
+    if unreplicated_action not in (SKIP, REPLAY):
+        raise WorkflowError(f"unreplicated_action must be '{SKIP}' or '{REPLAY}', got {unreplicated_action!r}")
+    forward = flow_of(config, plan["flow"])
+    reverse = flow_of(config, plan["reverse_flow"])
+    groups = list(plan["groups"])
+    why = f"failback {forward.target} -> {forward.source}"
+    _require_idle(config, forward.source, groups)
+    steps: dict[str, Any] = {}
+    wait_data_lag(config, reverse, drain_timeout)
+    steps["stop_reverse"] = set_flow(store, reverse.name, "stopped", who, why, run_id)
+    try:
+        final = {g: translate_back(config, forward, reverse, g) for g in groups}
+        if unreplicated_action == SKIP:
+            ends = {(r["topic"], r["partition"]): (r["first"], r["end"]) for r in plan["unreplicated"]}
+            for rows in final.values():
+                for row in rows:
+                    first_end = ends.get((row.remote_topic, row.partition))
+                    if first_end and row.target_offset is not None and row.target_offset >= first_end[0]:
+                        row.target_offset = max(row.target_offset, first_end[1])
+                        row.note = "moved past the records never replicated (skip)"
+        steps["committed"] = _commit(config, forward.source, final)
+    except Exception:
+        set_flow(store, reverse.name, "running", who, f"rollback of {why}", run_id)
+        raise
+    for alias in plan["apps"]:
+        store.set_active_cluster(alias, forward.source, who, why, run_id)
+    steps["registry"] = {alias: forward.source for alias in plan["apps"]}
+    steps["start_forward"] = set_flow(store, forward.name, "running", who, why, run_id)
+    steps["unreplicated_action"] = unreplicated_action
+    return steps

@@ -1,0 +1,64 @@
+"""Helpers the operator-workflow DAGs share: Param validation and reading HITL gate results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from mirror_core.airflow_support import config_path, load_mirror_config
+
+
+def flows_for_params() -> tuple[list[str], str | None]:
+    """Flow names for Param enums; the DAG must still parse with a broken config (runs then fail)."""
+    try:
+        return [f.name for f in load_mirror_config().flows], None
+    except Exception as exc:
+        return [], f"{config_path()}: {exc}"
+
+
+def names(params: dict[str, Any], key: str, required: bool = False) -> list[str]:
+    """A list-of-names Param, validated: strings, non-empty, no duplicates."""
+    value = params.get(key) or []
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise AirflowFailException(f"Param '{key}' must be a list of names, got {value!r}")
+    if len(set(value)) != len(value):
+        raise AirflowFailException(f"Param '{key}' lists a name twice: {value}")
+    if required and not value:
+        raise AirflowFailException(f"Param '{key}' needs at least one name")
+    return [v.strip() for v in value]
+
+
+DECISION_KEY = "decision"
+
+
+def record_decision(context: Any, result: Any) -> None:
+    """Push who chose what at a gate under a key of its own (read back by :func:`responder`)."""
+    user = result.get("responded_by_user") or {}
+    context["ti"].xcom_push(DECISION_KEY, {"chosen": (result.get("chosen_options") or [None])[0],
+                                          "who": str(user.get("name") or user.get("id") or "unknown")})
+
+
+def responder(ti: Any, gate: str) -> tuple[str | None, str]:
+    """(chosen option, who) from a gate; (None, 'unknown') when nobody answered it."""
+    decision = ti.xcom_pull(task_ids=gate, key=DECISION_KEY) or {}
+    return decision.get("chosen"), decision.get("who", "unknown")
+
+
+class ApprovalGate(ApprovalOperator):
+    """Approve/Reject that records the decision and the approver for the tasks after it."""
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        record_decision(context, event)
+        return super().execute_complete(context, event)
+
+
+class ChoiceGate(HITLOperator):
+    """A choice among options that records the decision and who made it."""
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        record_decision(context, event)
+        return super().execute_complete(context, event)

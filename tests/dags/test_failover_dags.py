@@ -1,0 +1,120 @@
+"""failover and failback DAGs end to end: two real clusters, a real mirror obeying the control
+plane, approval gates answered through Airflow's REST API (reject changes nothing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mirror_core.offsets.groups import commit_offsets, committed_offsets
+from mirror_core.state.store import StateStore
+from tests.dags.conftest import REPO
+from tests.dags.hitl import Responder
+from tests.kafka_harness import admin, create_topic, end_offsets, produce_sequence, read_all, wait_until, write_config
+
+
+def load(dag_id: str):  # type: ignore[no-untyped-def]
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(REPO / "dags" / f"{dag_id}.py"))
+    assert bag.import_errors == {}
+    return bag.get_dag(dag_id)
+
+
+def run(dag_id: str, conf: dict, answers: dict[str, str]):  # type: ignore[no-untyped-def]
+    dag = load(dag_id)
+    with Responder(dag_id, answers) as r:
+        dr = dag.test(run_conf=conf)
+    assert not r.errors, r.errors
+    assert not r.answers, f"gates never reached: {r.answers}"
+    return dr, r
+
+
+def states(dr) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return {ti.task_id: ti.state for ti in dr.get_task_instances()}
+
+
+@pytest.fixture()
+def setup(dc1, dc2, name, tmp_path: Path, monkeypatch, start_mirror):  # type: ignore[no-untyped-def]
+    db = f"sqlite:///{tmp_path / 'state.db'}"
+    lines = [f"{f}.{k}" for f in ("dc1->dc2", "dc2->dc1") for k in (
+        f"topics = {name}.*", f"consumer.group.id = {name}-workers-{f.replace('->', '-')}")]
+    lines += ["dc1->dc2.enabled = true", "dc2->dc1.enabled = false", "emit.heartbeats.enabled = false",
+              "refresh.topics.interval.seconds = 2", "offset.flush.interval.ms = 200",
+              "emit.checkpoints.interval.seconds = 1"]
+    config = write_config(tmp_path / "mm2.properties", {"dc1": dc1, "dc2": dc2}, lines)
+    monkeypatch.setenv("MIRROR_CORE_CONFIG", str(config))
+    monkeypatch.setenv("MIRROR_CORE_DB_URL", db)
+    mirror = start_mirror([], config=config, args=["--state-db", db])
+    return StateStore(db), mirror
+
+
+def test_failover_reject_then_approve_then_failback(dc1, dc2, name, setup) -> None:  # type: ignore[no-untyped-def]
+    store, mirror = setup
+    t, group, app = f"{name}.orders", f"{name}-app", f"{name}-orders-app"
+    create_topic(dc1, t, 2)
+    produce_sequence(dc1, t, 2, 100)
+    commit_offsets(admin(dc1), group, {(t, 0): 30, (t, 1): 20})  # the application consumed 50 of them
+    wait_until(lambda: end_offsets(dc2, f"dc1.{t}") == {0: 50, 1: 50}, 60, what="forward replication")
+    wait_until(lambda: all(p["lag"] == 0 for p in mirror.partitions() if p["topic"] == t), 30, what="progress")
+    conf = {"flow": "dc1->dc2", "apps": [app], "groups": [group], "mode": "planned", "drain_timeout_s": 60}
+
+    # Reject: nothing changes.
+    dr, gate = run("failover", conf, {"approve": "Reject"})
+    assert dr.state == "success" and states(dr)["execute"] == "skipped"
+    assert f"dc1.{t}" in gate.bodies["approve"] and group in gate.bodies["approve"]
+    assert store.failovers()[0].status == "rejected"
+    assert store.flow_controls() == {} and store.registry() == []
+    assert committed_offsets(admin(dc2), group) == {}
+
+    # Approve: forward stopped, offsets translated exactly, registry switched, reverse started.
+    dr, _ = run("failover", conf, {"approve": "Approve"})
+    assert dr.state == "success", states(dr)
+    record = store.failovers()[0]
+    assert record.status == "done" and record.approved_by
+    assert committed_offsets(admin(dc2), group) == {(f"dc1.{t}", 0): 30, (f"dc1.{t}", 1): 20}
+    assert store.active_cluster(app).cluster == "dc2"  # type: ignore[union-attr]
+    controls = store.flow_controls()
+    assert controls["dc1->dc2"].desired == "stopped" and controls["dc2->dc1"].desired == "running"
+    wait_until(lambda: [i.state for i in store.flow_instances("dc2->dc1")] == ["running"], 30, what="reverse up")
+
+    # While failed over: 10 records land on dc1 too late (never replicated); the applications
+    # write 20 records on dc2 and the group reads to the end of the replica plus 10 new ones.
+    produce_sequence(dc1, t, 2, 10, start=100)
+    create_topic(dc2, t, 2)
+    produce_sequence(dc2, t, 2, 20, start=1000)
+    commit_offsets(admin(dc2), group, {(f"dc1.{t}", 0): 50, (f"dc1.{t}", 1): 50, (t, 0): 5, (t, 1): 5})
+    wait_until(lambda: sum(end_offsets(dc1, f"dc2.{t}").values() or [0]) == 20, 60, what="new data flows back")
+
+    # Failback, skipping the 10 stranded records (they stay on dc1's topic and are reported).
+    fb = {"flow": "dc1->dc2", "apps": [app], "groups": [group], "max_reverse_lag": 0, "drain_timeout_s": 60}
+    dr, gate = run("failback", fb, {"decide": "Fail back; consumers skip the unreplicated records (kept and listed)"})
+    assert dr.state == "success", states(dr)
+    assert "offsets 50..54" in gate.bodies["decide"]
+    record = store.failovers()[0]
+    assert record.kind == "failback" and record.status == "done"
+    assert record.details["unreplicated_total"] == 10
+    # dc1.orders@50 on dc2 = orders@50 on dc1, moved past the 5 stranded records per partition;
+    # the 10 records read on dc2 = offsets 5 of dc2.orders on dc1.
+    assert committed_offsets(admin(dc1), group) == {(t, 0): 55, (t, 1): 55, (f"dc2.{t}", 0): 5, (f"dc2.{t}", 1): 5}
+    assert store.active_cluster(app).cluster == "dc1"  # type: ignore[union-attr]
+    controls = store.flow_controls()
+    assert controls["dc1->dc2"].desired == "running" and controls["dc2->dc1"].desired == "stopped"
+    # Restored forward flow: the stranded records now reach dc2 too; nothing was lost anywhere.
+    wait_until(lambda: end_offsets(dc2, f"dc1.{t}") == {0: 55, 1: 55}, 60, what="forward flow restored")
+    assert sorted(r.value for r in read_all(dc2, f"dc1.{t}")) == sorted(r.value for r in read_all(dc1, t))
+    assert sorted(r.value for r in read_all(dc1, f"dc2.{t}")) == sorted(r.value for r in read_all(dc2, t))
+    history = [(c.from_cluster, c.to_cluster) for c in store.registry_history(app)]
+    assert history == [("dc2", "dc1"), (None, "dc2")]
+
+
+def test_bad_params_are_refused_before_anything_changes(dc1, dc2, name, setup) -> None:  # type: ignore[no-untyped-def]
+    store, _ = setup
+    dag = load("failover")
+    with pytest.raises(Exception) as err:  # not in the Param's enum: refused before the run starts
+        dag.test(run_conf={"flow": "dc9->dc2"})
+    assert "flow" in str(err.value)
+    dr = dag.test(run_conf={"flow": "dc1->dc2", "groups": ["g", "g"]})  # validated by the first task
+    assert dr.state == "failed" and states(dr)["assess"] == "failed"
+    assert store.failovers() == [] and store.flow_controls() == {}

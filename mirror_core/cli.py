@@ -25,6 +25,7 @@ def _setup_logging(level: str) -> None:
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("librdkafka").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # schema migrations are routine, not news
 
 
 def _load(path: str) -> MirrorConfig:
@@ -204,6 +205,45 @@ def cmd_topics(args: argparse.Namespace) -> int:
     return 1 if refused else 0
 
 
+def cmd_clusters(args: argparse.Namespace) -> int:
+    """The active-cluster registry as applications see it (read-only: only workflows change it)."""
+    from mirror_core.airflow_support import config_path
+    from mirror_core.state.store import StateStore
+    from mirror_core.workflows.control import WorkflowError, active_cluster
+
+    config = _load(args.config or str(config_path()))
+    store = StateStore(args.db_url)
+    store.migrate()
+    if args.action == "active":
+        if not args.alias:
+            print("mirror-core: 'clusters active' needs an application alias", file=sys.stderr)
+            return 2
+        try:
+            cluster, bootstrap = active_cluster(store, config, args.alias, args.default)
+        except (WorkflowError, KeyError) as exc:
+            print(f"mirror-core: {exc.args[0]}", file=sys.stderr)
+            return 1
+        row = store.active_cluster(args.alias)
+        if args.json:
+            print(json.dumps({"alias": args.alias, "cluster": cluster, "bootstrap.servers": bootstrap,
+                              "registered": row is not None,
+                              "changed_at": row.changed_at.isoformat() if row else None,
+                              "changed_by": row.changed_by if row else None, "run_id": row.run_id if row else None}))
+        else:
+            print(bootstrap)  # plain, so that scripts can use $(mirror-core clusters active app ...)
+        return 0
+    rows = store.registry_history(args.alias, limit=args.limit)
+    if args.json:
+        print(json.dumps([{"alias": r.app_alias, "from": r.from_cluster, "to": r.to_cluster,
+                           "at": r.changed_at.isoformat(), "by": r.changed_by, "reason": r.reason,
+                           "run_id": r.run_id} for r in rows], indent=2))
+        return 0
+    for r in rows:
+        print(f"{r.changed_at:%Y-%m-%d %H:%M:%S} {r.app_alias}: {r.from_cluster or '-'} -> {r.to_cluster} "
+              f"by {r.changed_by} ({r.reason}; run {r.run_id or '-'})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mirror-core", description="Cross-cluster Kafka replication")
     parser.add_argument("--log-level", default="INFO")
@@ -252,6 +292,18 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument("--no-record", action="store_true", help="do not record the run in the state store")
     top.add_argument("--json", action="store_true")
     top.set_defaults(func=cmd_topics)
+
+    cl = sub.add_parser("clusters", help="active-cluster registry: which cluster an application alias uses")
+    cl.add_argument("action", choices=("active", "history"),
+                    help="active: print the bootstrap servers the alias should use; history: who switched it, "
+                         "when, why and in which run")
+    cl.add_argument("alias", nargs="?", help="application alias")
+    cl.add_argument("--config", default=None, help="mm2.properties (default: $MIRROR_CORE_CONFIG or the example)")
+    cl.add_argument("--db-url", default=None, help="state store URL (default: MIRROR_CORE_DB_URL or SQLite)")
+    cl.add_argument("--default", default=None, help="cluster alias to use while the alias is not registered")
+    cl.add_argument("--limit", type=int, default=50)
+    cl.add_argument("--json", action="store_true")
+    cl.set_defaults(func=cmd_clusters)
 
     dev = sub.add_parser("dev", help="local single-node KRaft clusters for development")
     dev.add_argument("action", choices=("up", "down", "status", "fetch"))

@@ -15,6 +15,13 @@ def test_dagbag_has_no_import_errors() -> None:
     assert "topic_config_sync" in bag.dag_ids
     dag = bag.get_dag("topic_config_sync")
     assert set(dag.params.keys()) == {"flow", "dry_run"}
+    expected = {"failover": {"flow", "apps", "groups", "mode"}, "failback": {"flow", "apps", "groups"},
+                "cloud_migration_cutover": {"source", "target", "topics", "groups", "max_lag"},
+                "dr_drill": {"flow"}, "checkpoint_reconciliation": {"flow"}}
+    for dag_id, params in expected.items():
+        assert dag_id in bag.dag_ids, dag_id
+        assert params <= set(bag.get_dag(dag_id).params.keys()), (dag_id, bag.get_dag(dag_id).params.keys())
+    assert "0 6 1 */3 *" in repr(bag.get_dag("dr_drill").timetable)  # quarterly
 
 
 def test_plugin_registers_status_page() -> None:

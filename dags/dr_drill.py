@@ -1,0 +1,116 @@
+"""dr_drill: a disaster-recovery drill that really fails a canary over, measures it, and fails back.
+
+Quarterly (06:00 UTC on the first day of January, April, July and October) and on demand. Safe
+against production: it uses its own topic (``mirror-core.drill.<run>``), its own canary group and its
+own mirror process and internal topics (source alias ``drill-<source>``); production flows, groups
+and progress are never touched.
+
+The drill produces sequence-numbered canary records on the primary, lets the canary group consume
+``consume_before_failure`` of them, kills the drill mirror (SIGKILL) at a random moment (``seed``)
+while records are still being produced, fails the canary group over with offsets translated from
+the standby's checkpoints only, and measures RPO (records acknowledged by the primary but not on the
+standby at the failure), RTO (kill to the canary's first record on the standby), duplicates and
+losses seen by the canary. Then it fails back (the standby catches up; the canary returns to the
+primary and reads what it missed) and deletes the drill's topics and groups.
+
+The report goes to the state store and the status page (history and trends). The run fails when an
+objective (``max_rpo_records``, ``max_rto_seconds``, ``max_duplicates``, ``max_losses``) is missed,
+after the report is recorded. ``unreplicated_at_failure`` >= 0 freezes the drill mirror for the last
+N records before the failure, making the RPO exactly N (a known scenario, e.g. to test alerting).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
+
+from mirror_core.airflow_support import config_path, load_mirror_config
+
+try:
+    FLOWS = [f.name for f in load_mirror_config().flows]
+except Exception as exc:  # the DAG must still parse; the run then fails with the reason
+    FLOWS, CONFIG_ERROR = [], f"{config_path()}: {exc}"
+else:
+    CONFIG_ERROR = None
+
+
+@dag(
+    dag_id="dr_drill",
+    schedule="0 6 1 */3 *",
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    tags=["mirror_core", "dr"],
+    doc_md=__doc__,
+    params={
+        "flow": Param(FLOWS[0] if FLOWS else "", type="string", enum=FLOWS or [""],
+                      description="The flow (source->target) to drill: the source plays the lost primary"),
+        "records": Param(1000, type="integer", minimum=2, maximum=1_000_000,
+                         description="Canary records produced at most (the failure comes at a random point)"),
+        "consume_before_failure": Param(300, type="integer", minimum=1,
+                                        description="Records the canary group consumes on the primary first"),
+        "unreplicated_at_failure": Param(-1, type="integer", minimum=-1,
+                                         description="-1: natural replication lag at the failure; N >= 0: "
+                                                     "freeze the drill mirror for the last N records (RPO = N)"),
+        "seed": Param(None, type=["null", "integer"], minimum=0,
+                      description="Seed of the random failure moment (empty: random)"),
+        "partitions": Param(3, type="integer", minimum=1, maximum=64, description="Partitions of the drill topic"),
+        "rate": Param(200, type="number", exclusiveMinimum=0,
+                      description="Canary records per second after the canary's first consumption"),
+        "max_rpo_records": Param(100, type="integer", minimum=0, description="Objective: RPO in records"),
+        "max_rto_seconds": Param(60, type="number", exclusiveMinimum=0, description="Objective: RTO in seconds"),
+        "max_duplicates": Param(0, type="integer", minimum=0, description="Objective: duplicates seen by the canary"),
+        "max_losses": Param(100, type="integer", minimum=0, description="Objective: records the canary never saw"),
+        "cleanup": Param(True, type="boolean", description="Delete the drill's topics and groups afterwards"),
+    },
+)
+def dr_drill() -> None:
+    @task
+    def plan() -> dict[str, Any]:
+        """Validate the Params against the mirror config before any cluster is touched."""
+        from mirror_core.workflows.control import WorkflowError
+        from mirror_core.workflows.drill import plan_drill
+
+        if CONFIG_ERROR:
+            raise AirflowFailException(f"mirror config invalid: {CONFIG_ERROR}")
+        try:
+            return plan_drill(load_mirror_config(), dict(get_current_context()["params"])).as_dict()
+        except WorkflowError as exc:
+            raise AirflowFailException(str(exc)) from exc
+
+    @task
+    def drill(planned: dict[str, Any]) -> dict[str, Any]:
+        """Run the drill (failover and failback) and record it, whatever its outcome."""
+        from mirror_core.state.store import StateStore
+        from mirror_core.workflows.drill import plan_drill, run_drill
+
+        context = get_current_context()
+        config = load_mirror_config()
+        params = {**context["params"], "seed": planned["seed"]}  # the seed the plan drew, if it drew one
+        result = run_drill(config, config_path(), plan_drill(config, params))
+        store = StateStore()
+        store.migrate()
+        store.record_config(config)
+        store.record_drill(result.plan.flow, context["run_id"], result.status, result.started_at,
+                           result.rpo_records, result.rto_seconds, result.duplicates, result.losses, result.report)
+        print(f"DR drill {result.status}: RPO {result.rpo_records} records, RTO {result.rto_seconds}s, "
+              f"duplicates {result.duplicates}, losses {result.losses}")
+        if result.error:
+            raise AirflowFailException(f"drill could not complete: {result.error}")
+        return {"status": result.status, "missed": result.missed, "rpo_records": result.rpo_records,
+                "rto_seconds": result.rto_seconds, "duplicates": result.duplicates, "losses": result.losses}
+
+    @task
+    def objectives(outcome: dict[str, Any]) -> dict[str, Any]:
+        """Fail the run when an objective was missed (the drill is already recorded)."""
+        if outcome["missed"]:
+            raise AirflowFailException("DR drill objectives missed: " + "; ".join(outcome["missed"]))
+        return outcome
+
+    objectives(drill(plan()))
+
+
+dr_drill()

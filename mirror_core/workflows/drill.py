@@ -1,0 +1,564 @@
+"""DR drill: fail a canary consumer group over to the standby for real, measure, then fail back.
+
+Safe against production: the drill produces to its own topic (``mirror-core.drill.<run>``), through
+its own mirror process whose every piece of state is separate (see ``drill_config``), and its canary
+group never touches an application group. The timeline, with ``C`` = ``consume_before_failure``,
+``F`` = the failure point (records produced when the primary is "lost", chosen at random in
+``[C + max(M, 1), records]`` from ``seed``) and ``M`` = ``unreplicated_at_failure``:
+
+1. the drill mirror (``python -m mirror_core run``) starts; records ``0..C-1`` are produced on the
+   primary and the canary consumes exactly those and commits; the drill waits (bounded) until the
+   mirror has published the canary's checkpoint;
+2. records ``C..F-1`` are produced at ``rate`` records/s. With ``M >= 0`` the drill first lets the
+   mirror replicate everything up to ``F-M``, freezes it (SIGSTOP) and produces the last ``M``
+   records, so exactly ``M`` are not on the standby; with ``M = -1`` nothing is frozen: whatever the
+   mirror has not copied at that moment is the natural replication lag;
+3. **failure**: the producer has flushed (the primary acknowledged ``F`` records) and the drill
+   mirror is SIGKILLed — for the drill flow the primary is gone;
+4. **failover**: translate the canary group's offsets from the checkpoints on the standby only (the
+   primary is not asked), commit them to the canary group on the standby, resume the canary there
+   and read to the end;
+5. **failback**: a new drill mirror resumes from its progress on the standby and copies what was
+   missing; the canary group is moved back to the primary at the position equivalent to what it
+   consumed on the standby and reads the rest there; then the drill's topics and groups are deleted.
+
+Measured (every record carries its sequence number):
+
+* ``rpo_records``: sequence numbers in ``0..F-1`` (acknowledged by the primary before the failure)
+  that the standby does not hold right after the failure;
+* ``rto_seconds``: from the SIGKILL to the canary's first record on the standby (translation and
+  commit included); if nothing is left for it to read, until it is positioned at the end;
+* ``duplicates``: records the canary processed more than once (primary and standby together);
+* ``losses``: sequence numbers in ``0..F-1`` the canary never processed, on either cluster, by the
+  end of the failover (before failback recovers them).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirror_core.clients import make_admin, make_consumer, make_producer
+from mirror_core.config.loader import load_config
+from mirror_core.config.model import ClusterConfig, MirrorConfig
+from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
+from mirror_core.offsets.groups import commit_offsets, committed_offsets
+from mirror_core.offsets.translate import _from_checkpoints, apply_translation
+from mirror_core.replication.progress import ProgressStore
+from mirror_core.workflows.control import WorkflowError
+from mirror_core.workflows.drill_config import DrillNames, write_drill_properties
+
+log = logging.getLogger(__name__)
+QUIET = {"log_level": "3"}
+
+
+@dataclass(frozen=True)
+class Objectives:
+    max_rpo_records: int
+    max_rto_seconds: float
+    max_duplicates: int
+    max_losses: int
+
+    def missed(self, rpo: int, rto: float | None, duplicates: int, losses: int) -> list[str]:
+        out = []
+        if rpo > self.max_rpo_records:
+            out.append(f"max_rpo_records: RPO {rpo} records > {self.max_rpo_records}")
+        if rto is None or rto > self.max_rto_seconds:
+            out.append(f"max_rto_seconds: RTO {'unmeasured' if rto is None else f'{rto:.2f}s'} "
+                       f"> {self.max_rto_seconds}s")
+        if duplicates > self.max_duplicates:
+            out.append(f"max_duplicates: {duplicates} duplicates > {self.max_duplicates}")
+        if losses > self.max_losses:
+            out.append(f"max_losses: {losses} losses > {self.max_losses}")
+        return out
+
+
+@dataclass(frozen=True)
+class DrillPlan:
+    flow: str
+    records: int
+    consume_before_failure: int
+    unreplicated_at_failure: int  # -1: natural lag
+    failure_at: int  # F: records produced when the primary is lost
+    seed: int
+    partitions: int
+    rate: float
+    objectives: Objectives
+    cleanup: bool = True
+    timeout_s: float = 120.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"flow": self.flow, "records": self.records, "consume_before_failure": self.consume_before_failure,
+                "unreplicated_at_failure": self.unreplicated_at_failure, "failure_at": self.failure_at,
+                "seed": self.seed, "partitions": self.partitions, "rate": self.rate, "cleanup": self.cleanup,
+                "objectives": self.objectives.__dict__}
+
+
+def _int(params: dict[str, Any], name: str, low: int, high: int | None = None) -> int:
+    value = params.get(name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WorkflowError(f"Param '{name}' must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise WorkflowError(f"Param '{name}' must be {bound}, got {value}")
+    return value
+
+
+def plan_drill(config: MirrorConfig, params: dict[str, Any]) -> DrillPlan:
+    """Validate the Params against the config (no cluster is contacted); errors name the Param."""
+    flow = params.get("flow") or ""
+    names = [f.name for f in config.flows]
+    if flow not in names:
+        raise WorkflowError(f"Param 'flow': unknown flow {flow!r} (enabled flows: {', '.join(names)})")
+    records = _int(params, "records", 2, 1_000_000)
+    consume = _int(params, "consume_before_failure", 1, records - 1)
+    unreplicated = _int(params, "unreplicated_at_failure", -1, records - consume)
+    partitions = _int(params, "partitions", 1, 64)
+    seed = random.SystemRandom().randrange(2**31) if params.get("seed") is None else _int(params, "seed", 0)
+    rate = params.get("rate")
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or rate <= 0:
+        raise WorkflowError(f"Param 'rate' must be a positive number of records per second, got {rate!r}")
+    rto = params.get("max_rto_seconds")
+    if isinstance(rto, bool) or not isinstance(rto, int | float) or rto <= 0:
+        raise WorkflowError(f"Param 'max_rto_seconds' must be a positive number, got {rto!r}")
+    objectives = Objectives(_int(params, "max_rpo_records", 0), float(rto), _int(params, "max_duplicates", 0),
+                            _int(params, "max_losses", 0))
+    cleanup = params.get("cleanup", True)
+    if not isinstance(cleanup, bool):
+        raise WorkflowError(f"Param 'cleanup' must be true or false, got {cleanup!r}")
+    failure_at = random.Random(seed).randint(consume + max(unreplicated, 1), records)
+    f = config.flow(flow)
+    drill_topic = DrillNames("x", f.source, f.target).topic
+    for other in config.flows:
+        if other.source == f.source and other.should_replicate(drill_topic):
+            raise WorkflowError(f"Param 'flow': production flow {other.name} would also mirror the drill topics "
+                                f"({drill_topic}); add 'mirror-core\\\\.drill\\\\..*' to {other.name}.topics.exclude")
+    if DrillNames("x", f.source, f.target).alias in config.clusters:
+        raise WorkflowError(f"Param 'flow': the drill needs the cluster alias 'drill-{f.source}', which the "
+                            "mirror config already uses")
+    return DrillPlan(flow, records, consume, unreplicated, failure_at, seed, partitions, float(rate), objectives,
+                     cleanup)
+
+
+# -- the drill mirror process ------------------------------------------------------------------------
+class DrillMirror:
+    """A real ``mirror-core run`` on the generated drill config, killed to simulate the disaster."""
+
+    def __init__(self, config_file: Path, log_path: Path) -> None:
+        self.config_file, self.log_path = config_file, log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> DrillMirror:
+        env = {k: v for k, v in os.environ.items() if k != "MIRROR_CORE_DB_URL"}  # never the control plane
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "mirror_core", "run", "--config",
+                                          str(self.config_file)], stdout=out, stderr=subprocess.STDOUT,
+                                         env={**env, "PYTHONUNBUFFERED": "1"}, cwd=self.config_file.parent)
+        return self
+
+    def ensure_running(self) -> subprocess.Popen[bytes]:
+        if self.proc is None:
+            raise WorkflowError("drill mirror not started")
+        if self.proc.poll() is not None:
+            raise WorkflowError(f"drill mirror exited with {self.proc.returncode}: {self.log_tail()}")
+        return self.proc
+
+    def freeze(self) -> None:
+        self.ensure_running().send_signal(signal.SIGSTOP)
+
+    def kill(self) -> None:
+        proc = self.ensure_running()
+        proc.kill()
+        proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+# -- canary records ------------------------------------------------------------------------------------
+class Canary:
+    """Produces sequence-numbered records and remembers where each landed on the primary."""
+
+    def __init__(self, cluster: ClusterConfig, topic: str, partitions: int, stamp: str) -> None:
+        self.topic, self.partitions, self.stamp = topic, partitions, stamp
+        self.producer: Producer = make_producer(cluster, {"linger.ms": "5"})
+        self.placed: dict[int, tuple[int, int]] = {}  # seq -> (partition, offset) on the primary
+        self.errors: list[str] = []
+        self.produced = 0
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.placed[int(msg.key())] = (msg.partition(), msg.offset())
+
+    def produce(self, count: int, rate: float | None = None) -> None:
+        start = time.monotonic()
+        for i in range(count):
+            seq = self.produced
+            value = json.dumps({"drill": self.stamp, "seq": seq}).encode()
+            self.producer.produce(self.topic, value=value, key=str(seq).encode(), partition=seq % self.partitions,
+                                  on_delivery=self._delivered)
+            self.produced += 1
+            self.producer.poll(0)
+            if rate:
+                delay = start + (i + 1) / rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+
+    def flush(self, timeout: float = 30) -> None:
+        if self.producer.flush(timeout) or self.errors or len(self.placed) != self.produced:
+            raise WorkflowError(f"canary producer: {self.produced - len(self.placed)} records not acknowledged "
+                                f"by the primary ({'; '.join(self.errors[:3])})")
+
+    def primary_offsets_after(self, seqs: list[int]) -> dict[int, int]:
+        """Per partition, the primary offset after the last of ``seqs`` there (the resume position)."""
+        out: dict[int, int] = {}
+        for s in seqs:
+            p, o = self.placed[s]
+            out[p] = max(out.get(p, 0), o + 1)
+        return out
+
+
+def _seq(value: bytes | None) -> int:
+    return int(json.loads(value or b"{}")["seq"])
+
+
+def _ends(consumer: Consumer, topic: str, partitions: int, timeout: float = 10) -> dict[int, int]:
+    out = {}
+    for p in range(partitions):
+        try:
+            out[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+        except KafkaException:
+            out[p] = 0
+    return out
+
+
+def _read(consumer: Consumer, topic: str, starts: dict[int, int], ends: dict[int, int], timeout: float,
+          limit: int | None = None, first_at: list[float] | None = None) -> list[tuple[int, int, int]]:
+    """(partition, offset, seq) from ``starts`` up to ``ends`` (or ``limit`` records), in arrival order.
+
+    ``first_at`` receives the monotonic time of the first record (or of reaching the end if none)."""
+    pending = {p for p in ends if starts.get(p, 0) < ends[p]}
+    if not pending:
+        if first_at is not None:
+            first_at.append(time.monotonic())
+        return []
+    consumer.assign([TopicPartition(topic, p, starts.get(p, OFFSET_BEGINNING)) for p in ends])
+    out: list[tuple[int, int, int]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while pending and (limit is None or len(out) < limit):
+            if time.monotonic() > deadline:
+                raise WorkflowError(f"timed out reading {topic}: partitions {sorted(pending)} not read to the end")
+            for m in consumer.consume(500, 0.2):
+                if m.error() is not None or m.offset() >= ends[m.partition()]:
+                    continue
+                if limit is not None and len(out) >= limit:
+                    break
+                if first_at is not None and not first_at:
+                    first_at.append(time.monotonic())
+                out.append((m.partition(), m.offset(), _seq(m.value())))
+                if m.offset() + 1 >= ends[m.partition()]:
+                    pending.discard(m.partition())
+    finally:
+        consumer.unassign()
+    return out
+
+
+def _commit(admin: AdminClient, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    if offsets:  # nothing consumed: nothing to commit
+        commit_offsets(admin, group, offsets)
+
+
+def _next_offsets(rows: list[tuple[int, int, int]]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for p, o, _ in rows:
+        out[p] = max(out.get(p, 0), o + 1)
+    return out
+
+
+def _wait(predicate: Any, timeout: float, what: str, interval: float = 0.25) -> float:
+    start = time.monotonic()
+    while not predicate():
+        if time.monotonic() - start > timeout:
+            raise WorkflowError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+    return time.monotonic() - start
+
+
+# -- the drill -----------------------------------------------------------------------------------------
+@dataclass
+class DrillResult:
+    plan: DrillPlan
+    names: DrillNames
+    started_at: datetime
+    report: dict[str, Any] = field(default_factory=dict)
+    rpo_records: int | None = None
+    rto_seconds: float | None = None
+    duplicates: int | None = None
+    losses: int | None = None
+    missed: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def status(self) -> str:
+        return "error" if self.error else "failed" if self.missed else "passed"
+
+
+def run_drill(config: MirrorConfig, properties_path: str | Path, plan: DrillPlan,
+              work_dir: Path | None = None) -> DrillResult:
+    """Run the whole drill; never raises for a drill that went wrong (``result.error`` says why)."""
+    flow = config.flow(plan.flow)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + f"-{random.getrandbits(16):04x}"
+    names = DrillNames(stamp, flow.source, flow.target)
+    result = DrillResult(plan, names, datetime.now(UTC))
+    work = work_dir or Path(tempfile.mkdtemp(prefix="dr-drill-"))
+    mirrors: list[DrillMirror] = []
+    report = result.report
+    report.update({"plan": plan.as_dict(), "topic": names.topic, "canary_group": names.canary_group,
+                   "drill_flow": names.flow, "work_dir": str(work)})
+    try:
+        _drill(config, properties_path, plan, names, work, mirrors, result)
+    except Exception as exc:  # the drill is recorded whatever happened
+        log.exception("DR drill %s failed", stamp)
+        result.error = f"{type(exc).__name__}: {exc}"
+        report["error"] = result.error
+        if mirrors:
+            report["mirror_log_tail"] = mirrors[-1].log_tail()
+    finally:
+        for m in mirrors:
+            m.stop()
+        if plan.cleanup:
+            report["cleanup"] = _cleanup(config, names, flow.policy.format_remote_topic(names.alias, names.topic),
+                                         work)
+    if result.error is None and result.rpo_records is not None:
+        result.missed = plan.objectives.missed(result.rpo_records, result.rto_seconds, result.duplicates or 0,
+                                               result.losses or 0)
+        if not report.get("failback", {}).get("complete", False):
+            result.missed.append("failback: the canary did not end with every record exactly once")
+    report["missed_objectives"] = result.missed
+    report["status"] = result.status
+    return result
+
+
+def _drill(config: MirrorConfig, properties_path: str | Path, plan: DrillPlan, names: DrillNames, work: Path,
+           mirrors: list[DrillMirror], result: DrillResult) -> None:
+    report = result.report
+    flow = config.flow(plan.flow)
+    src, tgt = config.cluster(flow.source), config.cluster(flow.target)
+    drill_config = load_config(write_drill_properties(config, properties_path, names, "failover", work))
+    drill_flow = drill_config.flow(names.flow)
+    remote = drill_flow.remote_topic(names.topic)
+    report["remote_topic"] = remote
+    consume_n, unrep, fail_at = plan.consume_before_failure, plan.unreplicated_at_failure, plan.failure_at
+    deadline = plan.timeout_s
+
+    src_admin = make_admin(src)
+    src_admin.create_topics([NewTopic(names.topic, plan.partitions, -1)])[names.topic].result(30)
+    mirror = DrillMirror(work / "drill-failover.properties", work / "drill-mirror.log").start()
+    mirrors.append(mirror)
+    canary = Canary(src, names.topic, plan.partitions, names.stamp)
+    src_reader = make_consumer(src, names.canary_group, QUIET)
+    tgt_reader = make_consumer(tgt, f"{names.canary_group}.reader", QUIET)
+    try:
+        # 1. canary consumes C records on the primary and commits; wait for its checkpoint on the standby
+        canary.produce(consume_n)
+        canary.flush()
+        consumed_primary = _read(src_reader, names.topic, {}, _ends(src_reader, names.topic, plan.partitions),
+                                 deadline, limit=consume_n)
+        committed = _next_offsets(consumed_primary)
+        _commit(src_admin, names.canary_group, {(names.topic, p): o for p, o in committed.items()})
+        want = {(names.canary_group, remote, p): o for p, o in committed.items()}
+        reader = CheckpointReader(make_consumer(tgt, f"{names.canary_group}.checkpoints", QUIET),
+                                  checkpoints_topic(drill_flow.source))
+        try:
+            def checkpointed() -> bool:
+                mirror.ensure_running()
+                try:
+                    latest = reader.refresh(5)
+                except Exception:  # the topic may not exist yet
+                    return False
+                return all(latest.get(k, (-1, -1))[0] >= o for k, o in want.items())
+
+            report["checkpoint_published_after_s"] = round(_wait(checkpointed, deadline, "the canary's checkpoint"),
+                                                           3)
+        finally:
+            reader.close()
+
+        # 2. produce up to the failure point
+        if unrep >= 0:
+            canary.produce(fail_at - unrep - consume_n, plan.rate)
+            canary.flush()
+            _wait_replicated(drill_config, names, mirror, _ends(src_reader, names.topic, plan.partitions), deadline)
+            mirror.freeze()
+            canary.produce(unrep, plan.rate)
+        else:
+            canary.produce(fail_at - consume_n, plan.rate)
+        # 3. failure: the primary acknowledged F records; the drill flow loses its primary now
+        canary.flush()
+        primary_ends = _ends(src_reader, names.topic, plan.partitions)
+        mirror.kill()
+        failed_at = time.monotonic()
+        report["failure"] = {"at": datetime.now(UTC).isoformat(), "records_produced": fail_at,
+                             "primary_end_offsets": primary_ends,
+                             "mode": "frozen mirror" if unrep >= 0 else "natural lag"}
+
+        # 4. failover: translate from the standby's checkpoints only, commit, resume the canary there
+        translations = _from_checkpoints(drill_config, drill_flow, names.canary_group, names.topic, 30)
+        applied = apply_translation(drill_config, flow.target, translations)
+        standby_ends = _ends(tgt_reader, remote, plan.partitions)
+        canary_tgt = make_consumer(tgt, names.canary_group, QUIET)
+        try:
+            resume = committed_offsets(make_admin(tgt), names.canary_group)
+            starts = {p: resume.get((remote, p), 0) for p in range(plan.partitions)}
+            first_at: list[float] = []
+            consumed_standby = _read(canary_tgt, remote, starts, standby_ends, deadline, first_at=first_at)
+        finally:
+            canary_tgt.close()
+        rto = first_at[0] - failed_at
+        standby_all = _read(tgt_reader, remote, {}, standby_ends, deadline)
+
+        produced = set(range(fail_at))
+        on_standby = {s for _, _, s in standby_all}
+        seen = Counter([s for _, _, s in consumed_primary] + [s for _, _, s in consumed_standby])
+        result.rpo_records = len(produced - on_standby)
+        result.rto_seconds = round(rto, 3)
+        result.duplicates = sum(n - 1 for n in seen.values() if n > 1)
+        result.losses = len(produced - set(seen))
+        report.update({
+            "rpo_records": result.rpo_records, "rto_seconds": result.rto_seconds,
+            "rto_basis": "first record on the standby" if consumed_standby else "at the end (nothing to read)",
+            "duplicates": result.duplicates, "losses": result.losses,
+            "rpo_by_offsets": sum(primary_ends.values()) - sum(standby_ends.values()),
+            "consumed_on_primary": len(consumed_primary), "consumed_on_standby": len(consumed_standby),
+            "standby_end_offsets": standby_ends,
+            "translation": [t.as_dict() for t in translations], "committed_on_standby": applied,
+        })
+        _commit(make_admin(tgt), names.canary_group,
+                       {(remote, p): o for p, o in _next_offsets(consumed_standby).items()})
+
+        # 5. failback: a new drill mirror copies what the standby missed; the canary returns to the primary
+        report["failback"] = _failback(config, properties_path, plan, names, work, mirrors, canary,
+                                       consumed_primary + consumed_standby, primary_ends)
+    finally:
+        src_reader.close()
+        tgt_reader.close()
+
+
+def _wait_replicated(drill_config: MirrorConfig, names: DrillNames, mirror: DrillMirror, ends: dict[int, int],
+                     timeout: float) -> float:
+    """Wait until the drill mirror's progress on the standby covers ``ends`` (every record acknowledged)."""
+    flow = drill_config.flow(names.flow)
+    store = ProgressStore(flow.progress_topic, make_consumer(drill_config.cluster(flow.target),
+                                                             f"{names.canary_group}.progress", QUIET), "drill")
+
+    def covered() -> bool:
+        mirror.ensure_running()
+        try:
+            progress = store.refresh(5)
+        except Exception:  # the progress topic may not exist yet
+            return False
+        return all(progress.get((names.topic, p), 0) >= end for p, end in ends.items())
+
+    try:
+        return _wait(covered, timeout, f"the drill mirror to replicate {sum(ends.values())} records")
+    finally:
+        store.close()
+
+
+def _failback(config: MirrorConfig, properties_path: str | Path, plan: DrillPlan, names: DrillNames, work: Path,
+              mirrors: list[DrillMirror], canary: Canary, consumed: list[tuple[int, int, int]],
+              primary_ends: dict[int, int]) -> dict[str, Any]:
+    """Make the standby whole again (a new drill mirror resumes from its progress) and move the canary
+    back to the primary, just after the last record it processed in each partition; it reads the rest."""
+    flow = config.flow(plan.flow)
+    src = config.cluster(flow.source)
+    produced = sum(primary_ends.values())
+    drill_config = load_config(write_drill_properties(config, properties_path, names, "failback", work))
+    mirror = DrillMirror(work / "drill-failback.properties", work / "drill-mirror-failback.log").start()
+    mirrors.append(mirror)
+    caught_up_s = _wait_replicated(drill_config, names, mirror, primary_ends, plan.timeout_s)
+    mirror.stop()
+    canary_src = make_consumer(src, names.canary_group, QUIET)
+    admin = make_admin(src)
+    try:
+        seqs = [s for _, _, s in consumed]
+        back = canary.primary_offsets_after(seqs)
+        _commit(admin, names.canary_group, {(names.topic, p): o for p, o in back.items()})
+        rest = _read(canary_src, names.topic, back, primary_ends, plan.timeout_s)
+        _commit(admin, names.canary_group, {(names.topic, p): o for p, o in _next_offsets(rest).items()})
+    finally:
+        canary_src.close()
+    seen = Counter(seqs + [s for _, _, s in rest])
+    complete = set(seen) == set(range(produced)) and all(n == 1 for n in seen.values())
+    return {"standby_caught_up_after_s": round(caught_up_s, 3), "canary_position_on_primary": back,
+            "read_on_primary_after_failback": len(rest), "complete": complete,
+            "duplicates_overall": sum(n - 1 for n in seen.values() if n > 1),
+            "never_seen": len(set(range(produced)) - set(seen))}
+
+
+def _cleanup(config: MirrorConfig, names: DrillNames, remote: str, work: Path) -> dict[str, Any]:
+    """Delete the drill's topics and groups (and its config files, which hold secrets)."""
+    flow = config.flow(f"{names.source}->{names.target}")
+    done: dict[str, Any] = {}
+    jobs: list[tuple[str, AdminClient, list[str], list[str]]] = [
+        (flow.source, make_admin(config.cluster(flow.source)), [names.topic],
+         [names.canary_group, names.worker_group("failover"), names.worker_group("failback")]),
+        (flow.target, make_admin(config.cluster(flow.target)), [remote], [names.canary_group]),
+    ]
+    for alias, admin, topics, groups in jobs:
+        for topic in topics:
+            try:
+                admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
+                done[f"{alias}:{topic}"] = "deleted"
+            except Exception as exc:
+                done[f"{alias}:{topic}"] = f"not deleted: {exc}"
+        for group in groups:
+            done[f"{alias}:group {group}"] = _delete_group(admin, group)
+    for f in work.glob("drill-*.properties"):
+        f.unlink(missing_ok=True)
+    return done
+
+
+def _delete_group(admin: AdminClient, group: str, timeout: float = 15) -> str:
+    """Delete a group; the killed mirror's member stays until its session expires (a few seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            admin.delete_consumer_groups([group], request_timeout=15)[group].result(15)
+            return "deleted"
+        except KafkaException as exc:
+            if "GROUP_ID_NOT_FOUND" in str(exc):
+                return "absent"
+            if "NON_EMPTY_GROUP" not in str(exc) or time.monotonic() > deadline:
+                return f"not deleted: {exc}"
+        time.sleep(1)

@@ -65,8 +65,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     config = _load(args.config)
-    for f in config.flows:
-        print(f"flow {f.name}: policy {f.policy.name}, topics [{f.topics.include}] "
+    for f in config.all_flows:
+        standby = "" if f in config.flows else " (standby: started only through the control plane)"
+        print(f"flow {f.name}{standby}: policy {f.policy.name}, topics [{f.topics.include}] "
               f"excluding [{f.topics.exclude}]")
     print("configuration OK")
     return 0

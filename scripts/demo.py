@@ -92,7 +92,10 @@ def main() -> int:
     log_path = dev_home() / "mirror.log"
     log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
     mirror = subprocess.Popen([sys.executable, "-m", "mirror_core", "run", "--config", str(config_path),
-                               "--metrics-port", os.environ.get("MIRROR_CORE_METRICS_PORT", "9464")],
+                               "--metrics-port", os.environ.get("MIRROR_CORE_METRICS_PORT", "9464"),
+                               # the same state store `make airflow` gives the DAGs: failovers reach this mirror
+                               "--state-db", os.environ.get("MIRROR_CORE_DB_URL",
+                                                            f"sqlite:///{REPO / '.state' / 'mirror-core.db'}")],
                               stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
     log.close()
     console.print(f"mirror-core run started (pid {mirror.pid}, log {log_path}); "

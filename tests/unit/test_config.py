@@ -79,3 +79,14 @@ def test_any_text_gives_a_config_or_a_config_error(text: str) -> None:
             parse_text(candidate, validate_clients=False)
         except ConfigError as exc:
             assert str(exc)
+
+
+def test_disabled_flows_are_standby_and_only_explicit_ones() -> None:
+    c = load("dc1->dc2.enabled = true\ndc2->dc1.enabled = false\ndc2->dc1.topics = orders\n")
+    assert [f.name for f in c.flows] == ["dc1->dc2"]
+    assert [f.name for f in c.standby_flows] == ["dc2->dc1"]
+    assert c.flow("dc2->dc1").topics.accepts("orders") and not c.flow("dc2->dc1").topics.accepts("other")
+    with pytest.raises(KeyError, match="standby: dc2->dc1"):
+        c.flow("dc1->dc3")
+    # A flow mentioned without 'enabled' is neither running nor standby (MirrorMaker 2's reading).
+    assert load("dc1->dc2.enabled = true\ndc2->dc1.topics = x\n").standby_flows == ()

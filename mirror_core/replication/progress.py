@@ -6,7 +6,9 @@ is always *the next source offset to read*. Progress lives on the target so that
 anywhere, even after the loss of the source datacenter, resumes exactly where the target's data ends.
 
 Storage: one compacted topic per source cluster on the target (``mirror-core.progress.<source>.internal``),
-key ``["topic", partition]`` and value ``{"next": N, "ts": ms, "by": instance}`` as JSON.
+key ``["topic", partition]`` and value ``{"next": N, "ts": ms, "by": instance, "tid": topic id}`` as
+JSON. The source topic's ID tells a recreated topic (same name, new ID) from the one the position
+belongs to; entries written before IDs were recorded have none.
 """
 
 from __future__ import annotations
@@ -45,19 +47,32 @@ class ProgressStore:
         self._tail = TopicTail(reader, topic)
         self._instance = instance_id
         self._entries: dict[Key, int] = {}
+        self._ids: dict[Key, str] = {}
 
     def refresh(self, timeout: float = 30.0) -> dict[Key, int]:
         """Read every progress record written since the last refresh; return all entries."""
         for key, value in self._tail.read_new(timeout):
             if value is not None:
-                self._entries[decode_key(key)] = int(json.loads(value)["next"])
+                data = json.loads(value)
+                k = decode_key(key)
+                self._entries[k] = int(data["next"])
+                if data.get("tid"):
+                    self._ids[k] = str(data["tid"])
         return dict(self._entries)
 
+    def topic_id(self, topic: str, partition: int) -> str | None:
+        """The source topic ID the stored position belongs to (None if not recorded)."""
+        return self._ids.get((topic, partition))
+
     def write(self, producer: Producer, topic: str, partition: int, next_offset: int,
-              on_delivery: Callable[[KafkaError | None, object], None] | None = None) -> None:
+              on_delivery: Callable[[KafkaError | None, object], None] | None = None,
+              topic_id: str | None = None) -> None:
         """Queue a progress record. Callers must only pass offsets the target already acknowledged."""
-        value = json.dumps({"next": next_offset, "ts": int(time.time() * 1000), "by": self._instance},
-                           separators=(",", ":")).encode()
+        record: dict[str, object] = {"next": next_offset, "ts": int(time.time() * 1000), "by": self._instance}
+        if topic_id:
+            record["tid"] = topic_id
+            self._ids[(topic, partition)] = topic_id
+        value = json.dumps(record, separators=(",", ":")).encode()
         producer.produce(self.topic, value=value, key=encode_key(topic, partition), partition=0,
                          on_delivery=on_delivery)
         self._entries[(topic, partition)] = next_offset

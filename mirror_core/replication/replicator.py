@@ -31,7 +31,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from mirror_core.clients import ClusterHealth, make_admin, make_consumer, make_producer
+from mirror_core.clients import ClusterHealth, explain_failure, make_admin, make_consumer, make_producer
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.errors import ClusterUnavailable, MirrorError
 from mirror_core.metrics import Metrics
@@ -77,6 +77,8 @@ class FlowReplicator:
         self._subscribed: frozenset[str] = frozenset()
         self._partition_counts: dict[str, int] = {}
         self.missing_topics: dict[str, float] = {}
+        self._topic_ids: dict[str, str] = {}  # source topic -> Kafka topic ID (recreation detection)
+        self.events: list[dict[str, Any]] = []  # recent notable events, newest last, for /status
         self._last_heartbeat_ms = 0
         self._status: dict[str, Any] = {"flow": flow.name, "state": "starting", "partitions": []}
         self._consumer: Consumer | None = None
@@ -140,9 +142,10 @@ class FlowReplicator:
                 self.source_health.mark_ok()
                 break
             except Exception as exc:
-                self._set_state(f"waiting for clusters: {exc}")
+                why = explain_failure(exc, (tgt_admin, self.target_health), (src_admin, self.source_health))
+                self._set_state(f"waiting for clusters: {why}")
                 self.metrics.errors.labels(self._lbl, "cluster_unavailable").inc()
-                log.warning("flow %s: clusters not ready (%s); retrying in %.0fs", self.flow.name, exc, backoff)
+                log.warning("flow %s: clusters not ready (%s); retrying in %.0fs", self.flow.name, why, backoff)
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
         # Exactly-once: each owned slot has its own transactional producer (see exactly_once.py).
@@ -250,6 +253,12 @@ class FlowReplicator:
         try:
             wanted = self._topics.source_topics()
             self._topics.ensure_remote(wanted)
+            for remote in self._topics.recreated_remote:
+                self.metrics.errors.labels(self._lbl, "remote_topic_recreated").inc()
+                self.events = [*self.events[-19:], {"at": time.time(), "topic": remote,
+                                                    "event": "remote topic recreated",
+                                                    "detail": f"{remote} was missing on {self.flow.target}"}]
+            self._topics.recreated_remote.clear()
             if now >= self._next_config_sync:
                 self._topics.sync_configs(sorted(wanted))
                 self._next_config_sync = now + self.flow.sync_topic_configs_interval_s
@@ -261,6 +270,16 @@ class FlowReplicator:
             self._next_refresh = now + 5.0
             return
         self._partition_counts = wanted
+        try:
+            ids = self._topics.source_topic_ids(sorted(wanted))
+        except KafkaException as exc:
+            log.warning("flow %s: topic IDs unavailable (%s)", self.flow.name, exc)
+            ids = {}
+        for topic, tid in ids.items():
+            old_id = self._topic_ids.get(topic)
+            if old_id is not None and old_id != tid:
+                self._on_recreated(topic, old_id, tid)
+        self._topic_ids.update(ids)
         for gone in sorted(self._subscribed - set(wanted)):
             if gone not in self.missing_topics:
                 self.missing_topics[gone] = time.time()
@@ -304,6 +323,7 @@ class FlowReplicator:
                     for topic in needed:
                         producer.list_topics(self.flow.remote_topic(topic), timeout=10)
                 entries = self._progress.refresh()
+                self._topic_ids.update(self._topics.source_topic_ids(sorted(needed)))
                 break
             except Exception as exc:
                 if time.monotonic() > deadline or self.stop.is_set():
@@ -312,8 +332,16 @@ class FlowReplicator:
                 time.sleep(2)
         for tp in partitions:
             resume = entries.get((tp.topic, tp.partition))
-            tp.offset = resume if resume is not None else (
-                OFFSET_BEGINNING if self.flow.start_position == "earliest" else OFFSET_END)
+            stored_id, current_id = self._progress.topic_id(tp.topic, tp.partition), self._topic_ids.get(tp.topic)
+            if resume is not None and stored_id and current_id and stored_id != current_id:
+                # The stored position belongs to a deleted topic of the same name: resuming there would
+                # silently skip (or, past the end, silently reset). Copy the new topic from its start.
+                self._report_recreated(tp.topic, stored_id, current_id, [tp.partition])
+                resume = None
+                tp.offset = OFFSET_BEGINNING
+            else:
+                tp.offset = resume if resume is not None else (
+                    OFFSET_BEGINNING if self.flow.start_position == "earliest" else OFFSET_END)
             st = PartitionState(tp.topic, tp.partition, self.flow.remote_topic(tp.topic), resume,
                                 self.flow.policy.is_heartbeats_topic(tp.topic), producer, slot)
             self.states[(tp.topic, tp.partition)] = st
@@ -732,6 +760,31 @@ class FlowReplicator:
                 assert self._consumer is not None
                 self._consumer.resume([st.tp])
 
+    def _report_recreated(self, topic: str, old_id: str, new_id: str, partitions: list[int]) -> None:
+        self.metrics.errors.labels(self._lbl, "source_topic_recreated").inc()
+        message = (f"source topic {topic} was deleted and recreated (topic ID {old_id} -> {new_id}): replicating "
+                   f"the new topic from its beginning into {self.flow.remote_topic(topic)}, after the records "
+                   "already there (partitions " + ", ".join(map(str, sorted(partitions))) + ")")
+        log.error("flow %s: %s", self.flow.name, message)
+        self.events = [*self.events[-19:], {"at": time.time(), "topic": topic, "event": "source topic recreated",
+                                            "detail": message}]
+
+    def _on_recreated(self, topic: str, old_id: str, new_id: str) -> None:
+        """A topic we own was recreated while we ran: restart its partitions at the new beginning."""
+        assert self._consumer is not None
+        owned = [st for st in self.states.values() if st.topic == topic]
+        self._report_recreated(topic, old_id, new_id, [st.partition for st in owned])
+        for st in owned:
+            try:
+                low, _ = self._consumer.get_watermark_offsets(st.tp, timeout=10)
+            except KafkaException:
+                low = 0
+            # Positions of the old topic mean nothing now: forget them before the explicit rewind.
+            st.acked = st.committed = st.origin = None
+            st.delta = None
+            st.syncs.clear()
+            self.rewind_to(st, max(low, 0), careful=False, backoff=False)
+
     def pause(self, st: PartitionState, reason: str) -> None:
         assert self._consumer is not None
         st.paused_reason = reason
@@ -795,7 +848,7 @@ class FlowReplicator:
         for source, target in st.syncs:
             write_sync(producer, self._syncs_topic, st.topic, st.partition, source, target)
         st.syncs.clear()
-        self._progress.write(producer, st.topic, st.partition, acked, on_delivery)
+        self._progress.write(producer, st.topic, st.partition, acked, on_delivery, self._topic_ids.get(st.topic))
         return acked
 
     def _publish_status(self) -> None:
@@ -826,6 +879,7 @@ class FlowReplicator:
             "flow": self.flow.name, "state": self._status.get("state"), "instance": self.instance,
             "partitions": sorted(parts, key=lambda p: (p["topic"], p["partition"])),
             "missing_topics": sorted(self.missing_topics),
+            "events": list(self.events),
             "source_reachable": self.source_health.reachable,
             "target_reachable": self.target_health.reachable,
             "last_heartbeat_ms": self._last_heartbeat_ms or None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -50,6 +50,10 @@ class TopicManager:
         self.source = source_admin
         self.target = target_admin
         self.timeout = timeout
+        #: remote topics this manager has seen on the target: missing again later means deleted there
+        self.seen_remote: set[str] = set()
+        #: remote topics recreated after such a deletion (the replicator reports and counts them)
+        self.recreated_remote: list[str] = []
 
     def source_topics(self) -> dict[str, int]:
         """Source topics this flow replicates, with their partition counts."""
@@ -62,6 +66,19 @@ class TopicManager:
             for name, t in md.topics.items()
             if t.error is None and self.flow.should_replicate(name)
         }
+
+    def source_topic_ids(self, topics: list[str]) -> dict[str, str]:
+        """Kafka's topic IDs: a topic deleted and recreated under the same name gets a new one."""
+        if not topics:
+            return {}
+        futures = self.source.describe_topics(TopicCollection(topics), request_timeout=self.timeout)
+        out = {}
+        for name, fut in futures.items():
+            try:
+                out[name] = str(fut.result(self.timeout).topic_id)
+            except KafkaException:
+                continue  # gone meanwhile: the next refresh reports it
+        return out
 
     def remote_partitions(self) -> dict[str, int]:
         try:
@@ -119,11 +136,18 @@ class TopicManager:
                 changes.append(TopicChange("partitions", remote, f"{have} -> {count}"))
         if dry_run:
             return changes
+        self.seen_remote.update(self.flow.remote_topic(t) for t in wanted if self.flow.remote_topic(t) in existing)
         if new_topics:
             for name, fut in self.target.create_topics(new_topics, operation_timeout=self.timeout).items():
                 try:
                     fut.result(self.timeout)
-                    log.info("flow %s: created remote topic %s", self.flow.name, name)
+                    if name in self.seen_remote:
+                        self.recreated_remote.append(name)
+                        log.error("flow %s: remote topic %s had disappeared from %s (deleted?) and was recreated; "
+                                  "the records it held are gone from the target, replication continues into it",
+                                  self.flow.name, name, self.flow.target)
+                    else:
+                        log.info("flow %s: created remote topic %s", self.flow.name, name)
                 except KafkaException as exc:
                     if error_code(exc) != KafkaError.TOPIC_ALREADY_EXISTS:
                         raise

@@ -1,4 +1,5 @@
-# mirror_core service image: the replication service only (Airflow and Spark get their own images later).
+# mirror_core service image: the replication service (mirror-1, mirror-2 in docker-compose.yml).
+# Airflow's image is docker/airflow.Dockerfile; Spark, Prometheus and Grafana use official images.
 FROM python:3.11-slim
 
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1

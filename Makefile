@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test compose-check airflow test-unit test-integration lint typecheck bench dev-up dev-down clean
+.PHONY: install demo test compose-check airflow test-unit test-integration lint typecheck bench soak dev-up dev-down clean
 
 # Re-install whenever the dependency pins change.
 $(STAMP): pyproject.toml constraints.txt
@@ -13,6 +13,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	$(BIN)/mirror-core dev fetch
+	$(BIN)/python -m mirror_core.devcluster.spark_packages
 	bash scripts/ensure-postgres.sh
 	touch $(STAMP)
 
@@ -22,7 +23,7 @@ demo: install
 	$(BIN)/python scripts/demo.py
 
 test: install compose-check
-	$(BIN)/ruff check mirror_core tests scripts bench dags plugins
+	$(BIN)/ruff check mirror_core tests scripts bench dags plugins spark_jobs
 	$(BIN)/mypy
 	$(BIN)/pytest -q -ra tests
 
@@ -38,11 +39,14 @@ test-integration: install
 	$(BIN)/pytest -q tests/integration
 
 lint: install
-	$(BIN)/ruff check mirror_core tests scripts bench dags plugins
+	$(BIN)/ruff check mirror_core tests scripts bench dags plugins spark_jobs
 	$(BIN)/mypy
 
 bench: install
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+soak: install
+	$(BIN)/python -m bench.soak $(SOAK_ARGS)
 
 airflow: install
 	bash scripts/airflow.sh

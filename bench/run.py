@@ -1,6 +1,7 @@
 """`make bench`: replication throughput against the raw produce/consume ceiling, same brokers, same run.
 
 Usage: python -m bench.run [--records N] [--scenario small|large|all] [--out bench/results]
+                           [--only backlog,scenarios,offset-map,reconcile] [--reconcile-sizes 1000000,4000000]
 Results: bench/results/replication-<UTC time>.json and bench/results/latest.md.
 """
 
@@ -21,13 +22,16 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.scenarios import stop
+from bench.scenarios import RECONCILE_SPARK_CONF, reconcile_growth, stop
 from mirror_core import __version__
 from mirror_core.devcluster.kafka_dist import KAFKA_VERSION
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 8
+# Parts of a run (--only): backlog throughput (raw, MM2, mirror_core), steady-load latency and failover
+# accuracy, offset-map size of a gappy source, reconciliation-job throughput.
+PARTS = ("backlog", "scenarios", "offset-map", "reconcile")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -204,6 +208,8 @@ def markdown(results: list[Result], meta: dict[str, str], maps: dict[str, tuple[
     lines = [f"# Replication benchmark ({meta['date']})", "",
              f"Machine: {meta['machine']}; Kafka {meta['kafka']}; mirror_core {meta['mirror_core']}; "
              f"{PARTITIONS} partitions; single-node KRaft clusters on loopback.", ""]
+    if not results:  # a run of other parts only (--only)
+        return "\n".join(lines[:-1] + _map_lines(maps)) + "\n"
     if meta.get("mm2_settings"):
         lines += [f"MirrorMaker 2: connect-mirror {meta['kafka']}, dedicated mode, {meta['mm2_settings']}.", ""]
     lines += [
@@ -226,11 +232,16 @@ def markdown(results: list[Result], meta: dict[str, str], maps: dict[str, tuple[
         if alo and eos:
             lines.append(f"\nExactly-once cost, {size}, 1 process: {eos.records_per_s / alo.records_per_s:.2f}x "
                          "the at-least-once throughput.")
-    if maps:
-        lines += ["", "| offset map | entries | records | entries per million records |", "|---|---:|---:|---:|"]
-        for label, (entries, records) in maps.items():
-            lines.append(f"| {label} | {entries:,} | {records:,} | {entries / records * 1e6:,.0f} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _map_lines(maps)) + "\n"
+
+
+def _map_lines(maps: dict[str, tuple[int, int]] | None) -> list[str]:
+    if not maps:
+        return []
+    lines = ["", "| offset map | entries | records | entries per million records |", "|---|---:|---:|---:|"]
+    for label, (entries, records) in maps.items():
+        lines.append(f"| {label} | {entries:,} | {records:,} | {entries / records * 1e6:,.0f} |")
+    return lines
 
 
 def run_scenarios(src: str, dst: str, work: Path, args: Any) -> dict[str, Any]:
@@ -263,6 +274,20 @@ def run_scenarios(src: str, dst: str, work: Path, args: Any) -> dict[str, Any]:
     return {"latency": as_rows(latency), "failover": as_rows(failover)}
 
 
+def run_reconcile(src: str, dst: str, work: Path, sizes: list[int], master: str) -> dict[str, Any]:
+    """Per size: a fresh topic, replicated by one mirror_core process, then the reconciliation job."""
+    from bench.scenarios import as_rows, reconcile_growth, reconcile_run
+
+    rows = []
+    for n in sizes:
+        alias = f"rec{n}"
+        starter = lambda topic, wd, a=alias: start_mirror_core(src, dst, topic, 1, a, wd, [])[0]  # noqa: E731
+        rows.append(reconcile_run(starter, work / f"{alias}.properties", src, alias, work, n, 100, master))
+        print(rows[-1], flush=True)
+    out = as_rows(rows)
+    return {"reconcile": out, "reconcile_growth": reconcile_growth(out)}
+
+
 def scenario_markdown(extra: dict[str, Any]) -> str:
     lines = []
     if extra.get("latency"):
@@ -280,6 +305,34 @@ def scenario_markdown(extra: dict[str, Any]) -> str:
         lines += [f"| {r['system']} | {r['groups']} | {r['partitions_checked']} | {r['duplicates']:,} | "
                   f"{r['losses']} | {r['max_duplicates_per_partition']} | {r['missing_checkpoints']} |"
                   for r in extra["failover"]]
+    if extra.get("reconcile"):
+        rows = extra["reconcile"]
+        r0 = rows[0]
+        conf = " ".join(f"--conf {k}={v}" for k, v in RECONCILE_SPARK_CONF.items())
+        lines += ["", f"## Reconciliation job: records verified per second (Spark {r0['spark']}, {r0['master']})", "",
+                  "`spark_jobs/reconcile_checkpoints.py` submitted as the `checkpoint_reconciliation` DAG submits it "
+                  f"(`spark-submit --master {r0['master']} --jars <Kafka source> {conf}`), one fresh "
+                  f"spark-submit per size, on a topic of {r0['value_bytes']}-byte values and distinct keys, "
+                  f"{PARTITIONS} partitions, replicated by one mirror_core process until its lag was 0 (then "
+                  "stopped, so only the brokers share the cores with Spark); window: every retained record. "
+                  "*Job* time is the job's own (its report's `seconds`: read both topics through Spark's Kafka "
+                  "source, hash, map through the offset map, join, classify, check group offsets); *wall* is the "
+                  "whole spark-submit, JVM and Spark start-up and shutdown included. Records verified/s = "
+                  "records checked / job time. CPU-s: spark-submit and everything it started.", "",
+                  "| records | checked | job s | records verified/s | spark-submit wall s | records/s (wall) | "
+                  "CPU-s | missing | mismatched | extra | status |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+        lines += [f"| {r['records']:,} | {r['checked']:,} | {r['job_s']:.1f} | {r['records_per_s']:,.0f} | "
+                  f"{r['wall_s']:.1f} | {r['wall_records_per_s']:,.0f} | {r['cpu_s']:.1f} | {r['missing']} | "
+                  f"{r['mismatched']} | {r['extra']} | {r['status']} |" for r in rows]
+        for g in extra.get("reconcile_growth") or reconcile_growth(rows):
+            if g["job_time_ratio"] is None or g["wall_time_ratio"] is None:
+                continue
+            why = ("; fixed per-run costs, such as task scheduling, code generation and Kafka metadata, keep it below"
+                   if g["job_time_ratio"] < g["records_ratio"] else "")
+            lines.append(f"\nGrowth from {g['from_records']:,} to {g['to_records']:,} records "
+                         f"(x{g['records_ratio']:g}): job time x{g['job_time_ratio']:.2f}, spark-submit wall time "
+                         f"x{g['wall_time_ratio']:.2f} (linear: x{g['records_ratio']:g}{why}).")
     return "\n".join(lines) + ("\n" if lines else "")
 
 
@@ -288,7 +341,7 @@ def render(path: Path) -> str:
     data = json.loads(path.read_text())
     results = [Result(**r) for r in data["results"]]
     maps = {k: (v["entries"], v["records"]) for k, v in data.get("offset_map", {}).items()}
-    extra = {k: data[k] for k in ("latency", "failover") if k in data}
+    extra = {k: data[k] for k in ("latency", "failover", "reconcile", "reconcile_growth") if k in data}
     return markdown(results, data["meta"], maps) + scenario_markdown(extra)
 
 
@@ -307,11 +360,30 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=20_000, help="steady load, records/s")
     parser.add_argument("--seconds", type=float, default=30, help="steady load duration")
     parser.add_argument("--groups", type=int, default=40, help="consumer groups in the failover scenario")
+    parser.add_argument("--no-reconcile", dest="reconcile", action="store_false",
+                        help="skip the reconciliation-job (Spark) scenario")
+    parser.add_argument("--reconcile-sizes", default="1000000,4000000",
+                        help="records per reconciliation-job run, comma-separated (100-byte values)")
+    parser.add_argument("--reconcile-master", default="local[2]", help="spark-submit --master of that scenario")
+    parser.add_argument("--only", help=f"comma-separated parts to run, of {', '.join(PARTS)} "
+                        "(default: all but those skipped with --no-scenarios / --no-reconcile)")
     args = parser.parse_args()
-    scenarios = []
-    if args.scenario in ("small", "all"):
+    if args.only:
+        parts = {x.strip() for x in args.only.split(",") if x.strip()}
+        if not parts or parts - set(PARTS):
+            parser.error(f"--only: choose among {', '.join(PARTS)}")
+    else:
+        parts = {x for x in PARTS if (x != "scenarios" or args.scenarios) and (x != "reconcile" or args.reconcile)}
+    try:
+        reconcile_sizes = [int(x) for x in args.reconcile_sizes.split(",") if x.strip()]
+    except ValueError:
+        parser.error("--reconcile-sizes: comma-separated record counts")
+    if "reconcile" in parts and (not reconcile_sizes or min(reconcile_sizes) < PARTITIONS):
+        parser.error(f"--reconcile-sizes: at least {PARTITIONS} records per run")
+    scenarios = []  # backlog runs: (value bytes, records)
+    if "backlog" in parts and args.scenario in ("small", "all"):
         scenarios.append((100, args.records))
-    if args.scenario in ("large", "all"):
+    if "backlog" in parts and args.scenario in ("large", "all"):
         scenarios.append((1024, max(1, args.records // 2)))
     results: list[Result] = []
     maps: dict[str, tuple[int, int]] = {}  # offset-map entries, records replicated
@@ -344,14 +416,17 @@ def main() -> int:
                     results.append(mirror_run(src, dst, topic, n, size, workers, alias, work,
                                               ["exactly.once.enabled = true"]))
                     print(results[-1], flush=True)
-            if args.scenarios:
+            if "scenarios" in parts:
                 extra_results.update(run_scenarios(src, dst, work, args))
-            # Offset-map size for a gappy source: transactions of 100 records (one marker each).
-            gappy, gn = "benchtxn", max(100_000, args.records // 5)
-            admin.create_topics([NewTopic(gappy, PARTITIONS, 1)])[gappy].result(30)
-            transactional_source(src, gappy, gn, 100)
-            mirror_run(src, dst, gappy, gn + gn // 100, 100, 1, "gappy", work, [], expect_target=gn)
-            maps["gappy source (transactions of 100 records)"] = (offset_map_entries(dst, "gappy"), gn)
+            if "offset-map" in parts:
+                # Offset-map size for a gappy source: transactions of 100 records (one marker each).
+                gappy, gn = "benchtxn", max(100_000, args.records // 5)
+                admin.create_topics([NewTopic(gappy, PARTITIONS, 1)])[gappy].result(30)
+                transactional_source(src, gappy, gn, 100)
+                mirror_run(src, dst, gappy, gn + gn // 100, 100, 1, "gappy", work, [], expect_target=gn)
+                maps["gappy source (transactions of 100 records)"] = (offset_map_entries(dst, "gappy"), gn)
+            if "reconcile" in parts:
+                extra_results.update(run_reconcile(src, dst, work, reconcile_sizes, args.reconcile_master))
         finally:
             for c in clusters:
                 c.stop()
@@ -370,6 +445,10 @@ def main() -> int:
     text = markdown(results, meta, maps) + scenario_markdown(extra_results)
     (out / "latest.md").write_text(text)
     print(text)
+    wrong = [r for r in extra_results.get("reconcile", []) if r["status"] != "ok" or r["checked"] != r["records"]]
+    if wrong:  # a clean replication must reconcile with no discrepancy: the results are kept, the run fails
+        print(f"reconciliation found discrepancies on a clean replication: {wrong}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,9 +1,13 @@
 """Benchmark scenarios beyond backlog throughput: steady-load latency and failover accuracy,
-run identically against MirrorMaker 2 and mirror_core on the same brokers."""
+run identically against MirrorMaker 2 and mirror_core on the same brokers; and the throughput of the
+reconciliation job (``spark_jobs/reconcile_checkpoints.py``) on a flow mirror_core replicated."""
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -18,6 +22,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror_core.offsets.records import decode_checkpoint_key, decode_checkpoint_value
+
+REPO = Path(__file__).resolve().parents[1]
 
 PARTITIONS = 8
 WARMUP_S = 5.0
@@ -234,6 +240,120 @@ def _await_checkpoints(dst: str, topic: str, remote: str, committed: dict[tuple[
     finally:
         c.close()
     return latest
+
+
+@dataclass
+class ReconcileResult:
+    records: int  # source records replicated and in the job's window
+    value_bytes: int
+    master: str
+    spark: str
+    checked: int  # records the job verified (report summary.checked)
+    job_s: float  # the job's own time (report summary.seconds): read, hash, join, classify, check groups
+    wall_s: float  # the whole spark-submit: JVM and Spark start-up and shutdown included
+    records_per_s: float  # checked / job_s
+    wall_records_per_s: float  # checked / wall_s
+    cpu_s: float  # CPU seconds of spark-submit and everything it started (JVM, Python driver, workers)
+    missing: int
+    mismatched: int
+    extra: int
+    status: str
+
+
+# As the checkpoint_reconciliation DAG submits the job (dags/checkpoint_reconciliation.py SPARK_CONF).
+RECONCILE_SPARK_CONF = {"spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false"}
+
+
+def produce_distinct(bootstrap: str, topic: str, n: int, size: int) -> None:
+    """``n`` records round-robin over the partitions, every value distinct (a sequence number + filler)."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_048_576, "acks": "all",
+                  "enable.idempotence": True, "queue.buffering.max.messages": 2_000_000,
+                  "queue.buffering.max.kbytes": 2_097_151, "batch.num.messages": 100_000})
+    filler = os.urandom(max(0, size - 12))
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, value=b"%012d" % i + filler, key=b"%d" % i, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                p.poll(0.01)
+    if p.flush(300):
+        raise RuntimeError(f"{topic}: records left unsent")
+
+
+def _wait_caught_up(config: Any, flow: Any, n: int, timeout: float) -> None:
+    """Until ``mirror-core status`` shows lag 0 on a source holding ``n`` records."""
+    from mirror_core.status import flow_status
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = flow_status(config, flow)
+        if st.partitions and st.total_lag == 0 and sum(p.source_end or 0 for p in st.partitions) >= n:
+            return
+        time.sleep(1)
+    raise RuntimeError(f"{flow.name}: lag not 0 after {timeout:.0f}s")
+
+
+def reconcile_run(start: Starter, config_path: Path, src: str, alias: str, workdir: Path, n: int, size: int,
+                  master: str = "local[2]") -> ReconcileResult:
+    """``n`` records replicated by mirror_core (``start``, whose config is ``config_path``) until the lag is
+    0, the mirror stopped, then the reconciliation job over every retained record, as the DAG submits it."""
+    import pyspark
+
+    from mirror_core.config.loader import load_config
+    from mirror_core.devcluster.spark_packages import jars_argument
+    from mirror_core.reconciliation import JOB, build_plan, write_plan
+
+    topic = f"bench{alias}"
+    create_topic(src, topic)
+    produce_distinct(src, topic, n, size)
+    procs = start(topic, workdir)
+    try:
+        config = load_config(config_path, validate_clients=False)
+        flow = config.flow(f"{alias}->target")
+        _wait_caught_up(config, flow, n, 1800)
+    finally:
+        stop(procs)  # nothing but the brokers competes with the job for the 2 cores
+    plan = build_plan(config, flow, None, window="all_retained")
+    window = sum(p["end"] - p["start"] for p in plan["partitions"])
+    if window != n:
+        raise RuntimeError(f"{flow.name}: the plan covers {window} source records, expected {n}")
+    run_dir = workdir / f"reconcile-{alias}"
+    plan_path, report_path = write_plan(plan, run_dir / "plan.json"), run_dir / "report.json"
+    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", master, "--jars", jars_argument(),
+           *(a for k, v in RECONCILE_SPARK_CONF.items() for a in ("--conf", f"{k}={v}")),
+           str(JOB), "--plan", str(plan_path), "--report", str(report_path)]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    log = run_dir / "spark-submit.log"
+    with open(log, "wb") as out:
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, timeout=7200,
+                            check=False).returncode
+        wall = time.perf_counter() - t0
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if rc != 0 or not report_path.exists():
+        raise RuntimeError(f"spark-submit exited {rc}:\n{log.read_text(errors='replace')[-3000:]}")
+    s = json.loads(report_path.read_text())["summary"]
+    job_s = float(s["seconds"])
+    return ReconcileResult(n, size, master, str(pyspark.__version__), int(s["checked"]), round(job_s, 2),
+                           round(wall, 2), round(s["checked"] / job_s) if job_s else 0.0,
+                           round(s["checked"] / wall), round(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime
+                                                             - cpu0.ru_stime, 1),
+                           int(s["missing_count"]), int(s["mismatched_count"]), int(s["extra_count"]),
+                           str(s["status"]))
+
+
+def reconcile_growth(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each larger run against the smallest: how job and wall time grow with the records checked."""
+    if len(rows) < 2:
+        return []
+    base = min(rows, key=lambda r: r["records"])
+    return [{"from_records": base["records"], "to_records": r["records"],
+             "records_ratio": round(r["records"] / base["records"], 2),
+             "job_time_ratio": round(r["job_s"] / base["job_s"], 2) if base["job_s"] else None,
+             "wall_time_ratio": round(r["wall_s"] / base["wall_s"], 2) if base["wall_s"] else None}
+            for r in sorted(rows, key=lambda r: r["records"]) if r["records"] > base["records"]]
 
 
 def as_rows(items: list[Any]) -> list[dict[str, Any]]:

@@ -87,8 +87,16 @@ def test_failover_reject_then_approve_then_failback(dc1, dc2, name, setup) -> No
     commit_offsets(admin(dc2), group, {(f"dc1.{t}", 0): 50, (f"dc1.{t}", 1): 50, (t, 0): 5, (t, 1): 5})
     wait_until(lambda: sum(end_offsets(dc1, f"dc2.{t}").values() or [0]) == 20, 60, what="new data flows back")
 
-    # Failback, skipping the 10 stranded records (they stay on dc1's topic and are reported).
+    # Failback rejected: nothing changes.
     fb = {"flow": "dc1->dc2", "apps": [app], "groups": [group], "max_reverse_lag": 0, "drain_timeout_s": 60}
+    dr, _ = run("failback", fb, {"decide": "Reject"})
+    assert dr.state == "success" and states(dr)["execute"] == "skipped"
+    assert store.failovers()[0].status == "rejected"
+    assert store.active_cluster(app).cluster == "dc2"  # type: ignore[union-attr]
+    assert store.flow_controls()["dc2->dc1"].desired == "running"
+    assert committed_offsets(admin(dc1), group) == {(t, 0): 30, (t, 1): 20}
+
+    # Failback, skipping the 10 stranded records (they stay on dc1's topic and are reported).
     dr, gate = run("failback", fb, {"decide": "Fail back; consumers skip the unreplicated records (kept and listed)"})
     assert dr.state == "success", states(dr)
     assert "offsets 50..54" in gate.bodies["decide"]

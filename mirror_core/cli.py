@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from mirror_core.config.errors import ConfigError
 from mirror_core.config.loader import load_config
 from mirror_core.config.model import MirrorConfig
+from mirror_core.errors import MirrorError
 
 EXIT_CONFIG = 2
 log = logging.getLogger("mirror_core")
@@ -119,10 +120,21 @@ def cmd_offsets(args: argparse.Namespace) -> int:
         if not args.group:
             print("mirror-core: --group is required", file=sys.stderr)
             return EXIT_CONFIG
-        rows = translate_group(config, args.group, args.source, args.target, args.topic)
+        try:
+            rows = translate_group(config, args.group, args.source, args.target, args.topic)
+        except MirrorError as exc:
+            print(f"mirror-core: {exc} (has the mirror replicated flow {flow.name} yet?)", file=sys.stderr)
+            return 1
         if not rows:
-            print(f"mirror-core: group '{args.group}' has no committed offsets for flow {flow.name}",
-                  file=sys.stderr)
+            if args.topic and not flow.should_replicate(args.topic):
+                print(f"mirror-core: --topic '{args.topic}' is not replicated by flow {flow.name} (topic filter)",
+                      file=sys.stderr)
+            elif args.topic:
+                print(f"mirror-core: group '{args.group}' has no committed offsets for topic '{args.topic}' on "
+                      f"{flow.source} (does the topic exist there?)", file=sys.stderr)
+            else:
+                print(f"mirror-core: group '{args.group}' has no committed offsets for flow {flow.name}",
+                      file=sys.stderr)
             return 1
         result: dict[str, object] = {"flow": flow.name, "group": args.group,
                                      "partitions": [r.as_dict() for r in rows]}

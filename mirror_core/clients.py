@@ -6,7 +6,9 @@ guarantees depend on (manual offset control, idempotence, ack semantics); those 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -18,6 +20,35 @@ from confluent_kafka.admin import AdminClient
 from mirror_core.config.model import ClusterConfig
 
 log = logging.getLogger(__name__)
+
+
+class _RepeatFilter(logging.Filter):
+    """Lets one copy of a repeated librdkafka message through per window: a broker that rejects every
+    reconnect (wrong password, unknown host) would otherwise log the same line several times a second,
+    and a client polled after a while hands over its whole backlog at once."""
+
+    _VARYING = re.compile(r"\(after \d+ms in state \w+[^)]*\)|rdkafka#\w+-\d+")
+
+    def __init__(self, window_s: float = 30.0) -> None:
+        super().__init__()
+        self.window_s = window_s
+        self._seen: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = self._VARYING.sub("", record.getMessage())
+        now = time.monotonic()
+        with self._lock:
+            last = self._seen.get(key)
+            if last is not None and now - last < self.window_s:
+                return False
+            if len(self._seen) > 1000:
+                self._seen.clear()
+            self._seen[key] = now
+        return True
+
+
+logging.getLogger("librdkafka").addFilter(_RepeatFilter())
 
 # Throughput-oriented defaults; users can override them with <alias>.consumer.* / producer.*.
 CONSUMER_DEFAULTS = {
@@ -62,8 +93,21 @@ def error_code(exc: BaseException) -> int | None:
     return err.code() if isinstance(err, KafkaError) else None
 
 
+# What an operator should check, per librdkafka error code that says why a cluster cannot be used.
+_CAUSES: dict[int, str] = {
+    KafkaError._AUTHENTICATION: "authentication failed (check sasl.mechanism and the user name and password "
+                                "in sasl.jaas.config)",
+    KafkaError._SSL: "TLS handshake failed (check ssl.truststore.location and the broker certificate)",
+    KafkaError._RESOLVE: "unknown host (a name in bootstrap.servers does not resolve)",
+    KafkaError._TRANSPORT: "cannot connect",
+}
+
+
 class ClusterHealth:
-    """Tracks whether a cluster answers, from librdkafka's error callbacks; thread-safe."""
+    """Tracks whether a cluster answers, from librdkafka's error callbacks; thread-safe.
+
+    Callbacks arrive only while a client is polled; :func:`explain_failure` polls before reading.
+    """
 
     def __init__(self, alias: str, on_change: Callable[[str, bool], None] | None = None) -> None:
         self.alias = alias
@@ -71,6 +115,8 @@ class ClusterHealth:
         self.reachable = True
         self.last_error: str | None = None
         self.last_error_at: float | None = None
+        #: The last error that says *why* (not just "all brokers down"): (librdkafka code, message).
+        self.cause: tuple[int, str] | None = None
         self._on_change = on_change
         self._last_logged = 0.0
 
@@ -81,6 +127,8 @@ class ClusterHealth:
         with self._lock:
             self.last_error = err.str()
             self.last_error_at = time.time()
+            if code != KafkaError._ALL_BROKERS_DOWN:
+                self.cause = (code, err.str())
             if down and self.reachable:
                 self.reachable = False
                 if self._on_change:
@@ -90,13 +138,43 @@ class ClusterHealth:
                 self._last_logged = now
                 log.warning("cluster %s: %s", self.alias, err.str())
 
+    def describe(self, specific_only: bool = False) -> str | None:
+        """``cluster <alias>: <what is wrong>: <librdkafka's words>``, or None if no error was seen
+        (or, with ``specific_only``, none more telling than "all brokers are down")."""
+        with self._lock:
+            cause = self.cause
+            if cause is None and self.last_error is not None and not specific_only:
+                cause = (KafkaError._ALL_BROKERS_DOWN, self.last_error)
+        if cause is None:
+            return None
+        code, message = cause
+        what = _CAUSES.get(code)
+        return f"cluster {self.alias}: {what}: {message}" if what else f"cluster {self.alias}: {message}"
+
     def mark_ok(self) -> None:
         with self._lock:
+            self.cause = None
             if not self.reachable:
                 self.reachable = True
                 log.info("cluster %s reachable again", self.alias)
                 if self._on_change:
                     self._on_change(self.alias, True)
+
+
+def explain_failure(exc: BaseException, *clients: tuple[Any, ClusterHealth]) -> str:
+    """A clear, secret-free reason a call on these clients failed, naming the cluster.
+
+    ``clients`` are (client, its health) pairs, most likely culprit first. librdkafka reports a failed
+    metadata request only as a "transport failure"; the real cause (wrong password, TLS, unknown host)
+    arrives through the error callback, which is served here.
+    """
+    for client, _ in clients:
+        with contextlib.suppress(Exception):  # a closed client has nothing more to say
+            client.poll(0)
+    for _, health in clients:
+        if described := health.describe(specific_only=True):
+            return described
+    return next((d for _, h in clients if (d := h.describe())), str(exc))
 
 
 def _with_callbacks(settings: dict[str, Any], health: ClusterHealth | None) -> dict[str, Any]:
@@ -125,6 +203,7 @@ def make_producer(cluster: ClusterConfig, overrides: Mapping[str, str] | None = 
     return Producer(_with_callbacks(settings, health))
 
 
-def make_admin(cluster: ClusterConfig, health: ClusterHealth | None = None) -> AdminClient:
-    settings: dict[str, Any] = cluster.client_settings("admin")
+def make_admin(cluster: ClusterConfig, health: ClusterHealth | None = None,
+               overrides: Mapping[str, str] | None = None) -> AdminClient:
+    settings: dict[str, Any] = cluster.client_settings("admin", overrides)
     return AdminClient(_with_callbacks(settings, health))

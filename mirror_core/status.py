@@ -9,7 +9,7 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
-from mirror_core.clients import make_admin, make_consumer
+from mirror_core.clients import ClusterHealth, explain_failure, make_admin, make_consumer
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.replication.progress import ProgressStore
 from mirror_core.replication.topics import TopicManager
@@ -37,6 +37,8 @@ class FlowStatus:
 
     @property
     def total_lag(self) -> int | None:
+        if not self.reachable:  # unknown, not zero
+            return None
         lags = [p.lag for p in self.partitions]
         return None if any(lag is None for lag in lags) else sum(lag for lag in lags if lag is not None)
 
@@ -45,10 +47,13 @@ def flow_status(config: MirrorConfig, flow: FlowConfig, timeout: float = 10.0) -
     src = config.cluster(flow.source)
     tgt = config.cluster(flow.target)
     quiet = {"log_level": "0"}
+    src_health, tgt_health = ClusterHealth(src.alias), ClusterHealth(tgt.alias)
+    src_admin, tgt_admin = make_admin(src, src_health, quiet), make_admin(tgt, tgt_health, quiet)
     try:
-        topics = TopicManager(flow, make_admin(src), make_admin(tgt), timeout=timeout).source_topics()
+        topics = TopicManager(flow, src_admin, tgt_admin, timeout=timeout).source_topics()
     except Exception as exc:
-        return FlowStatus(flow.name, False, str(exc), [])
+        reason = explain_failure(exc, (src_admin, src_health), (tgt_admin, tgt_health))
+        return FlowStatus(flow.name, False, reason, [])
     src_consumer = make_consumer(src, "mirror-core.status", quiet)
     tgt_consumer = make_consumer(tgt, "mirror-core.status", quiet)
     try:

@@ -65,10 +65,20 @@ class LocalCluster:
     controller_port: int
     extra_props: dict[str, str] = field(default_factory=dict)
     heap: str = "768m"
+    #: Additional client listeners, name -> port (e.g. ``{"SASL_SSL": 19093}``); the name doubles as the
+    #: security protocol unless ``listener.security.protocol.map`` in ``extra_props`` says otherwise.
+    #: PLAINTEXT stays the inter-broker listener and the one :attr:`bootstrap` points at.
+    extra_listeners: dict[str, int] = field(default_factory=dict)
+    #: Extra arguments for ``kafka-storage format`` on first start (e.g. ``--add-scram ...``).
+    format_args: list[str] = field(default_factory=list)
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def bootstrap_for(self, listener: str) -> str:
+        """Bootstrap servers of one listener (``PLAINTEXT`` or a name of :attr:`extra_listeners`)."""
+        return self.bootstrap if listener == "PLAINTEXT" else f"127.0.0.1:{self.extra_listeners[listener]}"
 
     @property
     def pid_file(self) -> Path:
@@ -80,12 +90,14 @@ class LocalCluster:
 
     def properties(self) -> dict[str, str]:
         props = dict(_BROKER_DEFAULTS)
+        extra = "".join(f",{name}://127.0.0.1:{port}" for name, port in self.extra_listeners.items())
         props.update({
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}{extra}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}{extra}",
             "log.dirs": str(self.base_dir / "data"),
         })
+        props["listener.security.protocol.map"] += "".join(f",{name}:{name}" for name in self.extra_listeners)
         props.update(self.extra_props)
         return props
 
@@ -129,14 +141,14 @@ class LocalCluster:
         """Format (first time only) and start the broker; return once it answers metadata requests."""
         if self.is_running():
             return
-        for p in (self.port, self.controller_port):
+        for p in (self.port, self.controller_port, *self.extra_listeners.values()):
             if port_in_use(p):
                 raise ClusterStartError(f"cluster {self.name}: port {p} is already in use")
         conf = self._write_files()
         if not (self.base_dir / "data" / "meta.properties").exists():
             fmt = subprocess.run(
                 self._java("kafka.tools.StorageTool", "format", "-t", str(uuid.uuid4().hex[:22]),
-                           "-c", str(conf), "--ignore-formatted"),
+                           "-c", str(conf), "--ignore-formatted", *self.format_args),
                 capture_output=True, text=True, check=False)
             if fmt.returncode != 0:
                 raise ClusterStartError(f"cluster {self.name}: storage format failed:\n{fmt.stdout}{fmt.stderr}")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 
 Offsets = dict[tuple[str, int], int]  # (topic, partition) -> next offset to read
 # A group coordinator loading or moving (fresh cluster, broker restart): worth another try.
@@ -23,6 +23,10 @@ def committed_offsets(admin: AdminClient, group: str, timeout: float = 15) -> Of
     Retriable errors (a coordinator loading or moving) are retried within ``timeout``.
     """
     deadline = time.monotonic() + timeout
+    # Ask the coordinator first: listing the offsets of a group whose coordinator is still loading
+    # (a fresh cluster) crashes confluent-kafka 2.16 with no partitions given; describing it fails cleanly.
+    if _describe(admin, group, deadline).state == ConsumerGroupState.DEAD:
+        return {}
     while True:
         futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)
         try:
@@ -36,9 +40,20 @@ def committed_offsets(admin: AdminClient, group: str, timeout: float = 15) -> Of
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
 
 
+def _describe(admin: AdminClient, group: str, deadline: float) -> ConsumerGroupDescription:
+    while True:
+        remaining = max(1.0, deadline - time.monotonic())
+        try:
+            return admin.describe_consumer_groups([group], request_timeout=remaining)[group].result(remaining)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if not _retriable(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def active_members(admin: AdminClient, group: str, timeout: float = 15) -> int:
-    desc = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout)
-    return len(desc.members or [])
+    return len(_describe(admin, group, time.monotonic() + timeout).members or [])
 
 
 def commit_offsets(admin: AdminClient, group: str, offsets: Offsets, timeout: float = 15) -> None:

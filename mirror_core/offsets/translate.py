@@ -110,6 +110,8 @@ def translate_group(config: MirrorConfig, group: str, source: str, target: str, 
         return _from_checkpoints(config, flow, group, topic, timeout)
     committed = {k: v for k, v in committed.items()
                  if flow.should_replicate(k[0]) and (topic is None or k[0] == topic)}
+    if not committed:
+        return []
     offsets = FlowOffsets.load(config, flow, timeout)
     tgt_consumer = make_consumer(tgt_cluster, "mirror-core.translate", QUIET)
     src_consumer = make_consumer(src_cluster, "mirror-core.translate", QUIET)

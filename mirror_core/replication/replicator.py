@@ -266,7 +266,9 @@ class FlowReplicator:
             self.target_health.mark_ok()
         except (ClusterUnavailable, KafkaException) as exc:
             self.metrics.errors.labels(self._lbl, "topic_refresh").inc()
-            log.warning("flow %s: topic refresh failed (%s); retrying in 5s", self.flow.name, exc)
+            why = explain_failure(exc, (self._topics.source, self.source_health),
+                                  (self._topics.target, self.target_health))
+            log.warning("flow %s: topic refresh failed (%s); retrying in 5s", self.flow.name, why)
             self._next_refresh = now + 5.0
             return
         self._partition_counts = wanted

@@ -37,8 +37,13 @@ class KafkaClusterHook(BaseHook):
         return AdminClient(self.client_settings())
 
     def test_connection(self) -> tuple[bool, str]:
+        """(ok, message); on failure the message says why (authentication, TLS, unknown host), never a secret."""
+        from mirror_core.clients import ClusterHealth, explain_failure
+
+        health = ClusterHealth(self.kafka_conn_id)
+        admin = AdminClient({**self.client_settings(), "error_cb": health.error_cb, "log_level": 0})
         try:
-            md = self.get_conn().list_topics(timeout=10)
+            md = admin.list_topics(timeout=10)
             return True, f"{len(md.brokers)} broker(s), {len(md.topics)} topic(s)"
         except Exception as exc:
-            return False, str(exc)
+            return False, explain_failure(exc, (admin, health))

@@ -2,6 +2,10 @@
 
 Reads only the state store (plus a cached, bounded look at replication lag), so it stays fast and
 works while a cluster is down.
+
+Airflow does not protect plugin apps by itself: every route here depends on Airflow's own
+``requires_authenticated`` check, which accepts the UI session (the ``_token`` JWT cookie) or an API
+``Authorization: Bearer`` token and answers 401/403 otherwise.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import html
 import time
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse
 from sqlalchemy import desc, select
 
@@ -143,7 +147,9 @@ def _table(title: str, rows: list[dict[str, Any]]) -> str:
 
 
 def create_app(store: StateStore | None = None, with_lag: bool = True) -> FastAPI:
-    app = FastAPI(title="mirror_core status")
+    from airflow.api_fastapi.core_api.security import requires_authenticated
+
+    app = FastAPI(title="mirror_core status", dependencies=[Depends(requires_authenticated())])
     holder: dict[str, StateStore] = {}
 
     def get_store() -> StateStore:

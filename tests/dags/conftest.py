@@ -33,3 +33,18 @@ def airflow_db() -> Iterator[Path]:
                           env=os.environ.copy(), timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     yield _HOME
+
+
+@pytest.fixture(scope="session")
+def airflow_token(airflow_db: Path) -> str:
+    """A JWT for an Airflow admin, signed the way the API server signs UI and API sessions (the status
+    page requires one: see plugins/mirror_airflow/status_app.py)."""
+    from airflow.api_fastapi.app import init_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    return str(init_auth_manager().generate_jwt(SimpleAuthManagerUser(username="carol", role="admin")))
+
+
+@pytest.fixture
+def auth_headers(airflow_token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {airflow_token}"}

@@ -116,7 +116,7 @@ def test_plan_errors_name_the_param(tmp_path: Path) -> None:
         plan_drill(everything, params)
 
 
-def test_status_page_shows_drill_history_and_trends(tmp_path: Path) -> None:
+def test_status_page_shows_drill_history_and_trends(tmp_path: Path, auth_headers: dict[str, str]) -> None:
     from fastapi.testclient import TestClient
     from mirror_airflow.status_app import create_app
 
@@ -125,7 +125,7 @@ def test_status_page_shows_drill_history_and_trends(tmp_path: Path) -> None:
     for rpo, rto, status in ((12, 9.5, "passed"), (4, 7.0, "passed"), (150, 3.25, "failed")):
         store.record_drill("dc1->dc2", f"r{rpo}", status, datetime.now(UTC), rpo, rto, 0, rpo,
                            {"missed_objectives": ["max_rpo_records: RPO 150 records > 100"] if rpo == 150 else []})
-    data = TestClient(create_app(store, with_lag=False)).get("/api/summary").json()
+    data = TestClient(create_app(store, with_lag=False), headers=auth_headers).get("/api/summary").json()
     newest = data["drills"][0]
     assert (newest["rpo_records"], newest["rpo_records change"], newest["rto_seconds change"]) == (150, "+146", "-3.75")
     assert newest["missed"].startswith("max_rpo_records")

@@ -11,7 +11,7 @@ from mirror_core.state.models import DrDrill, DriftEvent, Failover
 from mirror_core.state.store import StateStore
 
 
-def test_status_page_shows_the_store(tmp_path: Path) -> None:
+def test_status_page_shows_the_store(tmp_path: Path, airflow_token: str) -> None:
     from mirror_airflow.status_app import create_app
 
     store = StateStore(f"sqlite:///{tmp_path / 's.db'}")
@@ -26,7 +26,7 @@ def test_status_page_shows_the_store(tmp_path: Path) -> None:
     store.finish_sync_run(run, "drift", {"changes": 1})
     store.set_active_cluster("payments", "dc2", "carol", "planned failover")
 
-    client = TestClient(create_app(store, with_lag=False))
+    client = TestClient(create_app(store, with_lag=False), headers={"Authorization": f"Bearer {airflow_token}"})
     data = client.get("/api/summary").json()
     assert data["flows"][0]["name"] == "dc1->dc2"
     assert data["drift"][0]["detail"] == "retention.ms: 1 -> 2"
@@ -37,3 +37,20 @@ def test_status_page_shows_the_store(tmp_path: Path) -> None:
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     for text in ("dc1-&gt;dc2", "retention.ms: 1 -&gt; 2", "payments", "planned failover", "carol"):
         assert text in page.text
+
+
+def test_status_page_requires_an_airflow_session(tmp_path: Path, airflow_token: str) -> None:
+    """Plugin apps are not protected by Airflow itself: without a valid session token, nothing is served."""
+    from mirror_airflow.status_app import create_app
+
+    store = StateStore(f"sqlite:///{tmp_path / 's.db'}")
+    app = create_app(store, with_lag=False)
+    anonymous = TestClient(app)
+    for path in ("/", "/api/summary"):
+        assert anonymous.get(path).status_code in (401, 403), path
+        forged = anonymous.get(path, headers={"Authorization": "Bearer not-a-jwt"})
+        assert forged.status_code in (401, 403), path
+        assert TestClient(app, cookies={"_token": "not-a-jwt"}).get(path).status_code in (401, 403), path
+    # The UI session (cookie) and an API token (bearer) both work.
+    assert TestClient(app, cookies={"_token": airflow_token}).get("/").status_code == 200
+    assert TestClient(app).get("/api/summary", headers={"Authorization": f"Bearer {airflow_token}"}).status_code == 200

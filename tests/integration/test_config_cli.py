@@ -55,3 +55,16 @@ def test_unknown_keys_warn_and_mm2_file_is_accepted(tmp_path: Path, dc1, dc2) ->
     assert "configuration OK" in proc.stdout
     assert "unknown key 'frobnicate'" in proc.stderr and "tasks.max" in proc.stderr
     assert "IdentityReplicationPolicy" in proc.stdout
+
+
+def test_missing_topic_gives_a_clear_error(tmp_path: Path, dc1, dc2, name) -> None:
+    from tests.integration.conftest import flow_lines
+    from tests.kafka_harness import write_config
+
+    config = write_config(tmp_path / "mm2.properties", {"dc1": dc1, "dc2": dc2}, flow_lines(name))
+    for topic, says in (("elsewhere", "not replicated by flow dc1->dc2"), (f"{name}.nope", "does the topic exist")):
+        proc = subprocess.run([sys.executable, "-m", "mirror_core", "offsets", "translate", "--config", str(config),
+                               "--from", "dc1", "--to", "dc2", "--group", f"{name}-g", "--topic", topic],
+                              capture_output=True, text=True, cwd=REPO, timeout=60)
+        assert proc.returncode == 1 and says in proc.stderr and topic in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr

@@ -1,0 +1,149 @@
+"""A SASL_SSL source cluster (SCRAM-SHA-512 over TLS, certificates made by the harness): replication,
+checkpoints and the CLI work against it; the password never shows up in logs, status output, metrics
+or the state store; wrong credentials and unknown hosts give a clear error naming the cluster.
+
+(The remote-topic ACLs never granting WRITE is covered by test_topic_sync.py::test_topic_config_sync_end_to_end.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from mirror_core.config.loader import load_config
+from mirror_core.offsets.records import decode_checkpoint_key
+from mirror_core.state.store import StateStore
+from tests.integration.conftest import flow_lines
+from tests.kafka_harness import (
+    REPO,
+    MirrorProcess,
+    create_topic,
+    produce_sequence,
+    read_all,
+    wait_until,
+    write_config,
+)
+from tests.security_harness import SecureCluster, running_secure_cluster
+
+PASSWORD = "Zq8-scram-S3CRET-pw-4471"  # distinctive: grepped for everywhere it must not be
+FLOW = "dc1s->dc2"
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]:
+    with running_secure_cluster("dc1s", tmp_path_factory.mktemp("kafka-secure"), PASSWORD) as sc:
+        yield sc
+
+
+def cli(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mirror_core", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=timeout, env=dict(os.environ))
+
+
+class DebugMirror(MirrorProcess):
+    """``mirror-core --log-level DEBUG run``: the most talkative the service gets."""
+
+    def start(self) -> DebugMirror:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mirror_core", "--log-level", "DEBUG", "run", "--config", str(self.config),
+             "--metrics-port", str(self.port)], stdout=log, stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"), cwd=REPO)
+        log.close()
+        return self
+
+
+def test_replication_checkpoints_and_no_password_anywhere(secure: SecureCluster, dc2: str, name: str,
+                                                          tmp_path: Path, mirrors: list[MirrorProcess]) -> None:
+    topic, group = f"{name}.orders", f"{name}-app"
+    create_topic(secure.plain_bootstrap, topic, 2)
+    produce_sequence(secure.plain_bootstrap, topic, 2, 40)
+    config = write_config(tmp_path / "mm2.properties", {"dc1s": secure.sasl_bootstrap, "dc2": dc2},
+                          secure.lines("dc1s") + flow_lines(name, "emit.checkpoints.interval.seconds = 1",
+                                                            flow=FLOW))
+    assert load_config(config).cluster("dc1s").client_settings("consumer")["security.protocol"] == "SASL_SSL"
+    m = DebugMirror(config, tmp_path, "secure").start()
+    mirrors.append(m)
+
+    # Replication over SASL_SSL with a SCRAM user that is not a super user.
+    wait_until(lambda: len(read_all(dc2, f"dc1s.{topic}", timeout=10)) == 40, 90, what="40 records replicated")
+
+    # A consumer group on the source: its checkpoint appears on the target and translates exactly.
+    c = Consumer({"bootstrap.servers": secure.plain_bootstrap, "group.id": group, "log_level": "3"})
+    c.commit(offsets=[TopicPartition(topic, 0, 15), TopicPartition(topic, 1, 20)], asynchronous=False)
+    c.close()
+
+    def checkpointed() -> bool:
+        keys = {decode_checkpoint_key(r.key) for r in read_all(dc2, "dc1s.checkpoints.internal", timeout=10)}
+        return {(group, f"dc1s.{topic}", 0), (group, f"dc1s.{topic}", 1)} <= keys
+
+    wait_until(checkpointed, 60, interval=1, what="checkpoints of the source group")
+    tr = cli("offsets", "translate", "--config", str(config), "--from", "dc1s", "--to", "dc2", "--group", group,
+             "--json")
+    assert tr.returncode == 0, tr.stderr
+    rows = {r["partition"]: r for r in json.loads(tr.stdout)["partitions"]}
+    assert (rows[0]["target_offset"], rows[1]["target_offset"]) == (15, 20)  # no gaps: offsets match 1:1
+
+    # Operator-facing output: status, check, the service's own /status and /metrics.
+    status = cli("status", "--config", str(config), "--json")
+    assert status.returncode == 0, status.stderr
+    flows = json.loads(status.stdout)["flows"]
+    assert flows[0]["reachable"] and flows[0]["total_lag"] == 0
+    check = cli("check", "--config", str(config))
+    assert check.returncode == 0, check.stderr
+    outputs = {"status": status.stdout + status.stderr, "check": check.stdout + check.stderr,
+               "translate": tr.stdout + tr.stderr, "/status": json.dumps(m.status()), "/metrics": m.metrics()}
+
+    # The state store: the config and a topic-sync run (which reads the source over SASL_SSL).
+    db_file = tmp_path / "state.db"
+    url = f"sqlite:///{db_file}"
+    store = StateStore(url)
+    store.migrate()
+    store.record_config(load_config(config))
+    sync = cli("--log-level", "DEBUG", "topics", "sync", "--config", str(config), "--db-url", url)
+    assert sync.returncode == 0, sync.stderr
+    outputs["topics sync"] = sync.stdout + sync.stderr
+
+    assert m.stop() == 0
+    outputs["mirror log (DEBUG)"] = m.log()
+    for where, text in outputs.items():
+        assert PASSWORD not in text, f"the SCRAM password appears in {where}"
+    assert PASSWORD.encode() not in db_file.read_bytes(), "the SCRAM password is in the state store"
+    assert "Traceback" not in outputs["mirror log (DEBUG)"]
+
+
+@pytest.mark.parametrize("problem", ["wrong password", "unknown host"])
+def test_bad_credentials_and_unknown_hosts_give_clear_errors(secure: SecureCluster, dc2: str, name: str,
+                                                             tmp_path: Path, problem: str) -> None:
+    if problem == "wrong password":
+        bootstrap, lines, expect = secure.sasl_bootstrap, secure.lines("dc1s", "not-the-password"), "authentication"
+    else:
+        bootstrap, lines, expect = "no-such-broker.invalid:9093", secure.lines("dc1s"), "unknown host"
+    config = write_config(tmp_path / "mm2.properties", {"dc1s": bootstrap, "dc2": dc2},
+                          lines + flow_lines(name, flow=FLOW))
+    for args in (("status", "--config", str(config)), ("status", "--config", str(config), "--json")):
+        res = cli(*args)
+        out = res.stdout + res.stderr
+        assert res.returncode == 1, out
+        assert "Traceback" not in out and "not-the-password" not in out and PASSWORD not in out
+        if "--json" in args:
+            error = json.loads(res.stdout)["flows"][0]["error"]
+            assert error.startswith("cluster dc1s: ") and expect in error, error
+        else:
+            assert "dc1s" in out and expect in out, out
+
+    # The running service says the same while it waits (and keeps running: the cluster may come back).
+    m = MirrorProcess(config, tmp_path, "bad").start()
+    try:
+        wait_until(lambda: f"cluster dc1s: {expect}" in m.log(), 60, interval=1, what=f"'{expect}' in the mirror log")
+        assert m.alive()
+    finally:
+        m.ensure_dead()
+    assert "Traceback" not in m.log()

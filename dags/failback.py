@@ -15,7 +15,14 @@ from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
-from mirror_airflow.dag_helpers import ChoiceGate, flows_for_params, names, responder
+from mirror_airflow.dag_helpers import (
+    ChoiceGate,
+    finalize_failover,
+    flows_for_params,
+    names,
+    responder,
+    verify_and_record,
+)
 
 from mirror_core.airflow_support import load_mirror_config
 
@@ -108,35 +115,11 @@ def failback() -> None:
 
     @task
     def verify(plan: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-        from mirror_core.state.store import StateStore
-        from mirror_core.workflows.failover import canary
-
-        store = StateStore()
-        try:
-            checked = canary(load_mirror_config(), plan["primary"], list(plan["groups"]))
-        except Exception as exc:
-            store.finish_failover(plan["record_id"], "failed", result["who"], steps=result["steps"], error=str(exc))
-            raise AirflowFailException(f"verification failed: {exc}") from exc
-        store.finish_failover(plan["record_id"], "done", result["who"], steps=result["steps"], canary=checked)
-        return checked
+        return verify_and_record(plan, result, "primary")
 
     @task(trigger_rule="all_done")
     def finalize() -> None:
-        """Record a rejection; make the run fail when the workflow did not complete."""
-        from mirror_core.state.store import StateStore
-
-        ti = get_current_context()["ti"]
-        plan = ti.xcom_pull(task_ids="assess")
-        if not plan:
-            raise AirflowFailException("assessment failed (see its log); nothing was changed")
-        chosen, who = responder(ti, "decide")
-        if chosen == REJECT:
-            StateStore().finish_failover(plan["record_id"], "rejected", who)
-            print(f"rejected by {who}: nothing was changed")
-            return
-        if ti.xcom_pull(task_ids="verify") is None:
-            raise AirflowFailException("the failback did not complete (see the execute/verify logs; the state store "
-                                       "records where it stopped)")
+        finalize_failover(get_current_context()["ti"], "decide", REJECT, "failback")
 
     result = execute(plan)
     plan >> decide >> result

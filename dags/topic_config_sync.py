@@ -12,15 +12,11 @@ from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
+from mirror_airflow.dag_helpers import flows_for_params
 
-from mirror_core.airflow_support import config_path, load_mirror_config
+from mirror_core.airflow_support import load_mirror_config
 
-try:
-    FLOWS = [f.name for f in load_mirror_config().flows]
-except Exception as exc:  # the DAG must still parse; the run then fails with the reason
-    FLOWS, CONFIG_ERROR = [], f"{config_path()}: {exc}"
-else:
-    CONFIG_ERROR = None
+FLOWS, CONFIG_ERROR = flows_for_params()  # the DAG parses even with a broken config
 
 
 @dag(

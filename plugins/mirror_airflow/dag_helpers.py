@@ -62,3 +62,36 @@ class ChoiceGate(HITLOperator):
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         record_decision(context, event)
         return super().execute_complete(context, event)
+
+
+def verify_and_record(plan: dict[str, Any], result: dict[str, Any], cluster: str) -> dict[str, Any]:
+    """Canary consumers on ``cluster`` resume where the groups were moved; record done or failed."""
+    from mirror_core.state.store import StateStore
+    from mirror_core.workflows.failover import canary
+
+    store = StateStore()
+    try:
+        checked = canary(load_mirror_config(), plan[cluster], list(plan["groups"]))
+    except Exception as exc:
+        store.finish_failover(plan["record_id"], "failed", result["who"], steps=result["steps"], error=str(exc))
+        raise AirflowFailException(f"verification failed: {exc}") from exc
+    store.finish_failover(plan["record_id"], "done", result["who"], steps=result["steps"], canary=checked)
+    return checked
+
+
+def finalize_failover(ti: Any, gate: str, reject: str, kind: str) -> None:
+    """Record a rejection; make the run fail when the workflow did not complete (a trigger-rule
+    ``all_done`` leaf would otherwise let a failed run look successful)."""
+    from mirror_core.state.store import StateStore
+
+    plan = ti.xcom_pull(task_ids="assess")
+    if not plan:
+        raise AirflowFailException("assessment failed (see its log); nothing was changed")
+    chosen, who = responder(ti, gate)
+    if chosen == reject:
+        StateStore().finish_failover(plan["record_id"], "rejected", who)
+        print(f"rejected by {who}: nothing was changed")
+        return
+    if ti.xcom_pull(task_ids="verify") is None:
+        raise AirflowFailException(f"the {kind} did not complete (see the execute/verify logs; the state store "
+                                   "records where it stopped)")

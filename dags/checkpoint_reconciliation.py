@@ -148,10 +148,15 @@ def checkpoint_reconciliation() -> None:
         failures = report_failures(report)
         for line in failures:
             print(f"DISCREPANCY {line}")
-        (report_path.parent / "plan.json").unlink(missing_ok=True)  # it holds client credentials
         if failures:
             raise AirflowFailException(f"{flow}: {len(failures)} discrepancies: " + "; ".join(failures[:10]))
         return s
+
+    @task(trigger_rule="all_done")
+    def cleanup(args: list[str]) -> None:
+        """The plan holds client credentials: remove it whatever happened to the job (a leaf next to
+        ``load``, so a failed load still fails the run)."""
+        Path(args[args.index("--plan") + 1]).unlink(missing_ok=True)
 
     args = snapshot.expand(flow=plan())
     reconcile = SparkSubmitOperator.partial(
@@ -159,6 +164,7 @@ def checkpoint_reconciliation() -> None:
         jars=spark_jars(), conf=SPARK_CONF,
     ).expand(application_args=args)
     reconcile >> load.expand(args=args)
+    reconcile >> cleanup.expand(args=args)
 
 
 checkpoint_reconciliation()

@@ -142,10 +142,11 @@ def cloud_migration_cutover() -> None:
     )
 
     @task
-    def done(plan: dict[str, Any], complete: dict[str, Any], switched: dict[str, Any]) -> None:
+    def done(plan: dict[str, Any], complete: dict[str, Any], switched: dict[str, Any]) -> bool:
         context = get_current_context()
         _, who = responder(context["ti"], "final_approval")
         _store().finish_cutover(plan["record_id"], "done", approved_by=who, completeness=complete, switch=switched)
+        return True
 
     @task(trigger_rule="all_done")
     def rollback() -> None:
@@ -159,6 +160,8 @@ def cloud_migration_cutover() -> None:
             raise AirflowFailException("preflight failed (see its log); nothing was changed")
         final, who = responder(ti, "final_approval")
         if final == ApprovalGate.APPROVE:
+            if not ti.xcom_pull(task_ids="done"):
+                raise AirflowFailException("approved, but recording the cutover failed (see the 'done' log)")
             return
         steps = {"denied": ti.xcom_pull(task_ids="deny_writes"), "stopped": ti.xcom_pull(task_ids="drain"),
                  "switched": ti.xcom_pull(task_ids="switch")}

@@ -41,6 +41,17 @@ class FlowRunner:
     def running(self) -> bool:
         return self.replicator is not None
 
+    @property
+    def stopping(self) -> bool:
+        return self.replicator is not None and self.stop_event.is_set()
+
+    @property
+    def state(self) -> str:
+        """What this instance applies: running | stopping (draining) | stopped."""
+        if self.stopping and not any(t.is_alive() for t in self.threads):
+            self.threads, self.replicator = [], None  # the drain finished
+        return "stopped" if self.replicator is None else "stopping" if self.stopping else "running"
+
     def start(self) -> None:
         if self.running:
             return
@@ -69,9 +80,10 @@ class FlowRunner:
         return all(t.is_alive() for t in self.threads)
 
     def status(self) -> dict[str, Any]:
-        if self.replicator is None:
+        replicator = self.replicator  # the control thread may clear it meanwhile
+        if replicator is None:
             return {"flow": self.flow.name, "state": "stopped", "partitions": []}
-        return self.replicator.status()
+        return replicator.status()
 
 
 class Service:
@@ -104,7 +116,7 @@ class Service:
     def healthy(self) -> bool:
         if self.stop_event.is_set() or (self._control is not None and not self._control.is_alive()):
             return False
-        running = [r for r in self.runners.values() if r.running]
+        running = [r for r in self.runners.values() if r.running and not r.stopping]
         return all(r.alive() and r.status().get("state") == "running" for r in running)
 
     def _start_http(self) -> None:
@@ -193,18 +205,19 @@ class Service:
                 runner = self.runners[name]
                 if self.stop_event.is_set():
                     break
-                if want == "running" and not runner.running:
+                state = runner.state
+                if want == "running" and state == "stopped":
                     log.info("control plane: starting flow %s", name)
                     runner.start()
-                elif want == "stopped" and runner.running:
+                elif want == "stopped" and state == "running":
+                    # Drain without blocking this loop: it keeps reporting "stopping" meanwhile, so a
+                    # workflow never mistakes a slow drain for an instance that went away.
                     log.info("control plane: stopping flow %s (draining in-flight records)", name)
-                    runner.stop()
-                    log.info("control plane: flow %s stopped", name)
+                    runner.stop(wait=False)
             if self.stop_event.is_set():
                 return
             try:
-                store.report_flow_states(self.instance, {n: "running" if r.running else "stopped"
-                                                         for n, r in self.runners.items()})
+                store.report_flow_states(self.instance, {n: r.state for n, r in self.runners.items()})
             except Exception as exc:
                 log.warning("control plane: could not report flow states: %s", exc)
             if self.stop_event.wait(self._control_interval_s):
@@ -218,10 +231,12 @@ class Service:
             runner.stop(wait=False)
 
     def wait(self) -> None:
-        if self._control is not None:
-            self._control.join()
         for runner in self.runners.values():
             runner.stop()
+        if self._control is not None:
+            self._control.join(30)  # a daemon: never let a hung state-store call block the exit
+            for runner in self.runners.values():
+                runner.stop()  # anything it started in the meantime drains too
         if self._http is not None:
             self._http.shutdown()
             self._http.server_close()

@@ -44,7 +44,7 @@ def _describe(admin: AdminClient, group: str, deadline: float) -> ConsumerGroupD
     while True:
         remaining = max(1.0, deadline - time.monotonic())
         try:
-            return admin.describe_consumer_groups([group], request_timeout=remaining)[group].result(remaining)
+            return admin.describe_consumer_groups([group], request_timeout=remaining)[group].result(remaining + 5)
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
             if not _retriable(err) or time.monotonic() > deadline:

@@ -10,6 +10,7 @@ on the target gives an *approximate* position, labelled as such.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -104,7 +105,7 @@ def translate_group(config: MirrorConfig, group: str, source: str, target: str, 
     src_cluster, tgt_cluster = config.cluster(source), config.cluster(target)
     try:
         committed = committed_offsets(make_admin(src_cluster), group, timeout)
-    except KafkaException as exc:
+    except (KafkaException, concurrent.futures.TimeoutError) as exc:  # a dead primary may just time out
         log.warning("group %s: committed offsets unavailable on %s (%s); using the latest checkpoints",
                     group, source, exc)
         return _from_checkpoints(config, flow, group, topic, timeout)

@@ -325,13 +325,19 @@ class FlowReplicator:
                     for topic in needed:
                         producer.list_topics(self.flow.remote_topic(topic), timeout=10)
                 entries = self._progress.refresh()
-                self._topic_ids.update(self._topics.source_topic_ids(sorted(needed)))
+                ids = self._topics.source_topic_ids(sorted(needed))
                 break
             except Exception as exc:
                 if time.monotonic() > deadline or self.stop.is_set():
                     raise
                 log.warning("flow %s: cannot prepare assigned partitions (%s); retrying", self.flow.name, exc)
                 time.sleep(2)
+        for topic, tid in ids.items():
+            # Partitions of this topic we already own were read from the old topic if it changed.
+            old_id = self._topic_ids.get(topic)
+            if old_id is not None and old_id != tid:
+                self._on_recreated(topic, old_id, tid)
+        self._topic_ids.update(ids)
         for tp in partitions:
             resume = entries.get((tp.topic, tp.partition))
             stored_id, current_id = self._progress.topic_id(tp.topic, tp.partition), self._topic_ids.get(tp.topic)

@@ -75,6 +75,11 @@ def preflight(config: MirrorConfig, store: StateStore, source: str, target: str,
         raise WorkflowError(f"replication lag {lag['total']} on {', '.join(topics)} is above the threshold "
                             f"{max_lag} (or unknown: {', '.join(lag['unknown'])})")
     warnings = _write_acl_warnings(config, flow, topics)
+    others = sorted(p.topic for p in flow_status(config, flow).partitions
+                    if p.topic not in topics and not flow.policy.is_heartbeats_topic(p.topic))
+    if others:
+        warnings.append(f"the flow {flow.name} also replicates {', '.join(sorted(set(others)))}: the cutover stops "
+                        "the whole flow, so those stop being replicated too")
     translations = {g: [r.as_dict() for r in translate_group(config, g, source, target)] for g in groups}
     registry = {}
     for alias in apps:
@@ -157,7 +162,12 @@ def drain_and_stop(config: MirrorConfig, store: StateStore, plan: dict[str, Any]
                                 f"{flow.source}?")
         time.sleep(1.0)
     stopped = set_flow(store, flow.name, "stopped", who, f"cutover {flow.source} -> {flow.target}", run_id)
-    residual = _topic_lag(config, flow, plan["topics"])["total"]
+    try:
+        residual = _topic_lag(config, flow, plan["topics"])["total"]
+    except Exception:
+        set_flow(store, flow.name, "running", who, "cutover: status unavailable after the stop; flow restored",
+                 run_id)
+        raise
     if residual:
         set_flow(store, flow.name, "running", who, "cutover: producers still writing; flow restored", run_id)
         raise WorkflowError(f"{residual} records arrived after the drain: producers are still writing on "
@@ -213,18 +223,35 @@ def switch(config: MirrorConfig, store: StateStore, plan: dict[str, Any], who: s
 
 def rollback(config: MirrorConfig, store: StateStore, plan: dict[str, Any], done: dict[str, Any], who: str,
              run_id: str | None) -> list[str]:
-    """Undo the steps recorded in ``done`` (keys: denied, stopped, switched), latest first."""
-    undone = []
-    switched = done.get("switched")
-    if switched:
-        for alias, before in switched["registry_previous"].items():
-            # An application not registered before used the source cluster.
-            store.set_active_cluster(alias, before or plan["source"], who, "cutover rolled back", run_id)
-        # Groups get back what they had on the target before the switch: their previous offsets, or
+    """Undo what this run changed, latest first; every step is attempted even when one fails.
+
+    ``done`` holds what the steps returned (``switched``); what a failed step may have half-done is
+    undone from the plan and the state store instead: the registry goes back to where the plan found
+    it, the flow restarts if this run stopped it, the DENY WRITE ACLs go if the plan asked for them.
+    """
+    undone: list[str] = []
+    errors: list[str] = []
+
+    def attempt(what: str, step: Any) -> None:
+        try:
+            step()
+            undone.append(what)
+        except Exception as exc:
+            errors.append(f"{what}: {exc}")
+
+    def registry() -> None:
+        for alias, info in plan["apps"].items():
+            row = store.active_cluster(alias)
+            before = info["from"] or plan["source"]  # not registered before: it used the source
+            if row is not None and row.cluster != before:
+                store.set_active_cluster(alias, before, who, "cutover rolled back", run_id)
+
+    def groups() -> None:
+        # Back to what the groups had on the target before the switch: their previous offsets, or
         # no group at all (so they do not resume from the cutover's positions later by surprise).
         admin = make_admin(config.cluster(plan["target"]))
         restore: dict[str, dict[tuple[str, int], int]] = {}
-        for c in switched["committed"]:
+        for c in (done.get("switched") or {}).get("committed", []):
             offsets = restore.setdefault(c["group"], {})
             if c["previous"] is not None:
                 offsets[(c["topic"], c["partition"])] = c["previous"]
@@ -233,11 +260,17 @@ def rollback(config: MirrorConfig, store: StateStore, plan: dict[str, Any], done
                 commit_offsets(admin, group, offsets)
             else:
                 admin.delete_consumer_groups([group], request_timeout=15)[group].result(15)
-        undone.append("registry and group offsets restored")
-    if done.get("stopped"):
-        set_flow(store, plan["flow"], "running", who, "cutover rolled back", run_id)
-        undone.append(f"flow {plan['flow']} running again")
-    if done.get("denied"):
-        allow_writes_again(config, plan["source"], done["denied"])
-        undone.append("DENY WRITE ACLs removed from the source topics")
+
+    control = store.flow_controls().get(plan["flow"])
+    attempt("registry restored", registry)
+    if done.get("switched"):
+        attempt("group offsets on the target restored", groups)
+    if control is not None and control.desired == "stopped" and control.run_id == run_id:
+        attempt(f"flow {plan['flow']} running again",
+                lambda: set_flow(store, plan["flow"], "running", who, "cutover rolled back", run_id))
+    if plan.get("deny_writes"):
+        attempt("DENY WRITE ACLs removed from the source topics",
+                lambda: allow_writes_again(config, plan["source"], plan["topics"]))
+    if errors:
+        raise WorkflowError("rollback incomplete: " + "; ".join(errors) + f" (done: {', '.join(undone) or 'nothing'})")
     return undone

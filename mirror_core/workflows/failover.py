@@ -238,8 +238,9 @@ def execute_failover(config: MirrorConfig, store: StateStore, plan: dict[str, An
     if plan["planned"]:
         wait_data_lag(config, flow, drain_timeout)
         steps["drained"] = True
-    steps["stop_forward"] = set_flow(store, flow.name, "stopped", who, why, run_id)
+    reverse = reverse_of(config, flow)
     try:
+        steps["stop_forward"] = set_flow(store, flow.name, "stopped", who, why, run_id)
         if plan["planned"]:
             residual = data_lag(flow_status(config, flow), flow)["total"]
             if residual:
@@ -248,18 +249,18 @@ def execute_failover(config: MirrorConfig, store: StateStore, plan: dict[str, An
         # Positions are final now that the flow stopped: translate again rather than reuse the plan.
         final = {g: translate_group(config, g, flow.source, flow.target) for g in groups}
         steps["committed"] = _commit(config, flow.target, final)
+        if reverse is not None and reverse.policy.uses_provenance:
+            # Same topic names on both sides: the reverse flow starts exactly at the failover point
+            # (seeded before any application is pointed at the standby), so the standby's copies of
+            # the primary's records never flow back and nothing new is missed.
+            steps["reverse_seeded"] = {f"{t}[{p}]": o for (t, p), o in seed_progress(config, reverse).items()}
     except Exception:
         set_flow(store, flow.name, "running", who, f"rollback of {why}", run_id)
         raise
     for alias in plan["apps"]:
         store.set_active_cluster(alias, flow.target, who, why, run_id)
     steps["registry"] = {alias: flow.target for alias in plan["apps"]}
-    reverse = reverse_of(config, flow)
     if reverse is not None:
-        if reverse.policy.uses_provenance:
-            # Same topic names on both sides: start the reverse flow exactly at the failover point so
-            # the standby's copies of the primary's records never flow back.
-            steps["reverse_seeded"] = {f"{t}[{p}]": o for (t, p), o in seed_progress(config, reverse).items()}
         steps["start_reverse"] = set_flow(store, reverse.name, "running", who, why, run_id)
     return steps
 
@@ -290,9 +291,14 @@ def translate_back(config: MirrorConfig, forward: FlowConfig, reverse: FlowConfi
             continue  # not one of this flow's topics
         fpm = fwd.offset_map.partitions.get((upstream, p))
         source = fpm.source_of(offset) if fpm is not None else None
-        out.append(PartitionTranslation(group, topic, p, upstream, offset, source, source is not None,
-                                        "" if source is not None else "before the forward offset map",
-                                        "forward offset map (inverse)"))
+        note = "" if source is not None else "before the forward offset map"
+        progress = fwd.progress.get((upstream, p))
+        if source is not None and progress is not None and source > progress:
+            # Past the last replicated record (e.g. a transaction marker): never beyond what the
+            # standby actually received, or the primary's unreplicated records would be skipped.
+            source, note = progress, "capped at the forward flow's progress"
+        out.append(PartitionTranslation(group, topic, p, upstream, offset, source, source is not None and not note,
+                                        note, "forward offset map (inverse)"))
     return out
 
 
@@ -308,6 +314,17 @@ def assess_failback(config: MirrorConfig, flow_name: str, apps: list[str], group
         if not ok:
             raise WorkflowError(f"failback needs both clusters; {alias} is unreachable ({note})")
     ranges = [r.as_dict() for r in unreplicated(config, forward)]
+    if forward.policy.uses_provenance:
+        # Same topic on both sides: beyond the forward progress, the old primary also holds what the
+        # reverse flow copied back; only the records before the first such copy were never replicated.
+        rev_map = FlowOffsets.load(config, reverse).offset_map
+        for r in ranges:
+            pm = rev_map.partitions.get((r["topic"], r["partition"]))
+            if pm is not None and pm.targets:
+                r["end"] = max(r["first"], min(r["end"], pm.targets[0]))
+                r["records"] = [x for x in r["records"] if x["offset"] < r["end"]]
+                r["count"] = r["end"] - r["first"]
+        ranges = [r for r in ranges if r["count"] > 0]
     translations = {g: _translations_dict(translate_back(config, forward, reverse, g)) for g in groups}
     registry = {}
     for alias in apps:
@@ -339,15 +356,20 @@ def execute_failback(config: MirrorConfig, store: StateStore, plan: dict[str, An
     _require_idle(config, forward.source, groups)
     steps: dict[str, Any] = {}
     wait_data_lag(config, reverse, drain_timeout)
-    steps["stop_reverse"] = set_flow(store, reverse.name, "stopped", who, why, run_id)
     try:
+        steps["stop_reverse"] = set_flow(store, reverse.name, "stopped", who, why, run_id)
+        residual = data_lag(flow_status(config, reverse), reverse)["total"]
+        if residual:
+            raise WorkflowError(f"{residual} records arrived on {forward.target} after the drain; stop the "
+                                "applications there and run the failback again")
         final = {g: translate_back(config, forward, reverse, g) for g in groups}
         if unreplicated_action == SKIP:
             ends = {(r["topic"], r["partition"]): (r["first"], r["end"]) for r in plan["unreplicated"]}
             for rows in final.values():
                 for row in rows:
                     first_end = ends.get((row.remote_topic, row.partition))
-                    if first_end and row.target_offset is not None and row.target_offset >= first_end[0]:
+                    if first_end and row.target_offset is not None and \
+                            first_end[0] <= row.target_offset < first_end[1]:
                         row.target_offset = max(row.target_offset, first_end[1])
                         row.note = "moved past the records never replicated (skip)"
         steps["committed"] = _commit(config, forward.source, final)

@@ -19,9 +19,9 @@ from mirror_airflow.dag_helpers import (
     ChoiceGate,
     finalize_failover,
     flows_for_params,
-    names,
     responder,
     verify_and_record,
+    workflow_inputs,
 )
 
 from mirror_core.airflow_support import load_mirror_config
@@ -55,20 +55,12 @@ REJECT = "Reject"
 def failback() -> None:
     @task
     def assess() -> dict[str, Any]:
-        from mirror_core.state.store import StateStore
         from mirror_core.workflows.control import WorkflowError
         from mirror_core.workflows.failover import assess_failback, flow_of, render_plan, reverse_of, wait_data_lag
 
-        if CONFIG_ERROR:
-            raise AirflowFailException(f"mirror config invalid: {CONFIG_ERROR}")
         context = get_current_context()
         params = context["params"]
-        config = load_mirror_config()
-        if params.get("flow") not in [f.name for f in config.flows]:
-            raise AirflowFailException(f"Param 'flow': unknown flow {params.get('flow')!r}")
-        apps, groups = names(params, "apps"), names(params, "groups")
-        store = StateStore()
-        store.migrate()
+        config, apps, groups, store = workflow_inputs(params, CONFIG_ERROR)
         try:
             forward = flow_of(config, params["flow"])
             reverse = reverse_of(config, forward)

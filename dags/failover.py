@@ -20,9 +20,9 @@ from mirror_airflow.dag_helpers import (
     ApprovalGate,
     finalize_failover,
     flows_for_params,
-    names,
     responder,
     verify_and_record,
+    workflow_inputs,
 )
 
 from mirror_core.airflow_support import load_mirror_config
@@ -53,22 +53,14 @@ FLOWS, CONFIG_ERROR = flows_for_params()
 def failover() -> None:
     @task
     def assess() -> dict[str, Any]:
-        from mirror_core.state.store import StateStore
         from mirror_core.workflows.control import WorkflowError
         from mirror_core.workflows.failover import assess_failover, render_plan
 
-        if CONFIG_ERROR:
-            raise AirflowFailException(f"mirror config invalid: {CONFIG_ERROR}")
         context = get_current_context()
         params = context["params"]
-        config = load_mirror_config()
-        if params.get("flow") not in [f.name for f in config.flows]:
-            raise AirflowFailException(f"Param 'flow': unknown flow {params.get('flow')!r}")
         if params.get("mode") not in ("planned", "unplanned"):
             raise AirflowFailException(f"Param 'mode' must be planned or unplanned, got {params.get('mode')!r}")
-        apps, groups = names(params, "apps"), names(params, "groups")
-        store = StateStore()
-        store.migrate()
+        config, apps, groups, store = workflow_inputs(params, CONFIG_ERROR)
         try:
             plan = assess_failover(config, params["flow"], apps, groups, params["mode"] == "planned", store)
         except WorkflowError as exc:

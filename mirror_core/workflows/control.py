@@ -6,10 +6,9 @@ import logging
 import time
 from typing import Any
 
-from mirror_core.config.model import FlowConfig, MirrorConfig
+from mirror_core.config.model import MirrorConfig
 from mirror_core.errors import MirrorError
 from mirror_core.state.store import StateStore
-from mirror_core.status import flow_status
 
 log = logging.getLogger(__name__)
 
@@ -42,21 +41,6 @@ def set_flow(store: StateStore, flow: str, desired: str, who: str, why: str, run
                     "note": "no live mirror instance reported; the desired state applies when one starts"}
         if time.monotonic() > deadline:
             raise WorkflowError(f"flow {flow}: instances did not reach '{desired}' within {timeout:.0f}s: {states}")
-        time.sleep(1.0)
-
-
-def wait_lag(config: MirrorConfig, flow: FlowConfig, max_lag: int = 0, timeout: float = 300.0) -> int:
-    """Wait until the flow's total lag is at most ``max_lag``; returns the lag reached."""
-    deadline = time.monotonic() + timeout
-    last: int | None = None
-    while True:
-        status = flow_status(config, flow)
-        last = status.total_lag if status.reachable else None
-        if last is not None and last <= max_lag:
-            return last
-        if time.monotonic() > deadline:
-            raise WorkflowError(f"flow {flow.name}: lag still {last if last is not None else 'unknown'} "
-                                f"after {timeout:.0f}s (want <= {max_lag}); {status.error or ''}".strip())
         time.sleep(1.0)
 
 

@@ -70,12 +70,9 @@ def reachable(config: MirrorConfig, alias: str) -> tuple[bool, str]:
 
 
 def wait_data_lag(config: MirrorConfig, flow: FlowConfig, timeout: float) -> int:
-    def lag() -> int | None:
-        return data_lag(flow_status(config, flow), flow)["total"]  # type: ignore[no-any-return]
-
     deadline = time.monotonic() + timeout
     while True:
-        current = lag()
+        current = data_lag(flow_status(config, flow), flow)["total"]
         if current == 0:
             return 0
         if time.monotonic() > deadline:

@@ -32,6 +32,22 @@ def names(params: dict[str, Any], key: str, required: bool = False) -> list[str]
     return [v.strip() for v in value]
 
 
+def workflow_inputs(params: dict[str, Any], config_error: str | None) -> tuple[Any, list[str], list[str], Any]:
+    """(config, apps, groups, state store) of the failover/failback DAGs, with their Params checked
+    before any cluster is touched."""
+    from mirror_core.state.store import StateStore
+
+    if config_error:
+        raise AirflowFailException(f"mirror config invalid: {config_error}")
+    config = load_mirror_config()
+    if params.get("flow") not in [f.name for f in config.flows]:
+        raise AirflowFailException(f"Param 'flow': unknown flow {params.get('flow')!r}")
+    apps, groups = names(params, "apps"), names(params, "groups")
+    store = StateStore()
+    store.migrate()
+    return config, apps, groups, store
+
+
 DECISION_KEY = "decision"
 
 

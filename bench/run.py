@@ -30,8 +30,8 @@ from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 8
 # Parts of a run (--only): backlog throughput (raw, MM2, mirror_core), steady-load latency and failover
-# accuracy, offset-map size of a gappy source, reconciliation-job throughput.
-PARTS = ("backlog", "scenarios", "offset-map", "reconcile")
+# accuracy ("scenarios" is both), offset-map size of a gappy source, reconciliation-job throughput.
+PARTS = ("backlog", "scenarios", "latency", "failover", "offset-map", "reconcile")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -244,9 +244,9 @@ def _map_lines(maps: dict[str, tuple[int, int]] | None) -> list[str]:
     return lines
 
 
-def run_scenarios(src: str, dst: str, work: Path, args: Any) -> dict[str, Any]:
+def run_scenarios(src: str, dst: str, work: Path, args: Any, parts: set[str]) -> dict[str, Any]:
     from bench.mm2 import start_mm2
-    from bench.scenarios import as_rows, failover_run, latency_run
+    from bench.scenarios import as_rows, failover_run
 
     def mm2(alias: str) -> Any:
         return lambda topic, wd: [start_mm2(src, dst, alias, topic, wd, {"emit.checkpoints.interval.seconds": "1"})]
@@ -254,6 +254,23 @@ def run_scenarios(src: str, dst: str, work: Path, args: Any) -> dict[str, Any]:
     def ours(alias: str, *extra: str) -> Any:
         return lambda topic, wd: start_mirror_core(src, dst, topic, 1, alias, wd,
                                                    ["emit.checkpoints.interval.seconds = 1", *extra])[0]
+
+    out: dict[str, Any] = {}
+    if "latency" in parts:
+        out["latency"] = as_rows(_latency(src, dst, work, args, mm2, ours))
+    if "failover" in parts:
+        failover = []
+        systems = [("MirrorMaker 2", "mm2fo", mm2("mm2fo"))] if args.mm2 else []
+        systems += [("mirror_core", "ourfo", ours("ourfo"))]
+        for label, alias, starter in systems:
+            failover.append(failover_run(label, starter, src, dst, alias, work, args.groups, 2000))
+            print(failover[-1], flush=True)
+        out["failover"] = as_rows(failover)
+    return out
+
+
+def _latency(src: str, dst: str, work: Path, args: Any, mm2: Any, ours: Any) -> list[Any]:
+    from bench.scenarios import latency_run
 
     latency = []
     systems = [("MirrorMaker 2", "mm2lat", mm2("mm2lat"))] if args.mm2 else []
@@ -265,13 +282,7 @@ def run_scenarios(src: str, dst: str, work: Path, args: Any) -> dict[str, Any]:
     for label, alias, starter in systems:
         latency.append(latency_run(label, starter, src, dst, alias, work, args.rate, args.seconds))
         print(latency[-1], flush=True)
-    failover = []
-    systems = [("MirrorMaker 2", "mm2fo", mm2("mm2fo"))] if args.mm2 else []
-    systems += [("mirror_core", "ourfo", ours("ourfo"))]
-    for label, alias, starter in systems:
-        failover.append(failover_run(label, starter, src, dst, alias, work, args.groups, 2000))
-        print(failover[-1], flush=True)
-    return {"latency": as_rows(latency), "failover": as_rows(failover)}
+    return latency
 
 
 def run_reconcile(src: str, dst: str, work: Path, sizes: list[int], master: str) -> dict[str, Any]:
@@ -373,7 +384,10 @@ def main() -> int:
         if not parts or parts - set(PARTS):
             parser.error(f"--only: choose among {', '.join(PARTS)}")
     else:
-        parts = {x for x in PARTS if (x != "scenarios" or args.scenarios) and (x != "reconcile" or args.reconcile)}
+        parts = {x for x in PARTS if (x not in ("scenarios", "latency", "failover") or args.scenarios)
+                 and (x != "reconcile" or args.reconcile)}
+    if "scenarios" in parts:
+        parts |= {"latency", "failover"}
     try:
         reconcile_sizes = [int(x) for x in args.reconcile_sizes.split(",") if x.strip()]
     except ValueError:
@@ -416,8 +430,8 @@ def main() -> int:
                     results.append(mirror_run(src, dst, topic, n, size, workers, alias, work,
                                               ["exactly.once.enabled = true"]))
                     print(results[-1], flush=True)
-            if "scenarios" in parts:
-                extra_results.update(run_scenarios(src, dst, work, args))
+            if parts & {"latency", "failover"}:
+                extra_results.update(run_scenarios(src, dst, work, args, parts))
             if "offset-map" in parts:
                 # Offset-map size for a gappy source: transactions of 100 records (one marker each).
                 gappy, gn = "benchtxn", max(100_000, args.records // 5)
@@ -443,7 +457,8 @@ def main() -> int:
         "meta": meta, "results": [asdict(r) for r in results],
         "offset_map": {k: {"entries": e, "records": n} for k, (e, n) in maps.items()}, **extra_results}, indent=2))
     text = markdown(results, meta, maps) + scenario_markdown(extra_results)
-    (out / "latest.md").write_text(text)
+    # A partial run (--only) must not replace the full table; its own file shows what it measured.
+    (out / ("latest.md" if not args.only else "latest-partial.md")).write_text(text)
     print(text)
     wrong = [r for r in extra_results.get("reconcile", []) if r["status"] != "ok" or r["checked"] != r["records"]]
     if wrong:  # a clean replication must reconcile with no discrepancy: the results are kept, the run fails

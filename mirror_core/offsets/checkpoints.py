@@ -16,7 +16,7 @@ import logging
 import threading
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirror_core.internal_topics import TopicTail, ensure_internal_topic
@@ -119,6 +119,7 @@ class CheckpointEmitter(threading.Thread):
                 "producer": make_producer(tgt, enforced={"linger.ms": "5"}),
                 "syncs": OffsetSyncReader(make_consumer(tgt, "mirror-core.checkpoints", quiet),
                                           offset_syncs_topic(self.flow.source)),
+                "ends": make_consumer(tgt, "mirror-core.checkpoints", quiet),
                 "progress": ProgressStore(self.flow.progress_topic,
                                           make_consumer(tgt, "mirror-core.checkpoints", quiet), "checkpoints"),
             }
@@ -130,6 +131,7 @@ class CheckpointEmitter(threading.Thread):
         if self._clients is not None:
             self._clients["producer"].flush(10)
             self._clients["syncs"].close()
+            self._clients["ends"].close()
             self._clients["progress"].close()
             self._clients = None
 
@@ -149,16 +151,22 @@ class CheckpointEmitter(threading.Thread):
         topic = checkpoints_topic(flow.source)
         sync_now = flow.sync_group_offsets and time.monotonic() >= self._next_group_sync
         published = 0
+        ends: dict[tuple[str, int], int | None] = {}  # remote partition -> log end, read once per round
         for group in groups:
             translated: dict[tuple[str, int], int] = {}
             for (t, p), upstream in committed_offsets(src_admin, group).items():
                 if not flow.should_replicate(t):
                     continue
-                tr = offset_map.translate(t, p, upstream, progress.get((t, p)))
+                remote = flow.remote_topic(t)
+                if (remote, p) not in ends:
+                    ends[(remote, p)] = _log_end(c["ends"], remote, p)
+                # Capped at the remote log end: a position past it would make a consumer reset.
+                tr = offset_map.translate(t, p, upstream, progress.get((t, p)), ends[(remote, p)])
                 if tr.target_offset is None or not tr.exact:
                     continue
-                remote = flow.remote_topic(t)
                 translated[(remote, p)] = tr.target_offset
+                if not flow.emit_checkpoints:
+                    continue  # group offset sync only
                 key = (group, remote, p)
                 if self._published.get(key) != (upstream, tr.target_offset):
                     publish_checkpoint(producer, topic, group, remote, p, upstream, tr.target_offset)
@@ -173,3 +181,10 @@ class CheckpointEmitter(threading.Thread):
             self._next_group_sync = time.monotonic() + flow.sync_group_offsets_interval_s
         producer.flush(30)
         return published
+
+
+def _log_end(consumer: Any, topic: str, partition: int) -> int | None:
+    try:
+        return int(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
+    except KafkaException:
+        return None

@@ -143,14 +143,25 @@ def _from_checkpoints(config: MirrorConfig, flow: FlowConfig, group: str, topic:
         latest = reader.refresh(timeout)
     finally:
         reader.close()
-    out = []
+    rows = []
     for (g, remote, p), (upstream, downstream) in sorted(latest.items()):
         source_topic = flow.policy.upstream_topic(remote) if not flow.policy.uses_provenance else remote
         if g != group or (topic is not None and source_topic != topic):
             continue
-        out.append(PartitionTranslation(group, source_topic or remote, p, remote, upstream, downstream, True,
-                                        "source unreachable: from the latest checkpoint", "checkpoint"))
-    return out
+        rows.append(PartitionTranslation(group, source_topic or remote, p, remote, upstream, downstream, True,
+                                         "source unreachable: from the latest checkpoint", "checkpoint"))
+    if rows:
+        # Never past the remote log end (a consumer would reset), whatever an older mirror published.
+        consumer = make_consumer(tgt, "mirror-core.translate", QUIET)
+        try:
+            ends = _target_ends(consumer, ((r.remote_topic, r.partition) for r in rows), timeout)
+        finally:
+            consumer.close()
+        for r in rows:
+            end = ends.get((r.remote_topic, r.partition))
+            if end is not None and r.target_offset is not None and r.target_offset > end:
+                r.target_offset = end
+    return rows
 
 
 def apply_translation(config: MirrorConfig, target: str, translations: list[PartitionTranslation],

@@ -90,8 +90,8 @@ class PartitionState:
     """
 
     __slots__ = ("acked", "backoff", "careful", "committed", "delta", "gen", "is_heartbeat", "next", "origin",
-                 "partition", "paused_reason", "pending", "producer", "remote", "retry_at", "slot", "syncs", "topic",
-                 "tp")
+                 "partition", "paused_reason", "pending", "producer", "remote", "retry_at", "slot", "syncs", "t_next",
+                 "topic", "tp")
 
     def __init__(self, topic: str, partition: int, remote: str, resume: int | None, is_heartbeat: bool,
                  producer: Any = None, slot: int | None = None) -> None:
@@ -111,6 +111,8 @@ class PartitionState:
         self.is_heartbeat = is_heartbeat
         #: target - source of the current offset-map run (None: the next landed record starts one)
         self.delta: int | None = None
+        #: target offset after the last landed record (None: nothing landed since the map was reset)
+        self.t_next: int | None = None
         #: offset-map entries (source, target) of landed records, written before the next progress
         self.syncs: list[tuple[int, int]] = []
         #: the target producer of this partition (exactly-once: its slot's transactional producer)
@@ -124,6 +126,7 @@ class PartitionState:
         """Record offset-map runs for a landed batch (its target offsets are contiguous)."""
         if b.count == 0:
             return
+        self.t_next = b.t_last + 1
         if self.delta != b.t_first - b.first:
             self.delta = b.t_first - b.first
             self.syncs.append((b.first, b.t_first))
@@ -131,3 +134,9 @@ class PartitionState:
             if index < b.count:
                 self.delta = b.t_first + index - source
                 self.syncs.append((source, b.t_first + index))
+
+    def forget_map(self) -> None:
+        """The next landed record starts a new offset-map run (positions were reset or rolled back)."""
+        self.delta = None
+        self.t_next = None
+        self.syncs.clear()

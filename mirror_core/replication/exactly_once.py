@@ -196,8 +196,7 @@ class SlotManager:
                 return
         self.open.discard(k)
         for st in [s for s in self.r.states.values() if s.slot == k]:
-            st.syncs.clear()
-            st.delta = None
+            st.forget_map()
             st.acked = st.committed
             pos = st.committed if st.committed is not None else st.origin
             record_error = b is not None and b.err is not None and b.err.code() in RECORD_ERRORS_TXN

@@ -789,8 +789,7 @@ class FlowReplicator:
                 low = 0
             # Positions of the old topic mean nothing now: forget them before the explicit rewind.
             st.acked = st.committed = st.origin = None
-            st.delta = None
-            st.syncs.clear()
+            st.forget_map()
             self.rewind_to(st, max(low, 0), careful=False, backoff=False)
 
     def pause(self, st: PartitionState, reason: str) -> None:
@@ -821,7 +820,30 @@ class FlowReplicator:
             return
         for st, tp in zip(idle, positions, strict=True):
             if tp.offset is not None and st.acked is not None and tp.offset > st.acked:
+                self._map_skipped(st, tp.offset)
                 st.acked = st.next = tp.offset
+
+    def _map_skipped(self, st: PartitionState, position: int) -> None:
+        """Record where the target stands at ``position`` after skipped source offsets.
+
+        Without this entry the map's last run would extend over the skipped offsets, and a group
+        committed past them (a caught-up consumer of a transactional source) would translate
+        beyond the target's log end.
+        """
+        if st.t_next is not None:
+            target_next = st.t_next
+        elif self._slots is None and self._target_meta is not None:
+            # Nothing landed since assignment: with every record acknowledged and this instance the
+            # partition's only writer, the remote log end is where the next copy lands.
+            try:
+                target_next = self._target_meta.get_watermark_offsets(
+                    TopicPartition(st.remote, st.partition), timeout=5)[1]
+            except KafkaException:
+                return
+        else:
+            return
+        st.delta = target_next - position
+        st.syncs.append((position, target_next))
 
     def _commit(self, states: list[PartitionState] | None = None) -> None:
         """Write progress for acknowledged offsets (never beyond what the target acknowledged)."""

@@ -79,6 +79,7 @@ def test_translation_is_exact_at_every_position_across_gaps(dc1, dc2, name, star
         source = read_all(dc1, topic)
         target = read_all(dc2, f"dc1.{topic}")
         ends = end_offsets(dc1, topic)
+        target_ends = end_offsets(dc2, f"dc1.{topic}")
         for partition, end in ends.items():
             src = [r for r in source if r.partition == partition]
             tgt = [r for r in target if r.partition == partition]
@@ -87,6 +88,11 @@ def test_translation_is_exact_at_every_position_across_gaps(dc1, dc2, name, star
             for committed in range(start, end + 1):
                 tr = offsets.offset_map.translate(topic, partition, committed, offsets.progress.get((topic, partition)))
                 assert tr.exact and tr.target_offset is not None, (topic, partition, committed, tr)
+                # The map alone (no cap at the log end) is right up to a caught-up group, whose
+                # position lies past the source's trailing commit marker.
+                assert tr.target_offset <= target_ends[partition], (topic, partition, committed, tr)
+                if committed == end:
+                    assert tr.target_offset == target_ends[partition], (topic, partition, committed, tr)
                 expected = [r.value for r in src if r.offset >= committed]
                 resumed = [r.value for r in tgt if r.offset >= tr.target_offset]
                 assert resumed == expected, f"{topic}[{partition}] committed {committed}"
@@ -123,6 +129,9 @@ def test_checkpoints_and_group_offset_sync(dc1, dc2, name, start_mirror):
     idle, active, ahead = unique("idle-"), unique("active-"), unique("ahead-")
     for g in (idle, active, ahead):
         commit_source_group(dc1, g, t, {0: 10, 1: 12})
+    # A caught-up group sits past the trailing commit marker: it must resume at the remote log end.
+    caught_up = unique("caught-up-")
+    commit_source_group(dc1, caught_up, t, end_offsets(dc1, t))
     remote = f"dc1.{t}"
     # `ahead` already consumed further on the target: sync must never move it back.
     create_topic(dc2, remote, 2)  # the mirror would create it; created here to commit `ahead` first
@@ -142,7 +151,7 @@ def test_checkpoints_and_group_offset_sync(dc1, dc2, name, start_mirror):
     try:
         m = start_mirror(flow_lines(name, "emit.checkpoints.interval.seconds = 1", "sync.group.offsets.enabled = true",
                                    "sync.group.offsets.interval.seconds = 1",
-                                   f"dc1->dc2.groups = {idle}, {active}, {ahead}"))
+                                   f"dc1->dc2.groups = {idle}, {active}, {ahead}, {caught_up}"))
         config = load_config(m.config)
 
         def checkpoints() -> dict[tuple[str, str, int], tuple[int, int]]:
@@ -167,6 +176,10 @@ def test_checkpoints_and_group_offset_sync(dc1, dc2, name, start_mirror):
         time.sleep(3)  # several sync rounds
         assert committed_offsets(tgt_admin, active) == {}  # active members: untouched
         assert committed_offsets(tgt_admin, ahead) == {(remote, 0): 30, (remote, 1): 30}  # never backwards
+        ends = end_offsets(dc2, remote)
+        wait_until(lambda: committed_offsets(tgt_admin, caught_up) == {(remote, p): ends[p] for p in (0, 1)}, 60,
+                   what="caught-up group synced at the remote log end")
+        assert {p: checkpoints()[(caught_up, remote, p)][1] for p in (0, 1)} == ends
     finally:
         stop.set()
         member.join(10)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -27,12 +27,15 @@ class Cluster(Base):
 
 
 class Flow(Base):
+    """A flow as configured: enabled, or standby (``A->B.enabled = false``, started only by a workflow)."""
+
     __tablename__ = "flows"
     name: Mapped[str] = mapped_column(String(300), primary_key=True)  # "dc1->dc2"
     source: Mapped[str] = mapped_column(String(128))
     target: Mapped[str] = mapped_column(String(128))
     policy: Mapped[str] = mapped_column(String(64))
     exactly_once: Mapped[bool] = mapped_column(Boolean, default=False)
+    standby: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

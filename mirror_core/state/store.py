@@ -83,12 +83,19 @@ class StateStore:
 
     # -- configuration ------------------------------------------------------------------------------
     def record_config(self, config: MirrorConfig) -> None:
+        """Upsert the clusters and every flow, enabled or standby (a flow can change between the two)."""
+        standby = {f.name for f in config.standby_flows}
         with self.session() as s:
             for c in config.clusters.values():
                 s.merge(Cluster(alias=c.alias, bootstrap_servers=c.bootstrap_servers, updated_at=utcnow()))
-            for f in config.flows:
+            for f in config.all_flows:
                 s.merge(Flow(name=f.name, source=f.source, target=f.target, policy=f.policy.name,
-                             exactly_once=f.exactly_once, updated_at=utcnow()))
+                             exactly_once=f.exactly_once, standby=f.name in standby, updated_at=utcnow()))
+
+    def flows(self) -> list[Flow]:
+        """The configured flows by name (standby ones marked)."""
+        with self.session() as s:
+            return list(s.scalars(select(Flow).order_by(Flow.name)))
 
     # -- topic-config sync --------------------------------------------------------------------------
     def start_sync_run(self, flow: str, dry_run: bool, run_id: str | None) -> int:

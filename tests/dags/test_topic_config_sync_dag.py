@@ -43,15 +43,40 @@ def test_dag_syncs_topics_and_records_the_run(dc1, dc2, name, tmp_path: Path) ->
     assert {(f"dc1.{t}", "created", "proposed"), (f"dc1.{t}", "created", "applied")} <= kinds
 
 
-def test_bad_params_fail_before_any_cluster_is_touched(dc1, dc2, name, tmp_path: Path) -> None:
-    config = write_config(tmp_path / "mm2.properties", {"dc1": dc1, "dc2": dc2},
-                          ["dc1->dc2.enabled = true", f"dc1->dc2.topics = {name}.*"])
-    dag = load_dag(config)
+def test_bad_params_fail_before_any_cluster_is_touched(dc1, dc2, name, tmp_path: Path, capsys) -> None:
+    # The DAG was parsed while dc2->dc1 was an enabled flow, so the Param form still offers it; the
+    # config then changed (dc2->dc1 is now a standby flow). The run's own check must refuse it: a
+    # sync of dc2->dc1 would create dc2.<topic> on dc1.
+    clusters = {"dc1": dc1, "dc2": dc2}
+    topic_lines = [f"dc1->dc2.topics = {name}.*", f"dc2->dc1.topics = {name}.*"]
+    both = write_config(tmp_path / "both.properties", clusters,
+                        ["dc1->dc2.enabled = true", "dc2->dc1.enabled = true", *topic_lines])
+    dag = load_dag(both)
+    assert dag.params.get_param("flow").schema["enum"] == ["", "dc1->dc2", "dc2->dc1"]
+    standby = write_config(tmp_path / "standby.properties", clusters,
+                           ["dc1->dc2.enabled = true", "dc2->dc1.enabled = false", *topic_lines])
+    os.environ["MIRROR_CORE_CONFIG"] = str(standby)
+    t = f"{name}.back"
+    create_topic(dc2, t, 1)
     store = StateStore(os.environ["MIRROR_CORE_DB_URL"])
     store.migrate()
     before = len(store.sync_runs(limit=1000))
-    for conf in ({"flow": "dc9->dc2"}, {"dry_run": "yes"}):
-        with pytest.raises(Exception) as err:
-            dag.test(run_conf=conf)
-        assert "flow" in str(err.value) or "dry_run" in str(err.value)
+
+    capsys.readouterr()
+    run = dag.test(run_conf={"flow": "dc2->dc1", "dry_run": False})
+    assert run.state == "failed"
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["plan"] == "failed" and states["sync"] != "success", states
+    task_log = capsys.readouterr().out  # dag.test() runs the tasks in-process and logs to stdout
+    assert "AirflowFailException: Param 'flow': unknown flow 'dc2->dc1' (enabled flows: dc1->dc2)\n" in task_log
+    assert f"dc2.{t}" not in topics(dc1)  # no cluster touched
     assert len(store.sync_runs(limit=1000)) == before  # nothing ran
+
+    # Malformed values never reach a task: the Param schema refuses them when the run is created.
+    from airflow.sdk.exceptions import ParamValidationError
+
+    for conf, key in (({"flow": "dc9->dc2"}, "flow"), ({"dry_run": "yes"}, "dry_run")):
+        with pytest.raises(ParamValidationError, match=f"Invalid input for param {key}"):
+            dag.test(run_conf=conf)
+    assert f"dc2.{t}" not in topics(dc1)
+    assert len(store.sync_runs(limit=1000)) == before

@@ -2,10 +2,12 @@
 
 Per flow: existence, partition count (never decreased: a remote topic with *more* partitions than
 its source is drift that fails the run loudly), explicitly-set topic configs (minus
-``config.properties.exclude``), and topic ACLs (read-only, as MirrorMaker 2 copies them). Applied
-idempotently with incremental config changes; ``dry_run`` only reports. Every run, with what it
-found and did, is recorded in the state store when one is given. Used by the ``topic_config_sync``
-DAG and by ``mirror-core topics sync``.
+``config.properties.exclude``; a config set on the remote topic but default on the source is reset
+to the target's default), and topic ACLs (read-only, as MirrorMaker 2 copies them). Applied
+idempotently with incremental config changes; ``dry_run`` only reports. A config or a topic the
+target rejects is refused drift for that topic only: the other topics are synced, and the run fails
+loudly at the end. Every run, with what it found and did, is recorded in the state store when one is
+given. Used by the ``topic_config_sync`` DAG and by ``mirror-core topics sync``.
 """
 
 from __future__ import annotations
@@ -70,9 +72,12 @@ def sync_flow(config: MirrorConfig, flow: FlowConfig, dry_run: bool = False, sto
                     f"remote has {have} partitions, source {topic} has {count}: partitions are never decreased; "
                     "fix by hand (recreate the remote topic, or add partitions on the source)"))
         result.changes += manager.ensure_remote(wanted, dry_run=dry_run)
-        result.changes += manager.sync_configs(sorted(wanted), dry_run=dry_run)
+        result.changes += manager.sync_configs(sorted(t for t in wanted if t not in manager.uncreatable),
+                                               dry_run=dry_run)
+        result.refused += manager.take_problems()  # configs or topics the target rejected
         if sync_acls:
-            result.changes += _sync_acls(flow, wanted, src_admin, tgt_admin, dry_run)
+            result.changes += _sync_acls(flow, {t: n for t, n in wanted.items() if t not in manager.uncreatable},
+                                         src_admin, tgt_admin, dry_run)
     except (KafkaException, MirrorError) as exc:
         if store and sync_id is not None:
             store.finish_sync_run(sync_id, "failed", {"error": str(exc)})

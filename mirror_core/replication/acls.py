@@ -1,7 +1,9 @@
 """Topic ACLs copied to remote topics the way MirrorMaker 2 does: read-only.
 
-ALLOW WRITE is never copied (only the mirror writes remote topics); ALL becomes READ; other
-operations and DENY entries are copied as they are. Only literal ACLs naming the topic are copied.
+ALLOW WRITE is never copied (only the mirror writes remote topics); ALLOW ALL becomes ALLOW READ;
+other ALLOW operations are copied as they are. DENY entries are always copied unchanged (DENY ALL
+stays DENY ALL): denying is always safe, and narrowing a denial would grant what the source refuses.
+Only literal ACLs naming the topic are copied.
 """
 
 from __future__ import annotations
@@ -39,10 +41,13 @@ def topic_acls(admin: AdminClient, topic: str, timeout: float = 15) -> set[AclEn
 
 def remote_acl(entry: AclEntry) -> AclEntry | None:
     """The read-only counterpart of a source ACL on the remote topic, or None when not copied."""
-    if entry.permission == AclPermissionType.ALLOW and entry.operation == AclOperation.WRITE:
+    if entry.permission != AclPermissionType.ALLOW:
+        return entry  # DENY (of anything, ALL included) is copied unchanged
+    if entry.operation == AclOperation.WRITE:
         return None
-    op = AclOperation.READ if entry.operation == AclOperation.ALL else entry.operation
-    return AclEntry(entry.principal, entry.host, op, entry.permission)
+    if entry.operation == AclOperation.ALL:
+        return AclEntry(entry.principal, entry.host, AclOperation.READ, entry.permission)
+    return entry
 
 
 def missing_remote_acls(source: set[AclEntry], remote: set[AclEntry]) -> list[AclEntry]:

@@ -249,19 +249,23 @@ class FlowReplicator:
 
     # -- topics and assignment -------------------------------------------------------------------
     def _refresh_topics(self, now: float) -> None:
+        """Discover source topics, create/grow their remote topics, subscribe, then sync configs.
+
+        A topic the target rejects (one of its configs, or the topic itself) is reported per topic
+        (log, errors metric, /status event) and never stops the others: configs are synced after
+        subscribing, and a remote topic the target refuses to create is left out of the subscription.
+        """
         assert self._topics is not None and self._consumer is not None
+        topics = self._topics
         try:
-            wanted = self._topics.source_topics()
-            self._topics.ensure_remote(wanted)
-            for remote in self._topics.recreated_remote:
+            wanted = topics.source_topics()
+            topics.ensure_remote(wanted)
+            for remote in topics.recreated_remote:
                 self.metrics.errors.labels(self._lbl, "remote_topic_recreated").inc()
                 self.events = [*self.events[-19:], {"at": time.time(), "topic": remote,
                                                     "event": "remote topic recreated",
                                                     "detail": f"{remote} was missing on {self.flow.target}"}]
-            self._topics.recreated_remote.clear()
-            if now >= self._next_config_sync:
-                self._topics.sync_configs(sorted(wanted))
-                self._next_config_sync = now + self.flow.sync_topic_configs_interval_s
+            topics.recreated_remote.clear()
             self.source_health.mark_ok()
             self.target_health.mark_ok()
         except (ClusterUnavailable, KafkaException) as exc:
@@ -291,17 +295,30 @@ class FlowReplicator:
         for back in set(wanted) & set(self.missing_topics):
             del self.missing_topics[back]
         self.metrics.topics.labels(self._lbl).set(len(wanted))
+        # No remote topic, no replication (records must land in the same partition of an existing topic).
+        ready = {t: n for t, n in wanted.items() if t not in topics.uncreatable}
         if self._slots is not None:
-            self._subscribed = frozenset(wanted)
-            self._slots.reconcile(wanted)
-        elif frozenset(wanted) != self._subscribed:
-            self._subscribed = frozenset(wanted)
-            if wanted:
-                self._consumer.subscribe(sorted(wanted), on_assign=self.guarded(self._on_assign),
+            self._subscribed = frozenset(ready)
+            self._slots.reconcile(ready)
+        elif frozenset(ready) != self._subscribed:
+            self._subscribed = frozenset(ready)
+            if ready:
+                self._consumer.subscribe(sorted(ready), on_assign=self.guarded(self._on_assign),
                                          on_revoke=self.guarded(self._on_revoke), on_lost=self.guarded(self._on_lost))
             else:
                 self._consumer.unsubscribe()
-            log.info("flow %s: subscribed to %d topics", self.flow.name, len(wanted))
+            log.info("flow %s: subscribed to %d topics", self.flow.name, len(ready))
+        if now >= self._next_config_sync:
+            try:
+                topics.sync_configs(sorted(ready))
+                self._next_config_sync = now + self.flow.sync_topic_configs_interval_s
+            except (ClusterUnavailable, KafkaException) as exc:  # retried at the next refresh
+                self.metrics.errors.labels(self._lbl, "topic_config").inc()
+                log.warning("flow %s: topic config sync failed (%s); retrying at the next refresh", self.flow.name,
+                            exc)
+        for problem in topics.take_problems():  # configs or topics the target rejected
+            self.metrics.errors.labels(self._lbl, problem.error_kind).inc()
+            self.events = [*self.events[-19:], problem.event()]
         interval = self.flow.refresh_topics_interval_s if self.flow.refresh_topics else 3600.0
         self._next_refresh = now + interval
 
@@ -320,6 +337,9 @@ class FlowReplicator:
         while True:
             try:
                 self._topics.ensure_remote(needed)
+                refused = sorted(t for t in needed if t in self._topics.uncreatable)
+                if refused:
+                    raise MirrorError(f"the target refuses to create the remote topics of {', '.join(refused)}")
                 if producer is not None:
                     # The producer must know the partitions too (they may have grown since it last looked).
                     for topic in needed:
@@ -332,6 +352,10 @@ class FlowReplicator:
                     raise
                 log.warning("flow %s: cannot prepare assigned partitions (%s); retrying", self.flow.name, exc)
                 time.sleep(2)
+            finally:
+                for problem in self._topics.take_problems():  # e.g. a remote topic created without a config
+                    self.metrics.errors.labels(self._lbl, problem.error_kind).inc()
+                    self.events = [*self.events[-19:], problem.event()]
         for topic, tid in ids.items():
             # Partitions of this topic we already own were read from the old topic if it changed.
             old_id = self._topic_ids.get(topic)

@@ -7,6 +7,9 @@ map is small (an entry per change of delta, not per record) and must outlive the
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
@@ -26,9 +29,13 @@ def ensure_offset_syncs_topic(admin: AdminClient, topic: str, replication_factor
 
 
 def write_sync(producer: Producer, topic: str, source_topic: str, partition: int, upstream: int,
-               downstream: int) -> None:
-    producer.produce(topic, key=encode_sync_key(source_topic, partition),
-                     value=encode_sync_value(upstream, downstream), partition=0)
+               downstream: int, on_delivery: Callable[[Any, Any], None] | None = None) -> None:
+    if on_delivery is None:
+        producer.produce(topic, key=encode_sync_key(source_topic, partition),
+                         value=encode_sync_value(upstream, downstream), partition=0)
+    else:
+        producer.produce(topic, key=encode_sync_key(source_topic, partition),
+                         value=encode_sync_value(upstream, downstream), partition=0, on_delivery=on_delivery)
 
 
 class OffsetSyncReader:

@@ -89,9 +89,9 @@ class PartitionState:
     target; it is the only value ever written as progress.
     """
 
-    __slots__ = ("acked", "backoff", "careful", "committed", "delta", "gen", "is_heartbeat", "next", "origin",
-                 "partition", "paused_reason", "pending", "producer", "remote", "retry_at", "slot", "syncs", "t_next",
-                 "topic", "tp")
+    __slots__ = ("acked", "backoff", "careful", "committed", "delta", "gen", "is_heartbeat", "map_durable",
+                 "map_gen", "next", "origin", "partition", "paused_reason", "pending", "producer", "remote",
+                 "retry_at", "slot", "syncs", "syncs_in_flight", "t_next", "topic", "tp")
 
     def __init__(self, topic: str, partition: int, remote: str, resume: int | None, is_heartbeat: bool,
                  producer: Any = None, slot: int | None = None) -> None:
@@ -113,6 +113,12 @@ class PartitionState:
         self.delta: int | None = None
         #: target offset after the last landed record (None: nothing landed since the map was reset)
         self.t_next: int | None = None
+        #: at-least-once: progress may cover records below this offset (their map entries are durable)
+        self.map_durable: int | None = resume
+        #: at-least-once: map entries sent and not yet acknowledged by the target
+        self.syncs_in_flight = 0
+        #: bumped when the map is reset, so late acknowledgements of older entries are ignored
+        self.map_gen = 0
         #: offset-map entries (source, target) of landed records, written before the next progress
         self.syncs: list[tuple[int, int]] = []
         #: the target producer of this partition (exactly-once: its slot's transactional producer)
@@ -140,3 +146,6 @@ class PartitionState:
         self.delta = None
         self.t_next = None
         self.syncs.clear()
+        self.syncs_in_flight = 0
+        self.map_gen += 1
+        self.map_durable = None

@@ -218,10 +218,7 @@ class FlowReplicator:
                 slots.close(graceful)
             if graceful and producer is not None:
                 self._set_state("stopping")
-                producer.flush(30)
-                self.collect()
-                self._commit()
-                producer.flush(10)
+                self._commit_durably()
             if consumer is not None:
                 consumer.close()  # runs on_revoke, which commits again (a no-op by then)
                 self._consumer = None
@@ -384,11 +381,8 @@ class FlowReplicator:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Cooperative revocation: finish in-flight work and commit before the next owner starts."""
         if self._producer is not None:
-            self._producer.flush(30)
-            self.collect()
             revoked = [self.states[k] for k in ((tp.topic, tp.partition) for tp in partitions) if k in self.states]
-            self._commit(revoked)
-            self._producer.flush(10)
+            self._commit_durably(revoked)
         self._drop(partitions)
         consumer.incremental_unassign(partitions)
         log.info("flow %s: revoked %s", self.flow.name, _describe(partitions))
@@ -877,19 +871,64 @@ class FlowReplicator:
         if self._producer is None or self._progress is None:
             return
         for st in states if states is not None else list(self.states.values()):
-            if st.acked is None or st.acked == st.committed:
+            if st.acked is None:
                 continue
-
-            def on_delivery(err: KafkaError | None, _msg: object, st: PartitionState = st) -> None:
-                if err is not None:
-                    st.committed = None  # retried at the next commit
-                    self.metrics.errors.labels(self._lbl, "progress_commit").inc()
-
             try:
-                st.committed = self.write_progress(st, self._producer, on_delivery)
+                progress = self._durable_map_position(st, self._producer)
+                if progress is None or progress == st.committed:
+                    continue
+
+                def on_delivery(err: KafkaError | None, _msg: object, st: PartitionState = st) -> None:
+                    if err is not None:
+                        st.committed = None  # retried at the next commit
+                        self.metrics.errors.labels(self._lbl, "progress_commit").inc()
+
+                self._progress.write(self._producer, st.topic, st.partition, progress, on_delivery,
+                                     self._topic_ids.get(st.topic))
+                st.committed = progress
             except BufferError:
                 break
         self._producer.poll(0)
+
+    def _durable_map_position(self, st: PartitionState, producer: Producer) -> int | None:
+        """At-least-once: how far progress may go now — never past a record whose offset-map entry
+        the target has not acknowledged (the map and progress are different partitions, so one
+        could land without the other). New entries are sent here; progress covers them from the
+        next commit on, once acknowledged.
+        """
+        if st.syncs_in_flight == 0:
+            if st.syncs:
+                entries, cover, gen = list(st.syncs), st.acked, st.map_gen
+                st.syncs.clear()
+                outcome = {"left": len(entries), "failed": False}
+
+                def on_sync(err: KafkaError | None, _msg: object) -> None:
+                    if gen != st.map_gen:
+                        return  # the map was reset since: these entries no longer matter
+                    outcome["left"] -= 1
+                    st.syncs_in_flight -= 1
+                    if err is not None and not outcome["failed"]:
+                        outcome["failed"] = True
+                        st.syncs[:0] = entries  # sent again at the next commit
+                        self.metrics.errors.labels(self._lbl, "offset_sync").inc()
+                    if outcome["left"] == 0 and not outcome["failed"]:
+                        st.map_durable = cover
+
+                st.syncs_in_flight = len(entries)
+                for source, target in entries:
+                    write_sync(producer, self._syncs_topic, st.topic, st.partition, source, target, on_sync)
+            else:
+                st.map_durable = st.acked  # every entry below acked is acknowledged
+        return st.map_durable
+
+    def _commit_durably(self, states: list[PartitionState] | None = None) -> None:
+        """Flush and commit twice: the first round's map entries must land before progress covers them."""
+        assert self._producer is not None
+        for _ in range(2):
+            self._producer.flush(30)
+            self.collect()
+            self._commit(states)
+        self._producer.flush(10)
 
     def write_progress(self, st: PartitionState, producer: Producer, on_delivery: Any = None) -> int:
         """Offset-map entries first, then progress: progress never covers a record the map does not.

@@ -3,6 +3,7 @@ transactions, compaction), checkpoints in MM2's layout, group offset sync, failb
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -217,3 +218,59 @@ def test_apply_refuses_active_group_and_time_index_fallback(dc1, dc2, name, star
                          capture_output=True, text=True, cwd=REPO, timeout=60)
     c.close()
     assert out.returncode == 3 and "active member" in out.stderr, out.stderr
+
+
+def test_progress_never_covers_an_offset_map_entry_the_target_rejected(dc1, dc2, name, start_mirror, tmp_path):
+    """The map and progress live in different partitions: one can land without the other. Progress
+    must wait for the map entries of the records it covers, or a translation would be silently wrong."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from tests.kafka_harness import admin, write_config
+
+    src, tgt = unique("src"), unique("tgt")  # own aliases: own offset-syncs topic to break
+    topic = f"{name}.mapfail"
+    create_topic(dc1, topic, 1)
+    transactional_data(dc1, topic, 1)
+    config_path = write_config(tmp_path / f"{src}.properties", {src: dc1, tgt: dc2}, [
+        f"{src}->{tgt}.enabled = true", f"{src}->{tgt}.topics = {topic}", "refresh.topics.interval.seconds = 2",
+        "offset.flush.interval.ms = 200", "emit.heartbeats.enabled = false", "emit.checkpoints.enabled = false"])
+    m = start_mirror([], config=config_path)
+    remote = f"{src}.{topic}"
+    wait_until(lambda: [p["lag"] for p in m.partitions()] == [0], 90, what="caught up")
+    config = load_config(config_path)
+    flow = config.flows[0]
+    wait_until(lambda: FlowOffsets.load(config, flow).progress.get((topic, 0)) == end_offsets(dc1, topic)[0], 30,
+               what="progress at the source end")
+    first_end = end_offsets(dc1, topic)[0]
+
+    # Every new offset-map entry is now rejected by the target (record too large); data still lands.
+    syncs = ConfigResource(ResourceType.TOPIC, f"mirror-core.offset-syncs.{src}.internal")
+    client = admin(dc2)
+
+    def set_limit(op: AlterConfigOpType) -> None:
+        syncs.incremental_configs = [ConfigEntry("max.message.bytes", "1", incremental_operation=op)]
+        client.incremental_alter_configs([syncs])[syncs].result(10)
+
+    set_limit(AlterConfigOpType.SET)
+    try:
+        transactional_data(dc1, topic, 1)
+        source = [r.offset for r in read_all(dc1, topic) if r.offset >= first_end]
+        first_gap = next(o for prev, o in itertools.pairwise(source) if o != prev + 1)
+        wait_until(lambda: len(read_all(dc2, remote)) == len(read_all(dc1, topic)), 60, what="new records copied")
+        wait_until(lambda: 'kind="offset_sync"' in m.metrics(), 30, what="offset-sync errors reported")
+        time.sleep(2)  # ten commit rounds
+        progress = FlowOffsets.load(config, flow).progress[(topic, 0)]
+        # Records up to the first new gap continue the last run (no new entry needed); past it, not.
+        assert first_end <= progress <= first_gap, (first_end, progress, first_gap)
+    finally:
+        set_limit(AlterConfigOpType.DELETE)
+    # The rejected entries are sent again: progress reaches the end, and the map is exact everywhere.
+    end = end_offsets(dc1, topic)[0]
+    wait_until(lambda: FlowOffsets.load(config, flow).progress.get((topic, 0)) == end, 60, what="progress at the end")
+    offsets = FlowOffsets.load(config, flow)
+    src_records, tgt_records = read_all(dc1, topic), read_all(dc2, remote)
+    for committed in range(0, end + 1):
+        tr = offsets.offset_map.translate(topic, 0, committed, offsets.progress[(topic, 0)])
+        assert tr.exact and tr.target_offset is not None
+        assert [r.value for r in tgt_records if r.offset >= tr.target_offset] == \
+            [r.value for r in src_records if r.offset >= committed], committed

@@ -62,10 +62,11 @@ CONSUMER_DEFAULTS = {
     "max.poll.interval.ms": "300000",
     "partition.assignment.strategy": "cooperative-sticky",
     "topic.metadata.refresh.interval.ms": "30000",
-    # Aborted transactions on the source must never become visible data on the target.
-    "isolation.level": "read_committed",
 }
 CONSUMER_ENFORCED = {
+    # Aborted transactions on the source must never become data on the target, and the offset map
+    # and progress are read as committed (exactly-once writes them in transactions).
+    "isolation.level": "read_committed",
     "enable.auto.commit": "false",
     "enable.auto.offset.store": "false",
     "enable.partition.eof": "false",
@@ -184,11 +185,24 @@ def _with_callbacks(settings: dict[str, Any], health: ClusterHealth | None) -> d
     return settings
 
 
+_warned: set[tuple[str, str]] = set()
+
+
+def _warn_overridden(settings: Mapping[str, Any], enforced: Mapping[str, str], who: str) -> None:
+    """Say (once) that a configured value of a setting mirror_core must control is not used."""
+    for key, value in enforced.items():
+        if key in settings and str(settings[key]).lower() != value and (who, key) not in _warned:
+            _warned.add((who, key))
+            log.warning("%s: %s=%s is not used: mirror_core needs %s=%s for its guarantees", who, key,
+                        settings[key], key, value)
+
+
 def make_consumer(cluster: ClusterConfig, group_id: str, overrides: Mapping[str, str] | None = None,
                   health: ClusterHealth | None = None, enforced: Mapping[str, str] | None = None) -> Consumer:
     settings: dict[str, Any] = dict(CONSUMER_DEFAULTS)
     settings.update(cluster.client_settings("consumer", overrides))
     settings["group.id"] = group_id
+    _warn_overridden(settings, CONSUMER_ENFORCED, f"{cluster.alias} consumer")
     settings.update(CONSUMER_ENFORCED)
     settings.update(enforced or {})
     return Consumer(_with_callbacks(settings, health))
@@ -198,6 +212,7 @@ def make_producer(cluster: ClusterConfig, overrides: Mapping[str, str] | None = 
                   health: ClusterHealth | None = None, enforced: Mapping[str, str] | None = None) -> Producer:
     settings: dict[str, Any] = dict(PRODUCER_DEFAULTS)
     settings.update(cluster.client_settings("producer", overrides))
+    _warn_overridden(settings, PRODUCER_ENFORCED, f"{cluster.alias} producer")
     settings.update(PRODUCER_ENFORCED)
     settings.update(enforced or {})
     return Producer(_with_callbacks(settings, health))

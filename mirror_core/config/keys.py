@@ -98,7 +98,8 @@ DEFAULT_CONFIG_EXCLUDE = (
 KEYS: tuple[KeyDef, ...] = (
     KeyDef("clusters", parse_list, "", "Comma-separated cluster aliases (required).", scope="global"),
     KeyDef("enabled", parse_bool, "false",
-           "Whether a flow runs; set per flow as A->B.enabled (MirrorMaker 2 default: false). A flow set "
+           "Whether a flow runs; set per flow as A->B.enabled (MirrorMaker 2 default: false; a global "
+           "'enabled' has no effect and is warned about). A flow set "
            "explicitly to false is a standby flow (e.g. the reverse direction): configured, started only "
            "by a workflow through the control plane (mirror-core run --state-db)."),
     KeyDef("topics", parse_patterns, ".*", "Regexes of source topics to replicate.",

@@ -7,7 +7,7 @@ warnings (MirrorMaker 2 files carry many Connect-specific keys that are harmless
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -25,6 +25,13 @@ _FLOW_RE = re.compile(r"^([^.\s]+?)->([^.\s]+?)\.(.+)$")
 _KINDS: tuple[ClientKind, ...] = ("consumer", "producer", "admin")
 # Client settings that may be given once for every cluster (MM2 accepts these at top level).
 _GLOBAL_CLIENT_PREFIXES = ("security.protocol", "sasl.", "ssl.", "client.")
+# '<name>.' followed by one of these can only be a setting of a cluster named <name>: if <name> is not
+# listed in 'clusters', the key refers to an undefined cluster. ('client.' alone is too broad: Connect's
+# 'connector.client.config.override.policy' is a global key.)
+_CLUSTER_SETTINGS = ("bootstrap.servers", "security.protocol", "client.id")
+_CLUSTER_PREFIXES = ("consumer.", "producer.", "admin.", "sasl.", "ssl.")
+# MirrorMaker 2's connector-level client prefixes (source.consumer.*, target.admin.*, ...): global keys.
+_CONNECTOR_PREFIXES = ("source", "target")
 
 
 def load_config(path: str | Path, validate_clients: bool = True) -> MirrorConfig:
@@ -40,6 +47,8 @@ class _Builder:
     def __init__(self, props: Iterable[Property], source: str | None) -> None:
         self.source = source
         self.warnings: list[str] = []
+        #: (flow name, client kind) -> librdkafka setting -> file key and line of the flow override
+        self.flow_origins: dict[tuple[str, ClientKind], dict[str, Origin]] = {}
         self.props: dict[str, Property] = {}
         for p in props:
             if p.key in self.props:
@@ -56,6 +65,19 @@ class _Builder:
     def error(self, message: str, p: Property | None = None, key: str | None = None) -> ConfigError:
         return ConfigError(message, key=key or (p.key if p else None), line=p.line if p else None,
                            source=self.source)
+
+    def put_setting(self, into: dict[str, Property], name: str, p: Property, prefix: str = "") -> None:
+        """Record ``p`` as the setting ``name``, written under its name or an older one (``prefix`` is
+        ``A->B.`` for flow keys). When both are set, the current name wins, as in MirrorMaker 2."""
+        other = into.get(name)
+        if other is None:
+            into[name] = p
+            return
+        names = (name, *KEYS_BY_NAME[name].aliases)
+        kept, dropped = sorted((other, p), key=lambda q: names.index(q.key[len(prefix):]))
+        into[name] = kept
+        self.warn(f"{self.where(kept)}: '{kept.key}' and '{dropped.key}' (line {dropped.line}) set the same "
+                  f"setting; '{kept.key}' wins (as in MirrorMaker 2) and '{dropped.key}' is ignored")
 
     def parse_value(self, name: str, p: Property | None) -> Any:
         definition = KEYS_BY_NAME[name]
@@ -106,17 +128,25 @@ class _Builder:
                 continue
             name = ALIASES.get(key, key)
             if name in KEYS_BY_NAME:
-                globals_[name] = p
+                self.put_setting(globals_, name, p)
             elif key in IGNORED_MM2_KEYS:
                 self.warn(f"{self.where(p)}: MirrorMaker 2 key '{key}' is not used by mirror_core; ignored")
             elif key.startswith(tuple(f"{k}." for k in _KINDS)) or key.startswith(_GLOBAL_CLIENT_PREFIXES):
                 global_client[key] = p
+            elif (head not in _CONNECTOR_PREFIXES and _ALIAS_RE.match(head)
+                  and (rest in _CLUSTER_SETTINGS or rest.startswith(_CLUSTER_PREFIXES))):
+                raise self.error(f"'{key}' is a setting of cluster '{head}', which is not listed in "
+                                 f"'clusters' ({', '.join(aliases)})", p)
             elif key.endswith(".bootstrap.servers"):
                 raise self.error(f"cluster '{key.rsplit('.bootstrap.servers', 1)[0]}' is not listed in "
                                  f"'clusters' ({', '.join(aliases)})", p)
             else:
                 self.warn(f"{self.where(p)}: unknown key '{key}'; ignored")
 
+        global_enabled = globals_.pop("enabled", None)
+        if global_enabled is not None:
+            self.warn(f"{self.where(global_enabled)}: a global 'enabled' has no effect (MirrorMaker 2 enables "
+                      "flows one by one: A->B.enabled = true); ignored")
         clusters = {a: self.build_cluster(a, cluster_keys[a], global_client) for a in aliases}
         flows: list[FlowConfig] = []
         standby: list[FlowConfig] = []
@@ -129,8 +159,9 @@ class _Builder:
             enabled = self.parse_value("enabled", enabled_prop)
             (flows if enabled else standby).append(self.build_flow(src, dst, keys, globals_, clusters))
         if not flows:
+            hint = "; a global 'enabled' has no effect" if global_enabled is not None else ""
             raise self.error("no replication flow is enabled (set e.g. "
-                             f"{aliases[0]}->{aliases[-1]}.enabled = true)", key="enabled")
+                             f"{aliases[0]}->{aliases[-1]}.enabled = true{hint})", global_enabled, key="enabled")
         config = MirrorConfig(MappingProxyType(clusters), tuple(flows), tuple(self.warnings), self.source,
                               tuple(standby))
         if validate_clients:
@@ -195,18 +226,33 @@ class _Builder:
 
     def build_flow(self, src: str, dst: str, keys: dict[str, Property], globals_: dict[str, Property],
                    clusters: dict[str, ClusterConfig]) -> FlowConfig:
-        values: dict[str, Any] = {}
+        prefix = f"{src}->{dst}."
+        chosen: dict[str, Property] = {}
         client_keys: dict[str, Property] = {}
         for rest, p in keys.items():
             name = ALIASES.get(rest, rest)
             if name in KEYS_BY_NAME:
-                values[name] = self.parse_value(name, p)
+                self.put_setting(chosen, name, p, prefix)
             elif rest.startswith(("consumer.", "producer.")):
                 client_keys[rest] = p
             elif rest in IGNORED_MM2_KEYS:
                 self.warn(f"{self.where(p)}: MirrorMaker 2 key '{p.key}' is not used by mirror_core; ignored")
+            elif rest.startswith("admin."):
+                self.warn(f"{self.where(p)}: '{p.key}': flows have no admin client overrides (set "
+                          f"{src}.admin.* or {dst}.admin.* on the cluster); ignored")
             else:
                 self.warn(f"{self.where(p)}: unknown key '{p.key}'; ignored")
+        values: dict[str, Any] = {}
+        for name, p in chosen.items():
+            if KEYS_BY_NAME[name].scope == "global":
+                self.warn(f"{self.where(p)}: '{p.key}' cannot be set per flow; ignored")
+                continue
+            written, overridden = p.key[len(prefix):], globals_.get(name)
+            if written != name and overridden is not None and overridden.key == name:
+                self.warn(f"{self.where(p)}: '{p.key}' (an older name) overrides the global '{name}' "
+                          f"(line {overridden.line}) for flow {src}->{dst}; MirrorMaker 2 would let the "
+                          f"current name win here: write '{prefix}{name}' to be unambiguous")
+            values[name] = self.parse_value(name, p)
         for name in KEYS_BY_NAME:
             if name not in values and name != "clusters":
                 values[name] = self.parse_value(name, globals_.get(name))
@@ -218,8 +264,10 @@ class _Builder:
 
         _, per_kind = self.split_by_kind(client_keys)
         settings: dict[ClientKind, dict[str, str]] = {k: {} for k in _KINDS}
-        self.translate_into(("consumer",), per_kind["consumer"], settings, {})
-        self.translate_into(("producer",), per_kind["producer"], settings, {})
+        for kind in ("consumer", "producer"):
+            # Where each override came from, for validate_clients' messages.
+            origins = self.flow_origins.setdefault((f"{src}->{dst}", kind), {})
+            self.translate_into((kind,), per_kind[kind], settings, origins)
         return FlowConfig(
             source=src,
             target=dst,
@@ -252,22 +300,37 @@ class _Builder:
         )
 
     def validate_clients(self, config: MirrorConfig) -> None:
-        """Let librdkafka itself reject unknown or invalid client settings, naming the file key."""
+        """Let librdkafka itself reject unknown or invalid client settings, naming the file key: each
+        cluster's settings, then each flow's overrides (A->B.consumer.* on the source cluster's consumer
+        settings, A->B.producer.* on the target cluster's producer settings)."""
         for cluster in config.clusters.values():
             for kind in _KINDS:
                 settings = cluster.client_settings(kind)
-                problem = _client_problem(kind, settings)
-                if problem is None:
-                    continue
-                # Find the setting at fault (librdkafka may name it by an alias), one at a time.
-                origin = None
-                for lib_key, value in settings.items():
-                    if lib_key != "bootstrap.servers" and _client_problem(kind, {lib_key: value}) is not None:
-                        origin = cluster.origins.get(lib_key)
-                        break
-                raise ConfigError(f"invalid {kind} setting for cluster '{cluster.alias}': {problem}",
-                                  key=origin[0] if origin else f"{cluster.alias}.*",
-                                  line=origin[1] if origin else None, source=self.source)
+                suspects = {k: v for k, v in settings.items() if k != "bootstrap.servers"}
+                self.check_client(kind, settings, suspects, cluster.origins, f"cluster '{cluster.alias}'",
+                                  f"{cluster.alias}.*")
+        for flow in config.all_flows:
+            for kind, alias, overrides in (("consumer", flow.source, flow.consumer_overrides),
+                                           ("producer", flow.target, flow.producer_overrides)):
+                if overrides:
+                    self.check_client(kind, config.cluster(alias).client_settings(kind, overrides), overrides,
+                                      self.flow_origins.get((flow.name, kind), {}), f"flow {flow.name}",
+                                      f"{flow.name}.{kind}.*")
+
+    def check_client(self, kind: ClientKind, settings: dict[str, str], suspects: Mapping[str, str],
+                     origins: Mapping[str, Origin], owner: str, fallback_key: str) -> None:
+        problem = _client_problem(kind, settings)
+        if problem is None:
+            return
+        # Find the setting at fault (librdkafka may name it by an alias), one at a time.
+        origin = None
+        for lib_key, value in suspects.items():
+            if _client_problem(kind, {lib_key: value}) is not None:
+                origin = origins.get(lib_key)
+                break
+        raise ConfigError(f"invalid {kind} setting for {owner}: {problem}",
+                          key=origin[0] if origin else fallback_key,
+                          line=origin[1] if origin else None, source=self.source)
 
 
 def _client_problem(kind: ClientKind, settings: dict[str, str]) -> str | None:

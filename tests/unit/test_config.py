@@ -90,3 +90,102 @@ def test_disabled_flows_are_standby_and_only_explicit_ones() -> None:
         c.flow("dc1->dc3")
     # A flow mentioned without 'enabled' is neither running nor standby (MirrorMaker 2's reading).
     assert load("dc1->dc2.enabled = true\ndc2->dc1.topics = x\n").standby_flows == ()
+
+
+FLOW = "dc1->dc2.enabled = true\n"  # line 4
+
+
+@pytest.mark.parametrize(("extra", "key", "line"), [
+    (FLOW + "dc1->dc2.consumer.fetch.foo = 1\n", "dc1->dc2.consumer.fetch.foo", 5),
+    (FLOW + "dc1->dc2.consumer.group.id = g\ndc1->dc2.producer.linger.ms = soon\n", "dc1->dc2.producer.linger.ms", 6),
+    (FLOW + "dc1->dc2.producer.compression.type = zip\n", "dc1->dc2.producer.compression.type", 5),
+    # A standby flow is validated too: a workflow may start it at any time.
+    (FLOW + "dc2->dc1.enabled = false\ndc2->dc1.consumer.fetch.foo = 1\n", "dc2->dc1.consumer.fetch.foo", 6),
+])
+def test_flow_client_overrides_are_validated_like_cluster_settings(extra: str, key: str, line: int) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_text(BASE + extra)
+    assert (err.value.key, err.value.line) == (key, line)
+    assert key in str(err.value) and f"line {line}" in str(err.value)
+
+
+def test_valid_flow_client_overrides_pass_and_admin_overrides_are_not_per_flow() -> None:
+    c = parse_text(BASE + FLOW + "dc1->dc2.consumer.group.id = g\ndc1->dc2.consumer.fetch.min.bytes = 1\n"
+                   "dc1->dc2.producer.linger.ms = 5\ndc1->dc2.producer.max.request.size = 2000000\n"
+                   "dc1->dc2.admin.request.timeout.ms = 5\n")
+    f = c.flows[0]
+    assert f.consumer_overrides == {"group.id": "g", "fetch.min.bytes": "1"}
+    assert f.producer_overrides == {"linger.ms": "5", "message.max.bytes": "2000000"}
+    assert any("dc1->dc2.admin.request.timeout.ms" in w and "no admin client overrides" in w for w in c.warnings)
+
+
+@pytest.mark.parametrize(("extra", "key"), [
+    ("c.security.protocol = SSL\n", "c.security.protocol"),
+    ("x.bootstrap.servers = h:1\n", "x.bootstrap.servers"),
+    ("x.ssl.truststore.location = /ca.pem\n", "x.ssl.truststore.location"),
+    ("x.sasl.mechanism = PLAIN\n", "x.sasl.mechanism"),
+    ("x.consumer.fetch.min.bytes = 1\n", "x.consumer.fetch.min.bytes"),
+    ("dc3.producer.linger.ms = 5\n", "dc3.producer.linger.ms"),
+    ("x.admin.request.timeout.ms = 5\n", "x.admin.request.timeout.ms"),
+    ("x.client.id = me\n", "x.client.id"),
+    ("x->dc1.enabled = true\n", "x->dc1.enabled"),
+    ("dc2->x.topics = orders\n", "dc2->x.topics"),
+])
+def test_references_to_undefined_clusters_are_errors(extra: str, key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load(FLOW + extra)
+    assert (err.value.key, err.value.line) == (key, 5)
+    assert "not listed in 'clusters'" in str(err.value) or "undefined cluster" in str(err.value)
+
+
+def test_global_mm2_keys_with_dots_are_not_taken_for_clusters() -> None:
+    c = load(FLOW + "replication.factor = 1\nsync.topic.configs.enabled = false\nemit.heartbeats.enabled = false\n"
+             "config.properties.exclude = retention\\.ms\noffset-syncs.topic.replication.factor = 1\n"
+             "heartbeats.topic.replication.factor = 1\nsecurity.protocol = PLAINTEXT\nssl.client.auth = none\n"
+             "ssl.truststore.location = /ca.pem\nsasl.mechanism = PLAIN\nclient.id = mirror\n"
+             "consumer.fetch.min.bytes = 1\nproducer.linger.ms = 5\nadmin.request.timeout.ms = 5\n"
+             # Connect / MirrorMaker 2 connector-level keys: ignored with a warning, never errors.
+             "connector.client.config.override.policy = All\nsource.consumer.fetch.min.bytes = 1\n"
+             "target.admin.request.timeout.ms = 5\nlisteners.https.ssl.keystore.location = /k.p12\n"
+             "offset.flush.timeout.ms = 5000\nkey.converter.schemas.enable = false\n")
+    f = c.flows[0]
+    assert f.replication_factor == 1 and not f.sync_topic_configs and not f.emit_heartbeats
+    assert c.clusters["dc1"].client_settings("consumer")["fetch.min.bytes"] == "1"
+    assert c.clusters["dc2"].client_settings("producer")["client.id"] == "mirror"
+
+
+@pytest.mark.parametrize("scope", ["", "dc1->dc2."])
+@pytest.mark.parametrize(("new", "old", "value_of"), [
+    ("topics", "topics.whitelist", lambda f: str(f.topics.include)),
+    ("topics.exclude", "topics.blacklist", lambda f: str(f.topics.exclude)),
+    ("groups", "groups.whitelist", lambda f: str(f.groups.include)),
+    ("groups.exclude", "groups.blacklist", lambda f: str(f.groups.exclude)),
+])
+@pytest.mark.parametrize("new_first", [True, False])
+def test_current_name_beats_older_name_with_a_warning(scope: str, new: str, old: str, value_of,  # type: ignore[no-untyped-def]
+                                                      new_first: bool) -> None:
+    lines = [f"{scope}{new} = new-.*", f"{scope}{old} = old-.*"]
+    if not new_first:
+        lines.reverse()
+    c = load(FLOW + "\n".join(lines) + "\n")
+    assert value_of(c.flows[0]) == "new-.*"
+    new_line, old_line = (5, 6) if new_first else (6, 5)
+    [warning] = [w for w in c.warnings if f"'{scope}{old}'" in w]
+    assert f"line {new_line}" in warning and f"line {old_line}" in warning
+    assert f"'{scope}{new}' wins" in warning
+
+
+def test_flow_older_name_still_beats_global_current_name_with_a_warning() -> None:
+    c = load(FLOW + "topics.exclude = global-.*\ndc1->dc2.topics.blacklist = flow-.*\n")
+    assert str(c.flows[0].topics.exclude) == "flow-.*"  # per-flow beats global, as documented
+    assert any("dc1->dc2.topics.blacklist" in w and "line 5" in w and "dc1->dc2.topics.exclude" in w
+               for w in c.warnings)
+
+
+def test_global_enabled_has_no_effect_and_says_so() -> None:
+    c = load(FLOW + "enabled = false\n")
+    assert [f.name for f in c.flows] == ["dc1->dc2"]
+    assert any("global 'enabled' has no effect" in w and "line 5" in w for w in c.warnings)
+    with pytest.raises(ConfigError, match="global 'enabled' has no effect") as err:
+        load("enabled = true\n")
+    assert err.value.line == 4

@@ -2,10 +2,12 @@
 
 Trigger by hand with ``flow`` (the original forward flow primary->standby), ``apps``, ``groups``.
 
-catch_up (the reverse flow's lag under ``max_reverse_lag``) -> assess (records only the old primary
-holds, translated offsets back; recorded) -> **decide** (replay those records to consumers, skip
-them, or Reject = change nothing) -> execute (drain and stop the reverse flow; commit translated
-offsets on the old primary; switch the registry back; restore the forward flow) -> verify -> finalize.
+check (the Params, before any cluster is touched) -> catch_up (``ReplicationLagSensor``: the reverse
+flow's data lag down to ``max_reverse_lag``, within ``drain_timeout_s``) -> assess (records only the
+old primary holds, translated offsets back; recorded) -> **decide** (replay those records to
+consumers, skip them, or Reject = change nothing) -> execute (drain and stop the reverse flow; commit
+translated offsets on the old primary; switch the registry back; restore the forward flow) -> verify
+-> finalize.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from mirror_airflow.dag_helpers import (
     verify_and_record,
     workflow_inputs,
 )
+from mirror_airflow.sensors import ReplicationLagSensor
 
 from mirror_core.airflow_support import load_mirror_config
 
@@ -54,18 +57,35 @@ REJECT = "Reject"
 )
 def failback() -> None:
     @task
+    def check() -> str:
+        """The Params, checked before any cluster is touched; the reverse flow to wait for."""
+        from mirror_core.workflows.control import WorkflowError
+        from mirror_core.workflows.failover import flow_of, required_reverse
+
+        params = get_current_context()["params"]
+        config, _, _, _ = workflow_inputs(params, CONFIG_ERROR)
+        try:
+            return required_reverse(config, flow_of(config, params["flow"])).name
+        except WorkflowError as exc:
+            raise AirflowFailException(str(exc)) from None
+
+    catch_up = ReplicationLagSensor(
+        task_id="catch_up",
+        flow="{{ ti.xcom_pull(task_ids='check') }}",
+        max_lag="{{ params.max_reverse_lag }}",
+        max_wait_s="{{ params.drain_timeout_s }}",
+        poke_interval=2,
+    )
+
+    @task
     def assess() -> dict[str, Any]:
         from mirror_core.workflows.control import WorkflowError
-        from mirror_core.workflows.failover import assess_failback, flow_of, render_plan, reverse_of, wait_data_lag
+        from mirror_core.workflows.failover import assess_failback, render_plan
 
         context = get_current_context()
         params = context["params"]
         config, apps, groups, store = workflow_inputs(params, CONFIG_ERROR)
         try:
-            forward = flow_of(config, params["flow"])
-            reverse = reverse_of(config, forward)
-            if reverse is not None and int(params["max_reverse_lag"]) == 0:
-                wait_data_lag(config, reverse, float(params["drain_timeout_s"]))
             plan = assess_failback(config, params["flow"], apps, groups, store)
         except WorkflowError as exc:
             raise AirflowFailException(str(exc)) from None
@@ -78,6 +98,7 @@ def failback() -> None:
         return plan
 
     plan = assess()
+    check() >> catch_up >> plan
     decide = ChoiceGate(
         task_id="decide",
         subject="Fail back {{ params.flow }}? Choose what happens to records only the old primary holds",

@@ -51,6 +51,15 @@ def reverse_of(config: MirrorConfig, flow: FlowConfig) -> FlowConfig | None:
         return None
 
 
+def required_reverse(config: MirrorConfig, flow: FlowConfig) -> FlowConfig:
+    """The reverse flow a failback needs (configured, usually as a standby flow)."""
+    reverse = reverse_of(config, flow)
+    if reverse is None:
+        raise WorkflowError(f"failback needs the reverse flow {flow.target}->{flow.source} in the config "
+                            f"('{flow.target}->{flow.source}.enabled = false')")
+    return reverse
+
+
 def data_lag(status: FlowStatus, flow: FlowConfig) -> dict[str, Any]:
     """Lag of the flow's data topics (heartbeats excluded: they never stop while a flow runs)."""
     parts = [p for p in status.partitions if not flow.policy.is_heartbeats_topic(p.topic)]
@@ -302,10 +311,7 @@ def translate_back(config: MirrorConfig, forward: FlowConfig, reverse: FlowConfi
 def assess_failback(config: MirrorConfig, flow_name: str, apps: list[str], groups: list[str],
                     store: StateStore | None = None) -> dict[str, Any]:
     forward = flow_of(config, flow_name)
-    reverse = reverse_of(config, forward)
-    if reverse is None:
-        raise WorkflowError(f"failback needs the reverse flow {forward.target}->{forward.source} in the config "
-                            f"('{forward.target}->{forward.source}.enabled = false')")
+    reverse = required_reverse(config, forward)
     for alias in (forward.source, forward.target):
         ok, note = reachable(config, alias)
         if not ok:

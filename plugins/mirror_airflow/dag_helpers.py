@@ -102,7 +102,8 @@ def finalize_failover(ti: Any, gate: str, reject: str, kind: str) -> None:
 
     plan = ti.xcom_pull(task_ids="assess")
     if not plan:
-        raise AirflowFailException("assessment failed (see its log); nothing was changed")
+        raise AirflowFailException("the assessment did not complete (see the log of the task that failed before "
+                                   "it); nothing was changed")
     chosen, who = responder(ti, gate)
     if chosen == reject:
         StateStore().finish_failover(plan["record_id"], "rejected", who)

@@ -24,6 +24,19 @@ def test_dagbag_has_no_import_errors() -> None:
     assert "0 6 1 */3 *" in repr(bag.get_dag("dr_drill").timetable)  # quarterly
 
 
+def test_failback_waits_for_the_reverse_flow_with_the_shared_sensor() -> None:
+    """The Params are checked first, then the lag sensor waits (within drain_timeout_s), then assess."""
+    from airflow.dag_processing.dagbag import DagBag
+    from mirror_airflow.sensors import ReplicationLagSensor
+
+    dag = DagBag(dag_folder=str(REPO / "dags" / "failback.py")).get_dag("failback")
+    catch_up = dag.get_task("catch_up")
+    assert isinstance(catch_up, ReplicationLagSensor)
+    assert catch_up.upstream_task_ids == {"check"} and catch_up.downstream_task_ids == {"assess"}
+    assert "max_reverse_lag" in str(catch_up.max_lag) and "drain_timeout_s" in str(catch_up.max_wait_s)
+    assert "check" in str(catch_up.flow)
+
+
 def test_plugin_registers_status_page() -> None:
     from airflow import plugins_manager
 

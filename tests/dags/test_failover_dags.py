@@ -126,3 +126,9 @@ def test_bad_params_are_refused_before_anything_changes(dc1, dc2, name, setup) -
     dr = dag.test(run_conf={"flow": "dc1->dc2", "groups": ["g", "g"]})  # validated by the first task
     assert dr.state == "failed" and states(dr)["assess"] == "failed"
     assert store.failovers() == [] and store.flow_controls() == {}
+    # failback: the Params are checked before its lag sensor reads anything from the clusters.
+    dr = load("failback").test(run_conf={"flow": "dc1->dc2", "groups": ["g", "g"]})
+    assert dr.state == "failed"
+    assert {k: states(dr)[k] for k in ("check", "catch_up", "assess")} == {
+        "check": "failed", "catch_up": "upstream_failed", "assess": "upstream_failed"}
+    assert store.failovers() == [] and store.flow_controls() == {}

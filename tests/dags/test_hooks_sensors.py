@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from mirror_core.airflow_support import airflow_connections
 from mirror_core.config.loader import load_config
 from tests.kafka_harness import create_topic, produce_sequence, write_config
@@ -17,6 +19,7 @@ def test_kafka_hook_from_derived_connection_and_lag_sensor(dc1, dc2, name, tmp_p
     for key, value in airflow_connections(load_config(config_path)).items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("MIRROR_CORE_CONFIG", str(config_path))
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
     from mirror_airflow.hooks import KafkaClusterHook
     from mirror_airflow.sensors import ReplicationLagSensor
 
@@ -31,14 +34,23 @@ def test_kafka_hook_from_derived_connection_and_lag_sensor(dc1, dc2, name, tmp_p
     produce_sequence(dc1, t, 1, 5)
     assert strict.poke({}) is False  # 5 records not replicated (no mirror running)
     assert ReplicationLagSensor(task_id="lag10", flow="dc1->dc2", max_lag=10).poke({}) is True
+    # As a task: waits at most max_wait_s (templated, e.g. from a Param), then says what the lag was.
+    waiting = ReplicationLagSensor(task_id="wait", flow="dc1->dc2", max_lag="0", max_wait_s="1", poke_interval=0.2)
+    with pytest.raises(AirflowSensorTimeout, match=r"flow dc1->dc2: data lag still 5 after 1s \(want <= 0\)"):
+        waiting.execute({})
+    assert ReplicationLagSensor(task_id="wait10", flow="dc1->dc2", max_lag="10", max_wait_s="1").execute({}) is None
+    # A flow the config does not have fails at once (no retries until the timeout).
+    with pytest.raises(AirflowFailException, match="unknown flow 'dc2->dc9'"):
+        ReplicationLagSensor(task_id="unknown", flow="dc2->dc9", max_wait_s=60).execute({})
     assert os.environ["MIRROR_CORE_CONFIG"] == str(config_path)
 
 
 def test_sensor_validates_its_arguments() -> None:
-    import pytest
     from mirror_airflow.sensors import ReplicationLagSensor
 
     with pytest.raises(ValueError, match="source->target"):
         ReplicationLagSensor(task_id="bad", flow="dc1", max_lag=0)
     with pytest.raises(ValueError, match="max_lag"):
         ReplicationLagSensor(task_id="bad2", flow="dc1->dc2", max_lag=-1)
+    with pytest.raises(ValueError, match="max_wait_s"):
+        ReplicationLagSensor(task_id="bad3", flow="dc1->dc2", max_wait_s=-1)

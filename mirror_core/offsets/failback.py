@@ -11,6 +11,7 @@ from confluent_kafka import TopicPartition
 
 from mirror_core.clients import make_admin, make_consumer, make_producer
 from mirror_core.config.model import FlowConfig, MirrorConfig
+from mirror_core.offsets.sync_store import OffsetSyncReader, offset_syncs_topic
 from mirror_core.replication.progress import ProgressStore, ensure_progress_topic
 from mirror_core.replication.topics import TopicManager
 
@@ -36,7 +37,10 @@ class UnreplicatedRange:
 
 def unreplicated(config: MirrorConfig, flow: FlowConfig, sample: int = 20,
                  timeout: float = 30) -> list[UnreplicatedRange]:
-    """Per partition, the source records beyond the flow's committed progress (never replicated).
+    """Per partition, the source records the target never received.
+
+    They start at the flow's committed progress, moved past the records copied after the last
+    progress commit (at-least-once: they are on the target already, an exact comparison says so).
 
     Run it when the old primary is back, before restoring the forward flow: an operator decides what
     to do with these records (re-produce them on the new primary, or discard) instead of scraping.
@@ -45,16 +49,27 @@ def unreplicated(config: MirrorConfig, flow: FlowConfig, sample: int = 20,
     src, tgt = config.cluster(flow.source), config.cluster(flow.target)
     topics = TopicManager(flow, make_admin(src), make_admin(tgt), timeout=timeout).source_topics()
     store = ProgressStore(flow.progress_topic, make_consumer(tgt, "mirror-core.failback", QUIET), "tool")
+    syncs = OffsetSyncReader(make_consumer(tgt, "mirror-core.failback", QUIET), offset_syncs_topic(flow.source))
     consumer = make_consumer(src, "mirror-core.failback", QUIET)
+    target = make_consumer(tgt, "mirror-core.failback", QUIET)
     try:
         progress = store.refresh(timeout)
+        offset_map = syncs.refresh(timeout)
         out = []
         for topic, count in sorted(topics.items()):
             if flow.policy.is_heartbeats_topic(topic):
                 continue
             for p in range(count):
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
-                first = max(progress.get((topic, p), low), low)
+                done = progress.get((topic, p))
+                first = max(done if done is not None else low, low)
+                if first >= high:
+                    continue
+                # At-least-once: records copied after the last progress commit are on the target too.
+                there = offset_map.translate(topic, p, first, done).target_offset if done is not None else None
+                if there is not None:
+                    first = _copied_beyond(consumer, target, topic, flow.remote_topic(topic), p, first, high, there,
+                                           timeout)
                 if first >= high:
                     continue
                 out.append(UnreplicatedRange(topic, p, first, high, _sample(consumer, topic, p, first, high,
@@ -62,7 +77,49 @@ def unreplicated(config: MirrorConfig, flow: FlowConfig, sample: int = 20,
         return out
     finally:
         store.close()
+        syncs.close()
         consumer.close()
+        target.close()
+
+
+def _read(consumer: Any, topic: str, partition: int, start: int, end: int, limit: int,
+          timeout: float) -> list[Any]:
+    """Up to ``limit`` records of ``topic[partition]`` in ``[start, end)``."""
+    consumer.assign([TopicPartition(topic, partition, start)])
+    out: list[Any] = []
+    try:
+        while len(out) < limit:
+            msgs = consumer.consume(min(limit, 10_000), timeout=min(timeout, 5))
+            if not msgs:
+                break
+            out += [m for m in msgs if m.error() is None and m.offset() < end]
+            if msgs[-1].offset() >= end - 1:
+                break
+    finally:
+        consumer.unassign()
+    return out[:limit]
+
+
+def _copied_beyond(source: Any, target: Any, topic: str, remote: str, partition: int, first: int, high: int,
+                   there: int, timeout: float, limit: int = 100_000) -> int:
+    """The first source offset from ``first`` on whose copy is not on the target.
+
+    The target records from ``there`` (where the copy of ``first`` would be) are compared in order
+    with the source records from ``first`` — timestamp, key and value — and the matching prefix is
+    on the target already. Records produced on the target itself (identity policy) end the prefix.
+    """
+    _, t_end = target.get_watermark_offsets(TopicPartition(remote, partition), timeout=timeout)
+    if t_end <= there:
+        return first
+    copies = _read(target, remote, partition, there, t_end, min(limit, t_end - there), timeout)
+    originals = _read(source, topic, partition, first, high, len(copies) + 1, timeout)
+    for original, copy in zip(originals, copies, strict=False):
+        if (original.timestamp()[1], original.key(), original.value()) != \
+                (copy.timestamp()[1], copy.key(), copy.value()):
+            return first
+        first = original.offset() + 1
+    # Every source record up to the end has its copy: only markers or aborted records remain.
+    return high if len(originals) <= len(copies) else first
 
 
 def _sample(consumer: Any, topic: str, partition: int, first: int, end: int, limit: int,

@@ -7,8 +7,10 @@ import json
 import subprocess
 import sys
 
+from mirror_core.clients import make_consumer, make_producer
 from mirror_core.config.loader import load_config
 from mirror_core.offsets.failback import unreplicated
+from mirror_core.replication.progress import ProgressStore
 from tests.integration.conftest import flow_lines
 from tests.kafka_harness import (
     REPO,
@@ -38,6 +40,14 @@ def test_failback_default_policy(dc1, dc2, name, start_mirror):
     wait_until(lambda: all(p["lag"] == 0 for p in forward.partitions() if p["topic"] == t), 30, what="progress")
     assert forward.stop() == 0  # dc1 "fails": the forward flow stops
     produce_sequence(dc1, t, 2, 10, start=100)  # written on dc1, never replicated
+    # As after a crash between copying and committing progress: progress of partition 0 is behind
+    # the 10 copies the target already holds; they must not be listed as missing.
+    fwd_config = load_config(forward.config)
+    store = ProgressStore(fwd_config.flows[0].progress_topic, make_consumer(fwd_config.cluster("dc2"), "t"), "t")
+    prod = make_producer(fwd_config.cluster("dc2"))
+    store.write(prod, t, 0, 40)
+    assert prod.flush(10) == 0
+    store.close()
 
     # Failover: applications now produce on dc2 (local topic of the same name).
     create_topic(dc2, t, 2)

@@ -34,6 +34,8 @@ class FlowStatus:
     reachable: bool
     error: str | None
     partitions: list[PartitionStatus]
+    #: alias of the cluster that could not be read (source or target), None when reachable
+    unreachable_cluster: str | None = None
 
     @property
     def total_lag(self) -> int | None:
@@ -49,18 +51,29 @@ def flow_status(config: MirrorConfig, flow: FlowConfig, timeout: float = 10.0) -
     quiet = {"log_level": "0"}
     src_health, tgt_health = ClusterHealth(src.alias), ClusterHealth(tgt.alias)
     src_admin, tgt_admin = make_admin(src, src_health, quiet), make_admin(tgt, tgt_health, quiet)
+    manager = TopicManager(flow, src_admin, tgt_admin, timeout=timeout)
     try:
-        topics = TopicManager(flow, src_admin, tgt_admin, timeout=timeout).source_topics()
+        topics = manager.source_topics()
     except Exception as exc:
         reason = explain_failure(exc, (src_admin, src_health), (tgt_admin, tgt_health))
-        return FlowStatus(flow.name, False, reason, [])
-    src_consumer = make_consumer(src, "mirror-core.status", quiet)
-    tgt_consumer = make_consumer(tgt, "mirror-core.status", quiet)
+        return FlowStatus(flow.name, False, reason, [], src.alias)
+    # The target holds the replicated positions: without it they are unknown, never "nothing yet".
     try:
-        try:
-            progress = ProgressStore(flow.progress_topic, tgt_consumer, "status").refresh(timeout)
-        except Exception:
-            progress = {}
+        has_progress = flow.progress_topic in manager.remote_partitions()
+    except Exception as exc:
+        return FlowStatus(flow.name, False, explain_failure(exc, (tgt_admin, tgt_health)), [], tgt.alias)
+    src_consumer = make_consumer(src, "mirror-core.status", quiet)
+    tgt_consumer = make_consumer(tgt, "mirror-core.status", quiet, tgt_health)
+    try:
+        progress: dict[tuple[str, int], int] = {}
+        if has_progress:  # no progress topic yet: the flow has replicated nothing so far
+            try:
+                progress = ProgressStore(flow.progress_topic, tgt_consumer, "status").refresh(timeout)
+            except Exception as exc:
+                reason = explain_failure(exc, (tgt_consumer, tgt_health))
+                if not reason.startswith("cluster "):
+                    reason = f"cluster {tgt.alias}: cannot read the replicated positions: {reason}"
+                return FlowStatus(flow.name, False, reason, [], tgt.alias)
         parts: list[PartitionStatus] = []
         for topic, count in sorted(topics.items()):
             remote = flow.remote_topic(topic)
@@ -96,7 +109,8 @@ def status_json(statuses: list[FlowStatus]) -> dict[str, Any]:
     return {
         "generated_at": time.time(),
         "flows": [
-            {"flow": s.flow, "reachable": s.reachable, "error": s.error, "total_lag": s.total_lag,
+            {"flow": s.flow, "reachable": s.reachable, "unreachable_cluster": s.unreachable_cluster,
+             "error": s.error, "total_lag": s.total_lag,
              "partitions": [asdict(p) for p in s.partitions]}
             for s in statuses
         ],

@@ -26,6 +26,10 @@ CASES = [
      "dc1->dc2.enabled = true\ndc2.producer.linger.ms = soon\n", "dc2.producer.linger.ms"),
     ("clusters = dc1, dc2\ndc1.bootstrap.servers = {dc1}\ndc2.bootstrap.servers = {dc2}\n"
      "dc1->dc2.enabled = true\nrefresh.topics.interval.seconds = -5\n", "refresh.topics.interval.seconds"),
+    ("clusters = dc1, dc2\ndc1.bootstrap.servers = {dc1}\ndc2.bootstrap.servers = {dc2}\n"
+     "dc1->dc2.enabled = true\ndc1->dc2.consumer.fetch.foo = 1\n", "line 5, key 'dc1->dc2.consumer.fetch.foo'"),
+    ("clusters = dc1, dc2\ndc1.bootstrap.servers = {dc1}\ndc2.bootstrap.servers = {dc2}\n"
+     "dc1->dc2.enabled = true\nc.security.protocol = SSL\n", "line 5, key 'c.security.protocol'"),
 ]
 
 
@@ -68,3 +72,31 @@ def test_missing_topic_gives_a_clear_error(tmp_path: Path, dc1, dc2, name) -> No
                               capture_output=True, text=True, cwd=REPO, timeout=60)
         assert proc.returncode == 1 and says in proc.stderr and topic in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+def test_status_reports_an_unreachable_target(tmp_path: Path, dc1, name) -> None:
+    """A down target is reported as such, with the reason (not as reachable with the backlog as lag)."""
+    import json
+
+    from mirror_core.devcluster.local_cluster import free_port
+    from tests.integration.conftest import flow_lines
+    from tests.kafka_harness import create_topic, produce_sequence, write_config
+
+    t = f"{name}.s"
+    create_topic(dc1, t, 2)
+    produce_sequence(dc1, t, 2, 10)
+    closed = f"127.0.0.1:{free_port()}"  # nothing listens there
+    config = write_config(tmp_path / "mm2.properties", {"dc1": dc1, "dc2": closed}, flow_lines(name))
+    for args in ((), ("--json",)):
+        proc = subprocess.run([sys.executable, "-m", "mirror_core", "status", "--config", str(config), *args],
+                              capture_output=True, text=True, cwd=REPO, timeout=120)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 1, out
+        assert "Traceback" not in out
+        if args:
+            [flow] = json.loads(proc.stdout)["flows"]
+            assert flow["reachable"] is False and flow["unreachable_cluster"] == "dc2", flow
+            assert flow["error"].startswith("cluster dc2: cannot connect"), flow
+            assert flow["partitions"] == [] and flow["total_lag"] is None
+        else:
+            assert "unreachable" in out and "cluster dc2: cannot connect" in out, out

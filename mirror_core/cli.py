@@ -140,6 +140,12 @@ def cmd_offsets(args: argparse.Namespace) -> int:
                                      "partitions": [r.as_dict() for r in rows]}
         committed: list[dict[str, object]] = []
         if args.action == "apply":
+            approximate = [f"{r.topic}[{r.partition}]" for r in rows if r.target_offset is not None and not r.exact]
+            if approximate and not args.allow_approximate:
+                print(f"mirror-core: refused: no exact translation for {', '.join(approximate)} (see "
+                      "`offsets translate`); the group may re-read or skip records there. Pass "
+                      "--allow-approximate to commit them anyway", file=sys.stderr)
+                return 3
             try:
                 committed = apply_translation(config, args.target, rows, force=args.force)
             except GroupActive as exc:
@@ -292,6 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     off.add_argument("--group", help="consumer group (translate/apply)")
     off.add_argument("--topic", help="only this source topic")
     off.add_argument("--force", action="store_true", help="apply even if the group has active members")
+    off.add_argument("--allow-approximate", action="store_true",
+                     help="apply also offsets that are not exact (time-index fallback, not replicated yet)")
     off.add_argument("--sample", type=int, default=20, help="records listed per partition (unreplicated)")
     off.add_argument("--json", action="store_true")
     off.set_defaults(func=cmd_offsets)

@@ -208,16 +208,25 @@ def test_apply_refuses_active_group_and_time_index_fallback(dc1, dc2, name, star
     rows = translate_group(config, group, "dc1", "dc2")
     assert len(rows) == 1 and not rows[0].exact and rows[0].basis == "time-index"
     assert rows[0].target_offset == 0 and "approximate" in rows[0].note
+    apply = [sys.executable, "-m", "mirror_core", "offsets", "apply", "--config", str(m.config), "--from", "dc1",
+             "--to", "dc2", "--group", group]
+    # An approximate position is never committed unless asked for.
+    out = subprocess.run(apply, capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.returncode == 3 and f"no exact translation for {t}[0]" in out.stderr, out.stderr
 
     # apply refuses while the group has an active member on the target.
     c = Consumer({"bootstrap.servers": dc2, "group.id": group, "auto.offset.reset": "latest"})
     c.subscribe([f"dc1.{t}"])
     wait_until(lambda: c.poll(0.2) is None and c.assignment(), 30, what="active member")
-    out = subprocess.run([sys.executable, "-m", "mirror_core", "offsets", "apply", "--config", str(m.config),
-                          "--from", "dc1", "--to", "dc2", "--group", group],
-                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    out = subprocess.run([*apply, "--allow-approximate"], capture_output=True, text=True, cwd=REPO, timeout=60)
     c.close()
     assert out.returncode == 3 and "active member" in out.stderr, out.stderr
+    out = subprocess.run([*apply, "--allow-approximate"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.returncode == 0, out.stderr
+    from mirror_core.offsets.groups import committed_offsets
+    from tests.kafka_harness import admin
+
+    assert committed_offsets(admin(dc2), group) == {(f"dc1.{t}", 0): 0}
 
 
 def test_progress_never_covers_an_offset_map_entry_the_target_rejected(dc1, dc2, name, start_mirror, tmp_path):

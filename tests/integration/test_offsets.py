@@ -133,6 +133,8 @@ def test_checkpoints_and_group_offset_sync(dc1, dc2, name, start_mirror):
     # A caught-up group sits past the trailing commit marker: it must resume at the remote log end.
     caught_up = unique("caught-up-")
     commit_source_group(dc1, caught_up, t, end_offsets(dc1, t))
+    excluded = unique("excluded-")  # listed in groups, but groups.exclude wins
+    commit_source_group(dc1, excluded, t, {0: 10, 1: 12})
     remote = f"dc1.{t}"
     # `ahead` already consumed further on the target: sync must never move it back.
     create_topic(dc2, remote, 2)  # the mirror would create it; created here to commit `ahead` first
@@ -152,7 +154,8 @@ def test_checkpoints_and_group_offset_sync(dc1, dc2, name, start_mirror):
     try:
         m = start_mirror(flow_lines(name, "emit.checkpoints.interval.seconds = 1", "sync.group.offsets.enabled = true",
                                    "sync.group.offsets.interval.seconds = 1",
-                                   f"dc1->dc2.groups = {idle}, {active}, {ahead}, {caught_up}"))
+                                   f"dc1->dc2.groups = {idle}, {active}, {ahead}, {caught_up}, {excluded}",
+                                   f"dc1->dc2.groups.exclude = {excluded}"))
         config = load_config(m.config)
 
         def checkpoints() -> dict[tuple[str, str, int], tuple[int, int]]:
@@ -181,6 +184,7 @@ def test_checkpoints_and_group_offset_sync(dc1, dc2, name, start_mirror):
         wait_until(lambda: committed_offsets(tgt_admin, caught_up) == {(remote, p): ends[p] for p in (0, 1)}, 60,
                    what="caught-up group synced at the remote log end")
         assert {p: checkpoints()[(caught_up, remote, p)][1] for p in (0, 1)} == ends
+        assert not [k for k in checkpoints() if k[0] == excluded] and committed_offsets(tgt_admin, excluded) == {}
     finally:
         stop.set()
         member.join(10)

@@ -135,3 +135,39 @@ def test_status_command_reports_positions_and_lag(dc1, dc2, name, start_mirror, 
     with urllib.request.urlopen(f"http://127.0.0.1:{m.port}/healthz", timeout=5) as r:
         assert r.status == 200 and json.load(r)["healthy"] is True
     assert m.stop() == 0
+
+
+def test_config_override_removed_on_source_is_reset_on_target(dc1, dc2, name, start_mirror):
+    """KIP-894: a config set on the remote topic but default on the source goes back to the target's
+    default (incremental DELETE); excluded properties set on the target are left alone."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigSource
+
+    def alter(bootstrap: str, topic: str, **ops: str | None) -> None:
+        entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) if v is not None
+                   else ConfigEntry(k.replace("_", "."), None, incremental_operation=AlterConfigOpType.DELETE)
+                   for k, v in ops.items()]
+        res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+        client = admin(bootstrap)  # keep a reference: the future dies with its client
+        client.incremental_alter_configs([res])[res].result(10)
+
+    def explicit(bootstrap: str, topic: str) -> dict[str, str]:
+        res = ConfigResource(ResourceType.TOPIC, topic)
+        client = admin(bootstrap)
+        entries = client.describe_configs([res])[res].result(10)
+        return {k: e.value for k, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+
+    t, remote = f"{name}.reset", f"dc1.{name}.reset"
+    create_topic(dc1, t, 2, {"retention.ms": "3600000", "cleanup.policy": "compact,delete"})
+    produce_sequence(dc1, t, 2, 100)
+    start_mirror(flow_lines(name))
+    wait_until(lambda: caught_up(dc1, dc2, {t: remote}), 60, what="replicated")
+    assert explicit(dc2, remote) == {"retention.ms": "3600000", "cleanup.policy": "compact,delete"}
+
+    # Set on the target only: segment.ms is drift, min.insync.replicas is excluded by default.
+    alter(dc2, remote, segment_ms="7200000", min_insync_replicas="1")
+    alter(dc1, t, retention_ms=None)  # the override is removed on the source
+    wait_until(lambda: explicit(dc2, remote) == {"cleanup.policy": "compact,delete", "min.insync.replicas": "1"},
+               60, what="retention.ms and segment.ms reset on the target, min.insync.replicas kept")
+    assert topic_config(dc2, remote)["retention.ms"] == topic_config(dc1, t)["retention.ms"] == "604800000"
+    produce_sequence(dc1, t, 2, 20, start=100)
+    wait_until(lambda: caught_up(dc1, dc2, {t: remote}), 60, what="still replicating")

@@ -102,3 +102,72 @@ def test_topic_config_sync_end_to_end(dc1, dc2, name, tmp_path: Path) -> None:
     refused = [d for d in store.recent_drift("dc1->dc2") if d.action == "refused"]
     assert refused and refused[0].topic == f"dc1.{c}" and refused[0].kind == "target-has-more-partitions"
     assert store.sync_runs("dc1->dc2")[0].status == "failed"
+
+
+def set_configs(bootstrap: str, topic: str, ops: dict[str, str | None]) -> None:
+    """Incremental config changes: a value SETs, None DELETEs (back to the cluster default)."""
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) if v is not None
+               else ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k, v in ops.items()]
+    client = admin(bootstrap)
+    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+    client.incremental_alter_configs([res])[res].result(10)
+
+
+def test_override_default_on_source_is_reset_on_target(dc1, dc2, name, tmp_path: Path) -> None:
+    """KIP-894: a config set on the remote topic but default on the source is drift; applying it
+    deletes the override (the target's default applies). Excluded properties are never touched."""
+    t, remote = f"{name}.cfg", f"dc1.{name}.cfg"
+    create_topic(dc1, t, 1, {"retention.ms": "3600000", "max.message.bytes": "2000000"})
+    config = write_config(tmp_path / "mm2.properties", {"dc1": dc1, "dc2": dc2},
+                          ["dc1->dc2.enabled = true", f"dc1->dc2.topics = {name}.*"])
+    db = f"sqlite:///{tmp_path / 'state.db'}"
+    assert run_sync(config, db).returncode == 0
+    assert explicit(dc2, remote) == {"retention.ms", "max.message.bytes"}
+
+    set_configs(dc1, t, {"retention.ms": None})  # removed on the source
+    set_configs(dc2, remote, {"segment.ms": "7200000", "min.insync.replicas": "1"})  # set on the target only
+
+    dry = run_sync(config, db, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    changes = [c for r in json.loads(dry.stdout) for c in r["changes"]]
+    assert changes == [{"kind": "config", "topic": remote,
+                        "detail": "retention.ms: 3600000 -> (default), segment.ms: 7200000 -> (default)"}]
+    assert explicit(dc2, remote) == {"retention.ms", "max.message.bytes", "segment.ms", "min.insync.replicas"}
+
+    applied = run_sync(config, db)
+    assert applied.returncode == 0, applied.stderr
+    assert [c["detail"] for r in json.loads(applied.stdout) for c in r["changes"]] == [changes[0]["detail"]]
+    # min.insync.replicas is in config.properties.exclude by default: the target's own setting stays.
+    assert explicit(dc2, remote) == {"max.message.bytes", "min.insync.replicas"}
+    assert describe(dc2, remote)["retention.ms"] == describe(dc1, t)["retention.ms"]
+    assert json.loads(run_sync(config, db).stdout)[0]["changes"] == []  # idempotent
+    rows = StateStore(db).recent_drift("dc1->dc2", limit=50)
+    resets = [(d.kind, d.action) for d in rows if "(default)" in d.detail]
+    assert resets == [("config", "applied"), ("config", "proposed")]
+
+
+def test_deny_acls_are_copied_unchanged(dc1, dc2, name, tmp_path: Path) -> None:
+    """MM2 narrows only ALLOW ALL (to READ) and never copies ALLOW WRITE: a DENY is always safe to
+    copy as it is, DENY ALL included."""
+    t, remote = f"{name}.guarded", f"dc1.{name}.guarded"
+    create_topic(dc1, t, 1)
+    src = admin(dc1)
+    allow, deny = AclPermissionType.ALLOW, AclPermissionType.DENY
+    entries = [("alice", AclOperation.ALL, allow), ("mallory", AclOperation.ALL, deny),
+               ("eve", AclOperation.WRITE, deny), ("bob", AclOperation.WRITE, allow),
+               ("carol", AclOperation.DESCRIBE, deny)]
+    bindings = [AclBinding(ResourceType.TOPIC, t, ResourcePatternType.LITERAL, f"User:{who}", "*", op, perm)
+                for who, op, perm in entries]
+    for fut in src.create_acls(bindings).values():
+        fut.result(10)
+    config = write_config(tmp_path / "mm2.properties", {"dc1": dc1, "dc2": dc2},
+                          ["dc1->dc2.enabled = true", f"dc1->dc2.topics = {name}.*"])
+    db = f"sqlite:///{tmp_path / 'state.db'}"
+    result = run_sync(config, db)
+    assert result.returncode == 0, result.stderr
+    remote_acls = {(e.principal, e.operation, e.permission) for e in topic_acls(admin(dc2), remote)}
+    assert remote_acls == {("User:alice", AclOperation.READ, AclPermissionType.ALLOW),
+                           ("User:mallory", AclOperation.ALL, AclPermissionType.DENY),
+                           ("User:eve", AclOperation.WRITE, AclPermissionType.DENY),
+                           ("User:carol", AclOperation.DESCRIBE, AclPermissionType.DENY)}
+    assert json.loads(run_sync(config, db).stdout)[0]["changes"] == []  # idempotent

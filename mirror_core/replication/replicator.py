@@ -317,6 +317,8 @@ class FlowReplicator:
             self.metrics.errors.labels(self._lbl, problem.error_kind).inc()
             self.events = [*self.events[-19:], problem.event()]
         interval = self.flow.refresh_topics_interval_s if self.flow.refresh_topics else 3600.0
+        if topics.uncreatable:  # the cause may pass (a target broker down): try again soon
+            interval = min(interval, 30.0)
         self._next_refresh = now + interval
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

@@ -2,7 +2,11 @@
 
 Invariant (owned here): a source partition is only handed to the replicator once its remote topic
 exists on the target with at least as many partitions, so records always land in the same
-partition number. Partitions are never decreased.
+partition number (a source topic whose remote topic the target refuses is listed in
+``uncreatable`` and must not be replicated). Partitions are never decreased.
+
+Whatever the target rejects (a config, a topic) is a problem of that topic alone: it is reported
+through :meth:`TopicManager.take_problems` and the other topics go on.
 """
 
 from __future__ import annotations
@@ -78,7 +82,8 @@ def _reason(exc: KafkaException) -> str:
 
 def _explicit(entries: dict[str, ConfigEntry]) -> dict[str, str]:
     """The configs set on the topic itself (not defaults of the topic's cluster)."""
-    return {k: e.value for k, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+    return {k: e.value for k, e in entries.items()
+            if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None}
 
 
 class TopicManager:

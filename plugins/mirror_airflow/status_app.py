@@ -1,7 +1,7 @@
 """The mirror status page: a FastAPI app served by the Airflow API server (see plugin.py).
 
-Reads only the state store (plus a cached, bounded look at replication lag), so it stays fast and
-works while a cluster is down.
+Reads the state store, plus live replication lag bounded by one deadline per page load (see
+:class:`LagBoard`), so it stays fast and works while a cluster is down.
 
 Airflow does not protect plugin apps by itself: every route here depends on Airflow's own
 ``requires_authenticated`` check, which accepts the UI session (the ``_token`` JWT cookie) or an API
@@ -11,6 +11,7 @@ Airflow does not protect plugin apps by itself: every route here depends on Airf
 from __future__ import annotations
 
 import html
+import threading
 import time
 from typing import Any
 
@@ -18,27 +19,86 @@ from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse
 from sqlalchemy import desc, select
 
-from mirror_core.state.models import Cutover, DrDrill, Failover, Flow
+from mirror_core.state.models import Cutover, DrDrill, Failover
 from mirror_core.state.store import StateStore
 
-_LAG_CACHE: dict[str, tuple[float, Any]] = {}
+LAG_DEADLINE_S = 5.0  # a page load waits at most this long for the live lag of all flows together
+LAG_TTL_S = 15.0  # a measured lag is shown again, without asking the clusters, for this long
+LAG_CALL_TIMEOUT_S = 3.0  # each cluster request of one measurement
 
 
-def _lag(flow: str, ttl: float = 15.0) -> Any:
-    cached = _LAG_CACHE.get(flow)
-    if cached and time.monotonic() - cached[0] < ttl:
-        return cached[1]
+def _measure_lag(flow: str) -> Any:
+    """Total lag of ``flow`` from the clusters, or why it is not known."""
     try:
         from mirror_core.airflow_support import load_mirror_config
         from mirror_core.status import flow_status
 
         config = load_mirror_config()
-        st = flow_status(config, config.flow(flow), timeout=3)
-        value: Any = st.total_lag if st.reachable else f"unreachable: {st.error}"
+        st = flow_status(config, config.flow(flow), timeout=LAG_CALL_TIMEOUT_S)
+        return st.total_lag if st.reachable else f"unavailable: {st.error}"
     except Exception as exc:
-        value = f"unknown ({exc})"
-    _LAG_CACHE[flow] = (time.monotonic(), value)
-    return value
+        return f"unavailable: {exc}"
+
+
+class LagBoard:
+    """Live lag of the flows, measured in background threads.
+
+    Invariant: a page load never waits longer than its deadline, whatever the clusters do. Every flow
+    is measured in parallel; what is not known when the deadline passes is shown as unavailable with
+    the reason, and the measurement goes on in the background (at most one per flow at a time) so a
+    later page load shows its result. A measurement of a down cluster takes up to one request timeout
+    per partition, which is why it never runs on the request's own time.
+    """
+
+    def __init__(self, measure: Any = _measure_lag) -> None:
+        self._measure = measure
+        self._lock = threading.Lock()
+        self._known: dict[tuple[str, str], tuple[float, Any]] = {}  # (config, flow) -> (when, lag)
+        self._running: dict[tuple[str, str], threading.Event] = {}
+
+    def lags(self, flows: list[str], deadline_s: float = LAG_DEADLINE_S, ttl_s: float = LAG_TTL_S) -> dict[str, Any]:
+        from mirror_core.airflow_support import config_path
+
+        config = str(config_path())
+        end = time.monotonic() + deadline_s
+        out: dict[str, Any] = {}
+        waiting: dict[str, threading.Event] = {}
+        with self._lock:
+            for flow in flows:
+                known = self._known.get((config, flow))
+                if known and time.monotonic() - known[0] < ttl_s:
+                    out[flow] = known[1]
+                    continue
+                done = self._running.get((config, flow))
+                if done is None:
+                    done = self._running[(config, flow)] = threading.Event()
+                    threading.Thread(target=self._run, args=(config, flow, done), daemon=True,
+                                     name=f"mirror-status-lag {flow}").start()
+                waiting[flow] = done
+        for flow, done in waiting.items():
+            done.wait(max(0.0, end - time.monotonic()))
+            with self._lock:
+                known = self._known.get((config, flow))
+            if done.is_set() and known is not None:
+                out[flow] = known[1]
+                continue
+            before = f"; last known {known[1]} ({time.monotonic() - known[0]:.0f}s ago)" if known else ""
+            out[flow] = (f"unavailable: the clusters of {flow} did not answer within {deadline_s:g}s (one is down "
+                         f"or slow); still measuring{before}")
+        return out
+
+    def _run(self, config: str, flow: str, done: threading.Event) -> None:
+        value: Any = "unavailable: measurement failed"
+        try:
+            value = self._measure(flow)
+        finally:
+            with self._lock:
+                self._known[(config, flow)] = (time.monotonic(), value)
+                self._running.pop((config, flow), None)
+            done.set()
+
+
+LAGS = LagBoard()
 
 
 def latest_reconciliations(store: StateStore) -> list[dict[str, Any]]:
@@ -54,15 +114,16 @@ def latest_reconciliations(store: StateStore) -> list[dict[str, Any]]:
     return out
 
 
-def summary(store: StateStore, with_lag: bool = True) -> dict[str, Any]:
+def summary(store: StateStore, with_lag: bool = True, lag_deadline_s: float = LAG_DEADLINE_S) -> dict[str, Any]:
+    flows = store.flows()
+    lags = LAGS.lags([f.name for f in flows], lag_deadline_s) if with_lag else {}
     with store.session() as s:
-        flows = list(s.scalars(select(Flow).order_by(Flow.name)))
         drills = list(s.scalars(select(DrDrill).order_by(desc(DrDrill.id)).limit(60)))
         cutovers = list(s.scalars(select(Cutover).order_by(desc(Cutover.id)).limit(20)))
         failovers = list(s.scalars(select(Failover).order_by(desc(Failover.id)).limit(20)))
     return {
-        "flows": [{"name": f.name, "policy": f.policy, "exactly_once": f.exactly_once,
-                   "lag": _lag(f.name) if with_lag else None} for f in flows],
+        "flows": [{"name": f.name, "standby": f.standby, "policy": f.policy, "exactly_once": f.exactly_once,
+                   "lag": lags.get(f.name)} for f in flows],
         "drift": [{"flow": d.flow, "topic": d.topic, "kind": d.kind, "detail": d.detail, "action": d.action,
                    "at": d.created_at.isoformat()} for d in store.recent_drift(limit=50)],
         "sync_runs": [{"flow": r.flow, "status": r.status, "dry_run": r.dry_run, "run_id": r.run_id,
@@ -146,7 +207,8 @@ def _table(title: str, rows: list[dict[str, Any]]) -> str:
     return f"<h2>{html.escape(title)}</h2><table><tr>{head}</tr>{body}</table>"
 
 
-def create_app(store: StateStore | None = None, with_lag: bool = True) -> FastAPI:
+def create_app(store: StateStore | None = None, with_lag: bool = True,
+               lag_deadline_s: float = LAG_DEADLINE_S) -> FastAPI:
     from airflow.api_fastapi.core_api.security import requires_authenticated
 
     app = FastAPI(title="mirror_core status", dependencies=[Depends(requires_authenticated())])
@@ -160,11 +222,11 @@ def create_app(store: StateStore | None = None, with_lag: bool = True) -> FastAP
 
     @app.get("/api/summary")
     def api_summary() -> dict[str, Any]:
-        return summary(get_store(), with_lag)
+        return summary(get_store(), with_lag, lag_deadline_s)
 
     @app.get("/", response_class=HTMLResponse)
     def page() -> str:
-        data = summary(get_store(), with_lag)
+        data = summary(get_store(), with_lag, lag_deadline_s)
         sections = [_table(title, data[key]) for title, key in (
             ("Flows", "flows"), ("Active-cluster registry", "registry"), ("Recent topic drift", "drift"),
             ("Topic sync runs", "sync_runs"), ("Latest reconciliation per flow", "reconciliations"),

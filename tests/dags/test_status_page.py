@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
 from fastapi.testclient import TestClient
 
-from mirror_core.config.loader import parse_text
+from mirror_core.config.loader import load_config, parse_text
+from mirror_core.devcluster.local_cluster import free_port
 from mirror_core.state.models import DrDrill, DriftEvent, Failover
 from mirror_core.state.store import StateStore
+from tests.kafka_harness import create_topic, write_config
 
 
 def test_status_page_shows_the_store(tmp_path: Path, airflow_token: str) -> None:
@@ -54,3 +58,84 @@ def test_status_page_requires_an_airflow_session(tmp_path: Path, airflow_token: 
     # The UI session (cookie) and an API token (bearer) both work.
     assert TestClient(app, cookies={"_token": airflow_token}).get("/").status_code == 200
     assert TestClient(app).get("/api/summary", headers={"Authorization": f"Bearer {airflow_token}"}).status_code == 200
+
+
+def get_within(client: TestClient, path: str, timeout: float) -> Any:
+    """A client that gives up after ``timeout`` seconds (generous: the page's own deadline is far shorter)."""
+    answer: dict[str, Any] = {}
+    caller = threading.Thread(target=lambda: answer.update(response=client.get(path)), daemon=True)
+    caller.start()
+    caller.join(timeout)
+    assert "response" in answer, f"{path} did not answer within {timeout}s"
+    return answer["response"]
+
+
+def test_lag_is_unavailable_not_slow_when_a_cluster_is_down(dc1, name, tmp_path: Path, monkeypatch,
+                                                             auth_headers) -> None:
+    """dc2 points at a closed port: the page answers after its one deadline (2 s here, shorter than a
+    cluster request's 3 s timeout), says the lag is unavailable and, once the background measurement
+    has finished, why."""
+    from mirror_airflow import status_app
+
+    create_topic(dc1, f"{name}.orders", 4)
+    config = write_config(tmp_path / "mm2.properties", {"dc1": dc1, "dc2": f"127.0.0.1:{free_port()}"},
+                          ["dc1->dc2.enabled = true", "dc2->dc1.enabled = false", f"dc1->dc2.topics = {name}.*",
+                           f"dc2->dc1.topics = {name}.*", "emit.heartbeats.enabled = false"])
+    monkeypatch.setenv("MIRROR_CORE_CONFIG", str(config))
+    store = StateStore(f"sqlite:///{tmp_path / 's.db'}")
+    store.migrate()
+    store.record_config(load_config(config, validate_clients=False))
+    client = TestClient(status_app.create_app(store, lag_deadline_s=2), headers=auth_headers)
+
+    page = get_within(client, "/", timeout=30)
+    assert page.status_code == 200
+    assert "unavailable: the clusters of dc1-&gt;dc2 did not answer within 2s" in page.text
+    data = get_within(client, "/api/summary", timeout=30).json()
+    flows = {f["name"]: f for f in data["flows"]}
+    assert {n: f["standby"] for n, f in flows.items()} == {"dc1->dc2": False, "dc2->dc1": True}
+    assert all(str(f["lag"]).startswith("unavailable: ") for f in flows.values()), flows
+    # Page loads reuse the measurements under way (never more than one per flow); once they are
+    # done, the page says why.
+    measuring = [t for t in threading.enumerate() if t.name.startswith("mirror-status-lag")]
+    assert len(measuring) <= 2, [t.name for t in measuring]
+    for t in measuring:
+        t.join(60)
+    data = get_within(client, "/api/summary", timeout=30).json()
+    for flow in data["flows"]:
+        assert str(flow["lag"]).startswith("unavailable: cluster dc2: cannot connect"), flow
+
+
+def test_page_answers_within_its_deadline_whatever_a_measurement_takes(tmp_path: Path, monkeypatch,
+                                                                       auth_headers) -> None:
+    """A measurement that hangs (a black-holed broker costs a timeout per partition) never holds the
+    page: it shows unavailable, measures each flow once, and shows the result once there is one."""
+    from mirror_airflow import status_app
+
+    calls: list[str] = []
+    release = threading.Event()
+
+    def measure(flow: str) -> Any:
+        calls.append(flow)
+        if flow == "dc2->dc1":
+            release.wait(120)
+        return 7
+
+    monkeypatch.setattr(status_app, "LAGS", status_app.LagBoard(measure))
+    store = StateStore(f"sqlite:///{tmp_path / 's.db'}")
+    store.migrate()
+    store.record_config(parse_text("clusters = dc1, dc2\ndc1.bootstrap.servers = a:1\ndc2.bootstrap.servers = b:2\n"
+                                   "dc1->dc2.enabled = true\ndc2->dc1.enabled = true\n", validate_clients=False))
+    client = TestClient(status_app.create_app(store, lag_deadline_s=1), headers=auth_headers)
+    try:
+        lags = {f["name"]: f["lag"] for f in get_within(client, "/api/summary", timeout=30).json()["flows"]}
+        assert lags["dc1->dc2"] == 7
+        assert lags["dc2->dc1"].startswith("unavailable: the clusters of dc2->dc1 did not answer within 1s")
+        page = get_within(client, "/", timeout=30)
+        assert "unavailable: the clusters of dc2-&gt;dc1 did not answer within 1s" in page.text
+    finally:
+        release.set()
+    # The hung measurement finishes in the background; the next load shows it (cached, not re-measured).
+    status_app.LAGS.lags(["dc2->dc1"], deadline_s=30)
+    lags = {f["name"]: f["lag"] for f in get_within(client, "/api/summary", timeout=30).json()["flows"]}
+    assert lags == {"dc1->dc2": 7, "dc2->dc1": 7}
+    assert sorted(calls) == ["dc1->dc2", "dc2->dc1"]

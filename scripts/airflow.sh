@@ -3,6 +3,8 @@
 # AIRFLOW_HOME inside the project, the SQLite metadata DB, dags/ and plugins/ wired in, and one
 # Kafka connection per cluster of the mirror config (plus spark_default on local[*]).
 # PostgreSQL instead: export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN and MIRROR_CORE_DB_URL first.
+# It stops, before starting anything, when the mirror config is invalid. MIRROR_CORE_AIRFLOW_BIN
+# replaces the airflow command (the tests use a stand-in).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -15,15 +17,54 @@ export MIRROR_CORE_CONFIG="${MIRROR_CORE_CONFIG:-$REPO/examples/mm2.properties}"
 export MIRROR_CORE_DB_URL="${MIRROR_CORE_DB_URL:-sqlite:///$REPO/.state/mirror-core.db}"
 export AIRFLOW_CONN_SPARK_DEFAULT="${AIRFLOW_CONN_SPARK_DEFAULT:-{\"conn_type\": \"spark\", \"host\": \"local[*]\"}}"
 mkdir -p "$AIRFLOW_HOME" "$REPO/.state"
-# One connection per cluster, derived from the mirror config (kafka_<alias>).
-eval "$("$REPO/.venv/bin/python" - <<'PY'
+# One connection per cluster, derived from the mirror config (kafka_<alias>). A broken config stops
+# here, loudly: Airflow started without its connections would only fail later, less clearly.
+if ! connections="$("$REPO/.venv/bin/python" - <<'PY'
 import shlex
-from mirror_core.airflow_support import airflow_connections, load_mirror_config
-for key, value in airflow_connections(load_mirror_config()).items():
+import sys
+
+from mirror_core.airflow_support import airflow_connections, config_path, load_mirror_config
+
+try:
+    exports = airflow_connections(load_mirror_config())
+except Exception as exc:
+    sys.exit(f"mirror_core: the mirror config {config_path()} is invalid: {exc}")
+for key, value in exports.items():
     print(f"export {key}={shlex.quote(value)}")
 PY
-)"
+)"; then
+    echo "mirror_core: Airflow not started; fix the config (MIRROR_CORE_CONFIG=$MIRROR_CORE_CONFIG) and retry" >&2
+    exit 1
+fi
+eval "$connections"
 echo "mirror_core: config $MIRROR_CORE_CONFIG, state store $MIRROR_CORE_DB_URL, AIRFLOW_HOME $AIRFLOW_HOME"
-echo "mirror_core: Airflow UI on http://localhost:8080 (status page: http://localhost:8080/mirror-core/);"
-echo "mirror_core: the login (user admin) is printed by 'airflow standalone' below and kept in \$AIRFLOW_HOME."
-exec "$REPO/.venv/bin/airflow" standalone
+echo "mirror_core: Airflow UI on http://localhost:8080 (status page: http://localhost:8080/mirror-core/)"
+# The login, on every start: 'airflow standalone' prints the generated password only on the first one.
+"$REPO/.venv/bin/python" - <<'PY'
+import json
+import os
+
+home = os.environ["AIRFLOW_HOME"]
+if os.environ.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "").lower() == "true":
+    print("mirror_core: no login needed (AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS)")
+    raise SystemExit
+path = os.environ.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE") or os.path.join(
+    home, "simple_auth_manager_passwords.json.generated")
+users = [u.split(":")[0].strip() for u in
+         os.environ.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "admin:admin").split(",") if u.strip()]
+try:
+    with open(path) as f:
+        passwords = json.load(f)
+except FileNotFoundError:
+    print(f"mirror_core: login {', '.join(users)}; first start: 'airflow standalone' generates the password, "
+          f"prints it below and keeps it in {path}")
+except (OSError, ValueError) as exc:
+    print(f"mirror_core: login {', '.join(users)}; the password is in {path} (cannot read it: {exc})")
+else:
+    for user in users:
+        password = passwords.get(user)
+        shown = password if password else f"not generated yet (kept in {path} once it is)"
+        print(f"mirror_core: login {user} / {shown}")
+    print(f"mirror_core: (passwords kept in {path})")
+PY
+exec "${MIRROR_CORE_AIRFLOW_BIN:-$REPO/.venv/bin/airflow}" standalone

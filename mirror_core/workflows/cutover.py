@@ -23,7 +23,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from mirror_core.clients import make_admin
+from mirror_core.clients import make_admin, make_consumer
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.offsets.groups import commit_offsets
 from mirror_core.offsets.translate import FlowOffsets, translate_group
@@ -32,7 +32,7 @@ from mirror_core.state.store import StateStore
 from mirror_core.status import flow_status
 from mirror_core.topic_sync import sync_flow
 from mirror_core.workflows.control import WorkflowError, set_flow
-from mirror_core.workflows.failover import _commit, _require_idle, flow_of, reachable
+from mirror_core.workflows.failover import _commit, _require_idle, first_visible, flow_of, reachable
 
 log = logging.getLogger(__name__)
 DENY_PRINCIPAL = "User:*"
@@ -184,6 +184,15 @@ def completeness(config: MirrorConfig, plan: dict[str, Any]) -> dict[str, Any]:
     flow = flow_of(config, plan["flow"])
     status = flow_status(config, flow)
     offsets = FlowOffsets.load(config, flow)
+    reader = make_consumer(config.cluster(flow.target), "mirror-core.cutover", {"log_level": "0"})
+    try:
+        return _completeness(plan, flow, status, offsets, reader)
+    finally:
+        reader.close()
+
+
+def _completeness(plan: dict[str, Any], flow: FlowConfig, status: Any, offsets: FlowOffsets,
+                  reader: Any) -> dict[str, Any]:
     rows, problems = [], []
     for p in status.partitions:
         if p.topic not in plan["topics"]:
@@ -195,10 +204,15 @@ def completeness(config: MirrorConfig, plan: dict[str, Any]) -> dict[str, Any]:
                 expected = pm.translate(p.source_end, p.position).target_offset
             elif p.source_end == (p.source_start or 0):
                 expected = p.remote_end  # empty partition: nothing to account for
-        ok = p.position == p.source_end and expected is not None and expected == p.remote_end
+        markers = 0
+        if expected is not None and p.remote_end is not None and expected < p.remote_end and \
+                first_visible(reader, flow.remote_topic(p.topic), p.partition, expected, p.remote_end, 10) is None:
+            # Exactly-once: the remote log ends with the commit marker of the mirror's last transaction.
+            markers = p.remote_end - expected
+        ok = p.position == p.source_end and expected is not None and expected + markers == p.remote_end
         rows.append({"topic": p.topic, "partition": p.partition, "source_end": p.source_end,
                      "replicated": p.position, "remote_end": p.remote_end, "expected_remote_end": expected,
-                     "complete": ok})
+                     "trailing_markers": markers, "complete": ok})
         if not ok:
             problems.append(f"{p.topic}[{p.partition}]: source end {p.source_end}, replicated {p.position}, "
                             f"remote end {p.remote_end} (expected {expected})")

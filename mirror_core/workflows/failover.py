@@ -119,8 +119,10 @@ def _commit(config: MirrorConfig, cluster: str, groups: dict[str, list[Partition
 def canary(config: MirrorConfig, cluster: str, groups: list[str], timeout: float = 15.0) -> dict[str, Any]:
     """Resume each group on ``cluster`` the way its consumers will and check where they land.
 
-    Reads (never commits) from each committed position: the first record must be at exactly that
-    offset (or the position must be the end of the partition, nothing to read yet).
+    Reads (never commits) from each committed position, as the applications' ``read_committed``
+    consumers will: the position must lie within the partition, and the rows say which offset is
+    read first and how many invisible offsets (transaction markers, aborted records — an
+    exactly-once target has a commit marker after each transaction) come before it.
     """
     admin = make_admin(config.cluster(cluster))
     out: dict[str, Any] = {}
@@ -133,23 +135,39 @@ def canary(config: MirrorConfig, cluster: str, groups: list[str], timeout: float
             for (topic, p), offset in sorted(committed.items()):
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
                 first = None
-                if offset < high:
-                    consumer.assign([TopicPartition(topic, p, offset)])
-                    msgs = [m for m in consumer.consume(1, timeout) if m.error() is None]
-                    consumer.unassign()
-                    first = msgs[0].offset() if msgs else None
-                    if first != offset:
-                        problems.append(f"{group} {topic}[{p}]: resumed at {first}, committed {offset}")
-                elif offset > high or offset < low:
+                skipped = 0
+                if offset > high or offset < low:
                     problems.append(f"{group} {topic}[{p}]: committed {offset} outside [{low}, {high}]")
+                elif offset < high:
+                    # A read_committed consumer never skips a committed record: offsets before the
+                    # first one it reads are markers or aborted records, nothing a consumer would miss.
+                    first = first_visible(consumer, topic, p, offset, high, timeout)
+                    skipped = (first if first is not None else high) - offset
                 rows.append({"topic": topic, "partition": p, "committed": offset, "first_read": first,
-                             "end": high})
+                             "end": high, "invisible_skipped": skipped})
         finally:
             consumer.close()
         out[group] = rows
     if problems:
         raise WorkflowError("canary consumers did not resume where expected: " + "; ".join(problems))
     return out
+
+
+def first_visible(consumer: Any, topic: str, partition: int, start: int, end: int, timeout: float) -> int | None:
+    """Offset of the first record a read_committed consumer reads in ``[start, end)``, or None."""
+    consumer.assign([TopicPartition(topic, partition, start)])
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for m in consumer.consume(1, 1.0):
+                if m.error() is None:
+                    return int(m.offset()) if m.offset() < end else None
+            pos = consumer.position([TopicPartition(topic, partition)])[0].offset
+            if pos is not None and pos >= end:
+                return None  # only markers or aborted records up to the end
+        return None
+    finally:
+        consumer.unassign()
 
 
 # -- failover -----------------------------------------------------------------------------------------

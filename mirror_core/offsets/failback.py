@@ -83,8 +83,9 @@ def unreplicated(config: MirrorConfig, flow: FlowConfig, sample: int = 20,
 
 
 def _read(consumer: Any, topic: str, partition: int, start: int, end: int, limit: int,
-          timeout: float) -> list[Any]:
-    """Up to ``limit`` records of ``topic[partition]`` in ``[start, end)``."""
+          timeout: float) -> tuple[list[Any], bool]:
+    """Up to ``limit`` records of ``topic[partition]`` in ``[start, end)``, and whether the reader
+    got to ``end`` (a slow broker or an open transaction can stop a read_committed reader early)."""
     consumer.assign([TopicPartition(topic, partition, start)])
     out: list[Any] = []
     try:
@@ -95,31 +96,34 @@ def _read(consumer: Any, topic: str, partition: int, start: int, end: int, limit
             out += [m for m in msgs if m.error() is None and m.offset() < end]
             if msgs[-1].offset() >= end - 1:
                 break
+        pos = consumer.position([TopicPartition(topic, partition)])[0].offset
+        reached = pos is not None and pos >= end
     finally:
         consumer.unassign()
-    return out[:limit]
+    return out[:limit], reached
 
 
 def _copied_beyond(source: Any, target: Any, topic: str, remote: str, partition: int, first: int, high: int,
-                   there: int, timeout: float, limit: int = 100_000) -> int:
+                   there: int, timeout: float, limit: int = 10_000) -> int:
     """The first source offset from ``first`` on whose copy is not on the target.
 
     The target records from ``there`` (where the copy of ``first`` would be) are compared in order
     with the source records from ``first`` — timestamp, key and value — and the matching prefix is
     on the target already. Records produced on the target itself (identity policy) end the prefix.
+    At most ``limit`` records are compared (what a mirror copies between two progress commits).
     """
     _, t_end = target.get_watermark_offsets(TopicPartition(remote, partition), timeout=timeout)
     if t_end <= there:
         return first
-    copies = _read(target, remote, partition, there, t_end, min(limit, t_end - there), timeout)
-    originals = _read(source, topic, partition, first, high, len(copies) + 1, timeout)
+    copies, _ = _read(target, remote, partition, there, t_end, min(limit, t_end - there, high - first), timeout)
+    originals, source_done = _read(source, topic, partition, first, high, len(copies) + 1, timeout)
     for original, copy in zip(originals, copies, strict=False):
         if (original.timestamp()[1], original.key(), original.value()) != \
                 (copy.timestamp()[1], copy.key(), copy.value()):
             return first
         first = original.offset() + 1
     # Every source record up to the end has its copy: only markers or aborted records remain.
-    return high if len(originals) <= len(copies) else first
+    return high if source_done and len(originals) <= len(copies) else first
 
 
 def _sample(consumer: Any, topic: str, partition: int, first: int, end: int, limit: int,

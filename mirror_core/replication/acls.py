@@ -41,10 +41,13 @@ def topic_acls(admin: AdminClient, topic: str, timeout: float = 15) -> set[AclEn
 
 def remote_acl(entry: AclEntry) -> AclEntry | None:
     """The read-only counterpart of a source ACL on the remote topic, or None when not copied."""
-    if entry.permission != AclPermissionType.ALLOW:
-        return entry  # DENY (of anything, ALL included) is copied unchanged
     if entry.operation == AclOperation.WRITE:
+        # Who writes a remote topic is not the source's business: ALLOW WRITE would let applications
+        # write a mirror's topic, and a DENY WRITE (e.g. a cutover's, on the old source) would block
+        # them on the new primary.
         return None
+    if entry.permission != AclPermissionType.ALLOW:
+        return entry  # other DENY entries (ALL included) are copied unchanged
     if entry.operation == AclOperation.ALL:
         return AclEntry(entry.principal, entry.host, AclOperation.READ, entry.permission)
     return entry

@@ -294,6 +294,7 @@ class FlowReplicator:
         self.metrics.topics.labels(self._lbl).set(len(wanted))
         # No remote topic, no replication (records must land in the same partition of an existing topic).
         ready = {t: n for t, n in wanted.items() if t not in topics.uncreatable}
+        self._partition_counts = ready  # exactly-once slots take partitions of these topics only
         if self._slots is not None:
             self._subscribed = frozenset(ready)
             self._slots.reconcile(ready)
@@ -852,7 +853,8 @@ class FlowReplicator:
         """
         if st.t_next is not None:
             target_next = st.t_next
-        elif self._slots is None and self._target_meta is not None:
+        elif self._slots is None and self._target_meta is not None and not self._exact_reports:
+            # (Not with provenance/identity: applications may write the remote topic too.)
             # Nothing landed since assignment: with every record acknowledged and this instance the
             # partition's only writer, the remote log end is where the next copy lands.
             try:
@@ -863,6 +865,7 @@ class FlowReplicator:
         else:
             return
         st.delta = target_next - position
+        st.t_next = target_next
         st.syncs.append((position, target_next))
 
     def _commit(self, states: list[PartitionState] | None = None) -> None:
@@ -917,20 +920,36 @@ class FlowReplicator:
                         st.map_durable = cover
 
                 st.syncs_in_flight = len(entries)
-                for source, target in entries:
-                    write_sync(producer, self._syncs_topic, st.topic, st.partition, source, target, on_sync)
+                for i, (source, target) in enumerate(entries):
+                    try:
+                        write_sync(producer, self._syncs_topic, st.topic, st.partition, source, target, on_sync)
+                    except BufferError:
+                        # Queue full: what was not produced gets no callback; send it next time.
+                        unsent = len(entries) - i
+                        st.syncs_in_flight -= unsent
+                        outcome["left"] -= unsent
+                        outcome["failed"] = True
+                        st.syncs[:0] = entries
+                        raise
             else:
                 st.map_durable = st.acked  # every entry below acked is acknowledged
         return st.map_durable
 
-    def _commit_durably(self, states: list[PartitionState] | None = None) -> None:
-        """Flush and commit twice: the first round's map entries must land before progress covers them."""
+    def _commit_durably(self, states: list[PartitionState] | None = None, timeout: float = 40.0) -> None:
+        """Flush and commit until the progress covers every acknowledged record (map entries must
+        land before progress covers them, so it takes at least two rounds), within ``timeout``."""
         assert self._producer is not None
-        for _ in range(2):
-            self._producer.flush(30)
+        deadline = time.monotonic() + timeout
+        todo = states if states is not None else list(self.states.values())
+        while True:
+            self._producer.flush(max(0.1, min(30.0, deadline - time.monotonic())))
             self.collect()
             self._commit(states)
-        self._producer.flush(10)
+            settled = all(st.acked is None or (not st.syncs and st.syncs_in_flight == 0
+                                               and st.committed == st.acked) for st in todo)
+            if settled or time.monotonic() >= deadline:
+                break
+        self._producer.flush(max(0.1, min(10.0, deadline - time.monotonic())))
 
     def write_progress(self, st: PartitionState, producer: Producer, on_delivery: Any = None) -> int:
         """Offset-map entries first, then progress: progress never covers a record the map does not.

@@ -154,18 +154,23 @@ def canary(config: MirrorConfig, cluster: str, groups: list[str], timeout: float
 
 
 def first_visible(consumer: Any, topic: str, partition: int, start: int, end: int, timeout: float) -> int | None:
-    """Offset of the first record a read_committed consumer reads in ``[start, end)``, or None."""
+    """Offset of the first record a read_committed consumer reads in ``[start, end)``, or None when
+    it reached ``end`` without one (only markers or aborted records). Raises WorkflowError when it can
+    tell neither within ``timeout`` (an error, a slow broker, an open transaction holding it back)."""
     consumer.assign([TopicPartition(topic, partition, start)])
+    last_error = "no answer"
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for m in consumer.consume(1, 1.0):
                 if m.error() is None:
                     return int(m.offset()) if m.offset() < end else None
+                last_error = m.error().str()
             pos = consumer.position([TopicPartition(topic, partition)])[0].offset
             if pos is not None and pos >= end:
                 return None  # only markers or aborted records up to the end
-        return None
+        raise WorkflowError(f"{topic}[{partition}]: no record readable from offset {start} and the end ({end}) "
+                            f"not reached within {timeout:.0f}s ({last_error}; an open transaction?)")
     finally:
         consumer.unassign()
 

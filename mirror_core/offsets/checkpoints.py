@@ -159,7 +159,7 @@ class CheckpointEmitter(threading.Thread):
                     continue
                 remote = flow.remote_topic(t)
                 if (remote, p) not in ends:
-                    ends[(remote, p)] = _log_end(c["ends"], remote, p)
+                    ends[(remote, p)] = log_end(c["ends"], remote, p)
                 # Capped at the remote log end: a position past it would make a consumer reset.
                 tr = offset_map.translate(t, p, upstream, progress.get((t, p)), ends[(remote, p)])
                 if tr.target_offset is None or not tr.exact:
@@ -183,8 +183,9 @@ class CheckpointEmitter(threading.Thread):
         return published
 
 
-def _log_end(consumer: Any, topic: str, partition: int) -> int | None:
+def log_end(consumer: Any, topic: str, partition: int, timeout: float = 10) -> int | None:
+    """A partition's log end offset, or None when the cluster does not say."""
     try:
-        return int(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
+        return int(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)[1])
     except KafkaException:
         return None

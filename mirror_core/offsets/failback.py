@@ -130,23 +130,9 @@ def _sample(consumer: Any, topic: str, partition: int, first: int, end: int, lim
             timeout: float) -> list[dict[str, Any]]:
     if limit <= 0:
         return []
-    consumer.assign([TopicPartition(topic, partition, first)])
-    records: list[dict[str, Any]] = []
-    try:
-        while len(records) < limit:
-            msgs = consumer.consume(limit, timeout=min(timeout, 5))
-            if not msgs:
-                break
-            for m in msgs:
-                if m.error() is None and m.offset() < end and len(records) < limit:
-                    key = m.key()
-                    records.append({"offset": m.offset(), "timestamp": m.timestamp()[1],
-                                    "key": key.decode(errors="replace") if key is not None else None})
-            if msgs[-1].offset() >= end - 1:
-                break
-    finally:
-        consumer.unassign()
-    return records
+    records, _ = _read(consumer, topic, partition, first, end, limit, timeout)
+    return [{"offset": m.offset(), "timestamp": m.timestamp()[1],
+             "key": m.key().decode(errors="replace") if m.key() is not None else None} for m in records]
 
 
 def seed_progress(config: MirrorConfig, flow: FlowConfig, at: str = "end",

@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from mirror_core.clients import make_admin, make_consumer
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.errors import MirrorError
-from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
+from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic, log_end
 from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
 from mirror_core.offsets.offset_map import OffsetMap
 from mirror_core.offsets.sync_store import OffsetSyncReader, offset_syncs_topic
@@ -73,14 +73,8 @@ class FlowOffsets:
 
 
 def _target_ends(consumer: Consumer, keys: Iterable[tuple[str, int]], timeout: float) -> dict[tuple[str, int], int]:
-    ends = {}
-    for topic, partition in keys:
-        try:
-            ends[(topic, partition)] = consumer.get_watermark_offsets(TopicPartition(topic, partition),
-                                                                      timeout=timeout)[1]
-        except KafkaException:
-            continue
-    return ends
+    ends = {key: log_end(consumer, *key, timeout=timeout) for key in keys}
+    return {key: end for key, end in ends.items() if end is not None}
 
 
 def _time_index_fallback(source: Consumer, target: Consumer, topic: str, remote: str, partition: int,

@@ -258,10 +258,9 @@ class FlowReplicator:
             wanted = topics.source_topics()
             topics.ensure_remote(wanted)
             for remote in topics.recreated_remote:
-                self.metrics.errors.labels(self._lbl, "remote_topic_recreated").inc()
-                self.events = [*self.events[-19:], {"at": time.time(), "topic": remote,
-                                                    "event": "remote topic recreated",
-                                                    "detail": f"{remote} was missing on {self.flow.target}"}]
+                self._report("remote_topic_recreated", {"at": time.time(), "topic": remote,
+                                                        "event": "remote topic recreated",
+                                                        "detail": f"{remote} was missing on {self.flow.target}"})
             topics.recreated_remote.clear()
             self.source_health.mark_ok()
             self.target_health.mark_ok()
@@ -272,7 +271,6 @@ class FlowReplicator:
             log.warning("flow %s: topic refresh failed (%s); retrying in 5s", self.flow.name, why)
             self._next_refresh = now + 5.0
             return
-        self._partition_counts = wanted
         try:
             ids = self._topics.source_topic_ids(sorted(wanted))
         except KafkaException as exc:
@@ -314,9 +312,7 @@ class FlowReplicator:
                 self.metrics.errors.labels(self._lbl, "topic_config").inc()
                 log.warning("flow %s: topic config sync failed (%s); retrying at the next refresh", self.flow.name,
                             exc)
-        for problem in topics.take_problems():  # configs or topics the target rejected
-            self.metrics.errors.labels(self._lbl, problem.error_kind).inc()
-            self.events = [*self.events[-19:], problem.event()]
+        self._report_problems()  # configs or topics the target rejected
         interval = self.flow.refresh_topics_interval_s if self.flow.refresh_topics else 3600.0
         if topics.uncreatable:  # the cause may pass (a target broker down): try again soon
             interval = min(interval, 30.0)
@@ -353,9 +349,7 @@ class FlowReplicator:
                 log.warning("flow %s: cannot prepare assigned partitions (%s); retrying", self.flow.name, exc)
                 time.sleep(2)
             finally:
-                for problem in self._topics.take_problems():  # e.g. a remote topic created without a config
-                    self.metrics.errors.labels(self._lbl, problem.error_kind).inc()
-                    self.events = [*self.events[-19:], problem.event()]
+                self._report_problems()  # e.g. a remote topic created without a config
         for topic, tid in ids.items():
             # Partitions of this topic we already own were read from the old topic if it changed.
             old_id = self._topic_ids.get(topic)
@@ -789,14 +783,23 @@ class FlowReplicator:
                 assert self._consumer is not None
                 self._consumer.resume([st.tp])
 
+    def _report(self, kind: str, event: dict[str, Any]) -> None:
+        """Count an error of ``kind`` and keep ``event`` among the last 20 shown in /status."""
+        self.metrics.errors.labels(self._lbl, kind).inc()
+        self.events = [*self.events[-19:], event]
+
+    def _report_problems(self) -> None:
+        assert self._topics is not None
+        for problem in self._topics.take_problems():
+            self._report(problem.error_kind, problem.event())
+
     def _report_recreated(self, topic: str, old_id: str, new_id: str, partitions: list[int]) -> None:
-        self.metrics.errors.labels(self._lbl, "source_topic_recreated").inc()
         message = (f"source topic {topic} was deleted and recreated (topic ID {old_id} -> {new_id}): replicating "
                    f"the new topic from its beginning into {self.flow.remote_topic(topic)}, after the records "
                    "already there (partitions " + ", ".join(map(str, sorted(partitions))) + ")")
         log.error("flow %s: %s", self.flow.name, message)
-        self.events = [*self.events[-19:], {"at": time.time(), "topic": topic, "event": "source topic recreated",
-                                            "detail": message}]
+        self._report("source_topic_recreated", {"at": time.time(), "topic": topic, "event": "source topic recreated",
+                                                "detail": message})
 
     def _on_recreated(self, topic: str, old_id: str, new_id: str) -> None:
         """A topic we own was recreated while we ran: restart its partitions at the new beginning."""

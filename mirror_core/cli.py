@@ -9,12 +9,13 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from mirror_core.config.errors import ConfigError
 from mirror_core.config.loader import load_config
 from mirror_core.config.model import MirrorConfig
 from mirror_core.errors import MirrorError
+from mirror_core.redaction import install_log_filter, scrub
 
 EXIT_CONFIG = 2
 log = logging.getLogger("mirror_core")
@@ -27,6 +28,7 @@ def _setup_logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("librdkafka").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # schema migrations are routine, not news
+    install_log_filter()  # secrets met while loading the config are masked in every log line
 
 
 def _load(path: str) -> MirrorConfig:
@@ -66,12 +68,41 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     config = _load(args.config)
+    if args.strict and config.warnings:
+        print(f"mirror-core: configuration error: {args.config}: {len(config.warnings)} warning(s) above; "
+              "--strict treats them as errors", file=sys.stderr)
+        return EXIT_CONFIG
     for f in config.all_flows:
         standby = "" if f in config.flows else " (standby: started only through the control plane)"
-        print(f"flow {f.name}{standby}: policy {f.policy.name}, topics [{f.topics.include}] "
-              f"excluding [{f.topics.exclude}]")
-    print("configuration OK")
+        print(scrub(f"flow {f.name}{standby}: policy {f.policy.name}, topics [{f.topics.include}] "
+                    f"excluding [{f.topics.exclude}]"))
+    for alias, cluster in config.clusters.items():
+        consumer = cluster.clients.get("consumer", {})
+        print(f"cluster {alias}: {cluster.bootstrap_servers}, {_security(consumer)}")
+    print("configuration OK" + (f" ({len(config.warnings)} warning(s))" if config.warnings else ""))
     return 0
+
+
+def _security(settings: Mapping[str, str]) -> str:
+    """How a client authenticates, in words (never a secret)."""
+    protocol = settings.get("security.protocol", "PLAINTEXT").upper()
+    parts = [protocol]
+    if protocol.startswith("SASL"):
+        mechanism = settings.get("sasl.mechanisms", "GSSAPI")
+        if settings.get("mirror_core.aws.msk.iam.enabled"):
+            mechanism = "AWS_MSK_IAM"
+        elif mechanism == "OAUTHBEARER" and settings.get("sasl.oauthbearer.method") == "oidc":
+            mechanism = f"OAUTHBEARER (OIDC client {settings.get('sasl.oauthbearer.client.id')})"
+        elif mechanism == "GSSAPI":
+            mechanism = f"GSSAPI ({settings.get('sasl.kerberos.principal', 'ticket cache')})"
+        elif "sasl.username" in settings:
+            mechanism = f"{mechanism} (user {settings['sasl.username']})"
+        parts.append(mechanism)
+    if "ssl.ca.pem" in settings or "ssl.ca.location" in settings:
+        parts.append("trust store loaded")
+    if "ssl.certificate.pem" in settings or "ssl.certificate.location" in settings:
+        parts.append("client certificate")
+    return ", ".join(parts)
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
@@ -285,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     chk = sub.add_parser("check", help="validate a configuration file and exit")
     chk.add_argument("--config", required=True)
+    chk.add_argument("--strict", action="store_true", help="treat warnings as errors (exit 2), e.g. in CI")
     chk.set_defaults(func=cmd_check)
 
     off = sub.add_parser("offsets", help="translate/apply consumer-group offsets; failback helpers")

@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirror_core.config.model import ClusterConfig
+from mirror_core.config.sasl import client_conf
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +180,7 @@ def explain_failure(exc: BaseException, *clients: tuple[Any, ClusterHealth]) -> 
 
 
 def _with_callbacks(settings: dict[str, Any], health: ClusterHealth | None) -> dict[str, Any]:
+    settings = client_conf(settings)
     if health is not None:
         settings["error_cb"] = health.error_cb
     settings.setdefault("logger", logging.getLogger("librdkafka"))

@@ -32,38 +32,19 @@ REPO = Path(__file__).resolve().parents[1]
 JOB = REPO / "spark_jobs" / "reconcile_checkpoints.py"
 WINDOWS = ("since_last_success", "all_retained")
 
-# librdkafka settings with the same meaning under the same name in the Java client (Spark's Kafka source).
-_SAME_NAME = ("security.protocol", "sasl.mechanism", "ssl.keystore.location", "ssl.keystore.password",
-              "ssl.key.password", "client.id", "request.timeout.ms")
-_JAAS_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
-                 "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
-                 "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}
+# Settings Spark's Kafka source manages itself and refuses as options.
+_SPARK_MANAGED = frozenset({"group.id", "auto.offset.reset", "key.deserializer", "value.deserializer",
+                            "enable.auto.commit", "interceptor.classes"})
 
 
 def spark_kafka_options(cluster: ClusterConfig) -> dict[str, str]:
     """Options of Spark's Kafka source (``kafka.``-prefixed Java client names) for one cluster.
 
-    The config holds librdkafka settings; this is the inverse of client_props.translate for what a
-    read-only consumer needs (bootstrap, TLS trust store in PEM, SASL PLAIN/SCRAM).
+    Spark reads Kafka with the Java client, which takes the settings exactly as mm2.properties writes
+    them (placeholders resolved): JKS stores, JAAS lines and Kerberos work unchanged.
     """
-    lib = cluster.client_settings("consumer")
-    java: dict[str, str] = {"bootstrap.servers": cluster.bootstrap_servers}
-    for key in _SAME_NAME:
-        if key in lib:
-            java[key] = lib[key]
-    if "sasl.mechanisms" in lib:
-        java["sasl.mechanism"] = lib["sasl.mechanisms"]
-    if "sasl.username" in lib:
-        module = _JAAS_MODULES.get(java.get("sasl.mechanism", "PLAIN").upper(), _JAAS_MODULES["PLAIN"])
-        user, password = (lib["sasl.username"].replace('"', '\\"'), lib.get("sasl.password", "").replace('"', '\\"'))
-        java["sasl.jaas.config"] = f'{module} required username="{user}" password="{password}";'
-    if "ssl.ca.location" in lib:
-        java["ssl.truststore.location"] = lib["ssl.ca.location"]
-        java["ssl.truststore.type"] = "PEM"
-    if "ssl.keystore.location" in java:
-        java["ssl.keystore.type"] = "PKCS12"
-    if lib.get("ssl.endpoint.identification.algorithm") == "none":
-        java["ssl.endpoint.identification.algorithm"] = ""
+    java = {k: v for k, v in cluster.java.get("consumer", {}).items() if k not in _SPARK_MANAGED}
+    java["bootstrap.servers"] = cluster.bootstrap_servers
     return {f"kafka.{k}": v for k, v in java.items()}
 
 

@@ -2,14 +2,21 @@
 
 mm2.properties files carry Java client names (``sasl.jaas.config``, ``ssl.truststore.location``,
 ``max.request.size``...). librdkafka spells several of them differently or cannot read the Java
-formats (JKS). Every translation lives here; anything not listed passes through unchanged and is
-validated by librdkafka itself when the configuration is loaded.
+formats: TLS stores are read by :mod:`tls_stores`, SASL/JAAS by :mod:`sasl`, renames and Java-only
+settings are handled here. :func:`translate` takes one client's settings after precedence has been
+applied (several Java keys work together: a store's location, type and passwords); anything not
+listed passes through unchanged and is validated by librdkafka itself.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
+
+from mirror_core.config.sasl import SASL_KEYS, SaslError, translate_sasl
+from mirror_core.config.tls_stores import STORE_KEYS, StoreError, read_stores
+from mirror_core.redaction import is_secret, register_secret
 
 ClientKind = Literal["consumer", "producer", "admin"]
 
@@ -18,18 +25,29 @@ _RENAMES: dict[str, str] = {
     "fetch.max.wait.ms": "fetch.wait.max.ms",
     "max.request.size": "message.max.bytes",
     "delivery.timeout.ms": "message.timeout.ms",
-    "ssl.key.password": "ssl.key.password",
-    "ssl.keystore.password": "ssl.keystore.password",
+    "send.buffer.bytes": "socket.send.buffer.bytes",
+    "receive.buffer.bytes": "socket.receive.buffer.bytes",
 }
 
 # Java client settings with no librdkafka meaning (serialisers, JVM-only tuning): dropped, with a warning.
-_JAVA_ONLY = frozenset({
+JAVA_ONLY = frozenset({
     "key.serializer", "value.serializer", "key.deserializer", "value.deserializer",
-    "max.poll.records", "max.poll.interval.ms.java", "interceptor.classes", "metric.reporters",
-    "ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.password", "send.buffer.bytes.java",
-    "sasl.login.callback.handler.class", "sasl.client.callback.handler.class", "client.dns.lookup",
+    "max.poll.records", "interceptor.classes", "metric.reporters", "client.dns.lookup",
     "ssl.enabled.protocols", "ssl.protocol", "ssl.trustmanager.algorithm", "ssl.keymanager.algorithm",
-    "security.providers", "auto.include.jmx.reporter", "metrics.recording.level",
+    "ssl.secure.random.implementation", "ssl.engine.factory.class", "ssl.provider",
+    "security.providers", "auto.include.jmx.reporter", "metrics.recording.level", "metrics.num.samples",
+    "metrics.sample.window.ms", "max.block.ms", "default.api.timeout.ms", "exclude.internal.topics",
+    "metadata.max.idle.ms", "socket.connection.setup.timeout.max.ms", "retry.backoff.max.ms.java",
+    "sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter", "sasl.login.refresh.min.period.seconds",
+    "sasl.login.refresh.buffer.seconds", "sasl.login.connect.timeout.ms", "sasl.login.read.timeout.ms",
+    "sasl.login.retry.backoff.ms", "sasl.login.retry.backoff.max.ms", "sasl.login.class",
+    "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
+    "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.clock.skew.seconds", "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "sasl.oauthbearer.header.urlencode",
+    "enable.metrics.push", "partitioner.class", "partitioner.ignore.keys", "partitioner.adaptive.partitioning.enable",
+    "partitioner.availability.timeout.ms",
 })
 
 _CONSUMER_ONLY = frozenset({
@@ -48,24 +66,33 @@ _PRODUCER_ONLY = frozenset({
     "max.in.flight.requests.per.connection", "max.in.flight", "partitioner", "sticky.partitioning.linger.ms",
     "delivery.report.only.error",
 })
-
-_JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _ASSIGNORS = {
     "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
     "org.apache.kafka.clients.consumer.RangeAssignor": "range",
     "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
 }
+#: Java client names this module understands (beyond librdkafka's own), for "did you mean".
+KNOWN_JAVA_KEYS = frozenset(_RENAMES) | JAVA_ONLY | STORE_KEYS | SASL_KEYS | frozenset({
+    "ssl.endpoint.identification.algorithm", "partition.assignment.strategy", "buffer.memory", "isolation.level",
+    "security.protocol", "bootstrap.servers", "client.id", "sasl.kerberos.service.name",
+}) | _CONSUMER_ONLY | _PRODUCER_ONLY
 
-SECRET_PATTERN = re.compile(r"password|secret|jaas|token|credential|private", re.IGNORECASE)
+
+class ClientSettingError(ValueError):
+    """A client setting cannot be expressed for librdkafka; ``key`` is the Java key at fault."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
-def is_secret(key: str) -> bool:
-    return bool(SECRET_PATTERN.search(key))
-
-
-def redact(props: dict[str, str]) -> dict[str, str]:
-    """A copy safe to log or display: secret values replaced."""
-    return {k: ("********" if is_secret(k) else v) for k, v in props.items()}
+@dataclass
+class Translation:
+    settings: dict[str, str] = field(default_factory=dict)
+    #: librdkafka key -> the Java key it was made from (for error messages naming the file line)
+    sources: dict[str, str] = field(default_factory=dict)
+    #: (Java key, warning)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
 
 
 def applies_to(key: str, kind: ClientKind) -> bool:
@@ -77,46 +104,63 @@ def applies_to(key: str, kind: ClientKind) -> bool:
     return True
 
 
-def translate(props: dict[str, str]) -> tuple[dict[str, str], list[str]]:
-    """Translate Java client settings into librdkafka ones; return (settings, warnings).
+def _bytes(key: str, value: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise ClientSettingError(key, f"expected a number of bytes, got '{value.strip()}' (Java's {key} takes a "
+                                      "plain number, e.g. 33554432 for 32 MiB)") from None
 
-    Raises ValueError naming the offending setting when a value cannot be expressed for librdkafka.
+
+def translate(java: Mapping[str, str]) -> Translation:
+    """Translate one client's Java settings into librdkafka ones.
+
+    Raises :class:`ClientSettingError` naming the Java key when a value cannot be expressed for
+    librdkafka (an unreadable trust store, a malformed JAAS line...). Secret values are registered
+    with :mod:`mirror_core.redaction` on the way.
     """
-    out: dict[str, str] = {}
-    warnings: list[str] = []
-    for key, value in props.items():
-        if key in _JAVA_ONLY:
-            if key == "ssl.truststore.type" and value.upper() not in ("PEM", ""):
-                raise ValueError(
-                    f"{key}={value}: librdkafka cannot read {value} trust stores; "
-                    "convert to PEM and set ssl.truststore.type=PEM (or ssl.ca.location)")
-            if key == "ssl.keystore.type" and value.upper() not in ("PKCS12", "PEM", ""):
-                raise ValueError(
-                    f"{key}={value}: librdkafka reads PKCS12 key stores or PEM files, not {value}")
-            if key not in ("ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.password"):
-                warnings.append(f"'{key}' is a Java-client setting with no effect here; ignored")
+    out = Translation()
+    for key, value in java.items():
+        if is_secret(key):
+            register_secret(value)
+    if any(k in STORE_KEYS for k in java):
+        try:
+            tls = read_stores(java)
+        except StoreError as exc:
+            raise ClientSettingError(exc.key, str(exc)) from None
+        out.settings.update(tls.settings)
+        out.sources.update(tls.sources)
+        out.warnings += [(next(iter(tls.sources.values()), "ssl.truststore.location"), w) for w in tls.warnings]
+        register_secret(tls.settings.get("ssl.key.pem", ""))
+    if any(k in SASL_KEYS for k in java):
+        warnings: list[str] = []
+        try:
+            sasl, sources = translate_sasl(java, warnings.append)
+        except SaslError as exc:
+            raise ClientSettingError(exc.key, str(exc)) from None
+        out.settings.update(sasl)
+        out.sources.update(sources)
+        out.warnings += [("sasl.jaas.config", w) for w in warnings]
+        for k, v in sasl.items():
+            if is_secret(k):
+                register_secret(v)
+    for key, value in java.items():
+        if key in STORE_KEYS or key in SASL_KEYS:
             continue
-        if key == "sasl.jaas.config":
-            fields = dict(_JAAS.findall(value))
-            if "username" not in fields or "password" not in fields:
-                raise ValueError("sasl.jaas.config: expected username=\"...\" and password=\"...\"")
-            out["sasl.username"] = fields["username"]
-            out["sasl.password"] = fields["password"]
+        if key in JAVA_ONLY:
+            out.warnings.append((key, f"'{key}' is a Java-client setting with no effect here; ignored"))
             continue
-        if key == "ssl.truststore.location":
-            out["ssl.ca.location"] = value
-            continue
+        lib_key, lib_value = _RENAMES.get(key, key), value
         if key == "ssl.endpoint.identification.algorithm":
-            out[key] = "none" if value.strip() == "" else value.strip().lower()
-            continue
-        if key == "partition.assignment.strategy":
-            out[key] = ",".join(_ASSIGNORS.get(v.strip(), v.strip()) for v in value.split(","))
-            continue
-        if key == "buffer.memory":
-            out["queue.buffering.max.kbytes"] = str(max(1, int(value) // 1024))
-            continue
-        if key == "isolation.level":
-            out[key] = value.strip().lower()
-            continue
-        out[_RENAMES.get(key, key)] = value
-    return out, warnings
+            lib_value = "none" if value.strip() == "" else value.strip().lower()
+        elif key == "partition.assignment.strategy":
+            lib_value = ",".join(_ASSIGNORS.get(v.strip(), v.strip()) for v in value.split(","))
+        elif key == "buffer.memory":
+            lib_key, lib_value = "queue.buffering.max.kbytes", str(max(1, _bytes(key, value) // 1024))
+        elif key == "isolation.level":
+            lib_value = value.strip().lower()
+        elif key == "sasl.mechanisms":
+            lib_value = value.strip().upper()
+        out.settings[lib_key] = lib_value
+        out.sources[lib_key] = key
+    return out

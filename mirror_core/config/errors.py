@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mirror_core.redaction import scrub
+
 
 class ConfigError(Exception):
     """An invalid configuration value or reference; nothing is started when this is raised."""
@@ -23,4 +25,5 @@ class ConfigError(Exception):
         if self.key:
             where.append(f"key '{self.key}'")
         prefix = ", ".join(where)
-        return f"{prefix}: {self.message}" if prefix else self.message
+        # Masked: a value resolved from a config provider must not come back in an error message.
+        return scrub(f"{prefix}: {self.message}" if prefix else self.message)

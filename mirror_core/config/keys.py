@@ -180,6 +180,30 @@ IGNORED_MM2_KEYS = frozenset({
 KEYS_BY_NAME: dict[str, KeyDef] = {k.name: k for k in KEYS}
 ALIASES: dict[str, str] = {alias: k.name for k in KEYS for alias in k.aliases}
 
+# What to use instead, for MirrorMaker 2 / Connect keys whose purpose mirror_core serves differently.
+_INSTEAD: dict[str, str] = {
+    "exactly.once.source.support": "for exactly-once set exactly.once.enabled = true (globally or per flow)",
+    "exactly.once.support": "for exactly-once set exactly.once.enabled = true (globally or per flow)",
+    "tasks.max": "to scale out, run more mirror-core processes (they share partitions through a consumer group)",
+    "sync.topic.acls.enabled": "read-only ACLs are synced by the topic_config_sync DAG / mirror-core topics sync",
+    "offset.lag.max": "the offset map is exact; there is nothing to tune",
+    "group.id": "the worker group is A->B.consumer.group.id",
+}
+
+
+def no_effect_reason(key: str) -> str | None:
+    """Why a MirrorMaker 2 / Kafka Connect key is accepted and ignored (``None``: not such a key)."""
+    if key not in IGNORED_MM2_KEYS:
+        return None
+    hint = _INSTEAD.get(key)
+    return ("is a MirrorMaker 2 / Kafka Connect setting with no effect here; ignored"
+            + (f" ({hint})" if hint else ""))
+
+
+def known_key_names() -> frozenset[str]:
+    """Every key name a file may use at top level, for "did you mean" suggestions."""
+    return frozenset(KEYS_BY_NAME) | frozenset(ALIASES) | IGNORED_MM2_KEYS
+
 
 def _choice(raw: str, options: tuple[str, ...]) -> str:
     value = raw.strip().lower()

@@ -6,17 +6,26 @@ warnings (MirrorMaker 2 files carry many Connect-specific keys that are harmless
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from mirror_core.config.client_props import ClientKind, applies_to, translate
+from mirror_core.config.client_props import (
+    KNOWN_JAVA_KEYS,
+    ClientKind,
+    ClientSettingError,
+    applies_to,
+    translate,
+)
 from mirror_core.config.errors import ConfigError
-from mirror_core.config.keys import ALIASES, IGNORED_MM2_KEYS, KEYS_BY_NAME
+from mirror_core.config.keys import ALIASES, KEYS_BY_NAME, known_key_names, no_effect_reason
 from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig, Origin
 from mirror_core.config.properties import Property, load_properties, parse_properties
+from mirror_core.config.providers import resolve_placeholders
+from mirror_core.config.sasl import client_conf
 from mirror_core.filters import NameFilter
 from mirror_core.policy import policy_from_name
 
@@ -39,16 +48,23 @@ def load_config(path: str | Path, validate_clients: bool = True) -> MirrorConfig
     return parse_config(props, source=str(path), validate_clients=validate_clients)
 
 
-def parse_text(text: str, validate_clients: bool = True) -> MirrorConfig:
-    return parse_config(parse_properties(text), validate_clients=validate_clients)
+def parse_text(text: str, validate_clients: bool = True, environ: Mapping[str, str] | None = None) -> MirrorConfig:
+    return parse_config(parse_properties(text), validate_clients=validate_clients, environ=environ)
+
+
+def did_you_mean(key: str, candidates: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` when a candidate is close to ``key``, else an empty string."""
+    close = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.8)
+    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 class _Builder:
-    def __init__(self, props: Iterable[Property], source: str | None) -> None:
+    def __init__(self, props: Iterable[Property], source: str | None, validate_clients: bool = True,
+                 environ: Mapping[str, str] | None = None) -> None:
         self.source = source
+        self.validate = validate_clients
         self.warnings: list[str] = []
-        #: (flow name, client kind) -> librdkafka setting -> file key and line of the flow override
-        self.flow_origins: dict[tuple[str, ClientKind], dict[str, Origin]] = {}
+        props = resolve_placeholders(props, source, lambda w: self.warnings.append(w), environ)
         self.props: dict[str, Property] = {}
         for p in props:
             if p.key in self.props:
@@ -88,7 +104,7 @@ class _Builder:
             raise self.error(str(exc), p, key=p.key if p else name) from None
 
     # -- build -------------------------------------------------------------------------------
-    def build(self, validate_clients: bool) -> MirrorConfig:
+    def build(self) -> MirrorConfig:
         clusters_prop = self.props.get("clusters")
         if clusters_prop is None:
             raise self.error("required key 'clusters' is missing (e.g. clusters = dc1, dc2)",
@@ -129,10 +145,14 @@ class _Builder:
             name = ALIASES.get(key, key)
             if name in KEYS_BY_NAME:
                 self.put_setting(globals_, name, p)
-            elif key in IGNORED_MM2_KEYS:
-                self.warn(f"{self.where(p)}: MirrorMaker 2 key '{key}' is not used by mirror_core; ignored")
+            elif (reason := no_effect_reason(key)) is not None:
+                self.warn(f"{self.where(p)}: '{key}' {reason}")
             elif key.startswith(tuple(f"{k}." for k in _KINDS)) or key.startswith(_GLOBAL_CLIENT_PREFIXES):
                 global_client[key] = p
+            elif head in _CONNECTOR_PREFIXES:
+                self.warn(f"{self.where(p)}: '{key}': MirrorMaker 2 sets connector-level client settings "
+                          f"({head}.*) itself; here write them per cluster (<alias>.consumer.*, <alias>.producer.*,"
+                          " <alias>.admin.*); ignored")
             elif (head not in _CONNECTOR_PREFIXES and _ALIAS_RE.match(head)
                   and (rest in _CLUSTER_SETTINGS or rest.startswith(_CLUSTER_PREFIXES))):
                 raise self.error(f"'{key}' is a setting of cluster '{head}', which is not listed in "
@@ -141,7 +161,7 @@ class _Builder:
                 raise self.error(f"cluster '{key.rsplit('.bootstrap.servers', 1)[0]}' is not listed in "
                                  f"'clusters' ({', '.join(aliases)})", p)
             else:
-                self.warn(f"{self.where(p)}: unknown key '{key}'; ignored")
+                self.warn(f"{self.where(p)}: unknown key '{key}'{did_you_mean(key, known_key_names())}; ignored")
 
         global_enabled = globals_.pop("enabled", None)
         if global_enabled is not None:
@@ -162,26 +182,31 @@ class _Builder:
             hint = "; a global 'enabled' has no effect" if global_enabled is not None else ""
             raise self.error("no replication flow is enabled (set e.g. "
                              f"{aliases[0]}->{aliases[-1]}.enabled = true{hint})", global_enabled, key="enabled")
-        config = MirrorConfig(MappingProxyType(clusters), tuple(flows), tuple(self.warnings), self.source,
-                              tuple(standby))
-        if validate_clients:
-            self.validate_clients(config)
-        return config
+        return MirrorConfig(MappingProxyType(clusters), tuple(flows), tuple(dict.fromkeys(self.warnings)),
+                            self.source, tuple(standby))
 
-    def translate_into(self, kinds: Iterable[ClientKind], props: dict[str, Property],
-                       settings: dict[ClientKind, dict[str, str]], origins: dict[str, Origin]) -> None:
-        for key, p in props.items():
-            try:
-                translated, warnings = translate({key: p.value})
-            except ValueError as exc:
-                raise self.error(str(exc), p) from None
-            for w in warnings:
-                self.warn(f"{self.where(p)}: {w}")
-            for k, v in translated.items():
-                origins[k] = (p.key, p.line)
-                for kind in kinds:
-                    if applies_to(k, kind):
-                        settings[kind][k] = v
+    def translate_client(self, kind: ClientKind, props: dict[str, Property], origins: dict[str, Origin],
+                         owner: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """librdkafka settings of one client from its Java settings (precedence already applied);
+        with ``base`` (the cluster's settings, for a flow's overrides), validated on top of it."""
+        try:
+            translation = translate({k: p.value for k, p in props.items()})
+        except ClientSettingError as exc:
+            at = props.get(exc.key)
+            raise self.error(str(exc), at, key=at.key if at else exc.key) from None
+        for java_key, w in translation.warnings:
+            p = props.get(java_key)
+            self.warn(f"{self.where(p)}: {w}" if p else w)
+        settings: dict[str, str] = {}
+        for k, v in translation.settings.items():
+            if applies_to(k, kind):
+                settings[k] = v
+                p = props.get(translation.sources.get(k, k))
+                if p is not None:
+                    origins[k] = (p.key, p.line)
+        if self.validate:
+            self.check_client(kind, settings, origins, owner, base)
+        return settings
 
     def split_by_kind(self, keys: dict[str, Property]) -> tuple[dict[str, Property],
                                                                  dict[ClientKind, dict[str, Property]]]:
@@ -206,22 +231,29 @@ class _Builder:
                 self.warn(f"{self.where(p)}: '{p.key}' sets a flow setting on a cluster; "
                           f"set it globally or per flow (A->B.{rest}); ignored")
                 del keys[rest]
-        settings: dict[ClientKind, dict[str, str]] = {k: {} for k in _KINDS}
+            elif (reason := no_effect_reason(rest)) is not None:
+                self.warn(f"{self.where(p)}: '{p.key}' {reason}")
+                del keys[rest]
         origins: dict[str, Origin] = {"bootstrap.servers": (bootstrap.key, bootstrap.line)}
         g_common, g_kinds = self.split_by_kind(global_client)
         c_common, c_kinds = self.split_by_kind(keys)
-        # Precedence, lowest first: global, global per kind, cluster, cluster per kind.
-        self.translate_into(_KINDS, g_common, settings, origins)
+        clients: dict[ClientKind, Mapping[str, str]] = {}
         for kind in _KINDS:
-            self.translate_into((kind,), g_kinds[kind], settings, origins)
-        self.translate_into(_KINDS, c_common, settings, origins)
-        for kind in _KINDS:
-            self.translate_into((kind,), c_kinds[kind], settings, origins)
+            # Precedence, lowest first: global, global per kind, cluster, cluster per kind. Translated
+            # together, because several Java keys make one setting (a store's location and password).
+            merged = {**g_common, **g_kinds[kind], **c_common, **c_kinds[kind]}
+            merged.setdefault("bootstrap.servers", bootstrap)
+            settings = self.translate_client(kind, merged, origins, f"cluster '{alias}'")
+            settings.pop("bootstrap.servers", None)
+            clients[kind] = MappingProxyType(settings)
         return ClusterConfig(
             alias=alias,
             bootstrap_servers=bootstrap.value.strip(),
-            clients=MappingProxyType({k: MappingProxyType(v) for k, v in settings.items()}),
+            clients=MappingProxyType(clients),
             origins=MappingProxyType(origins),
+            java=MappingProxyType({kind: MappingProxyType(
+                {k: p.value for k, p in {**g_common, **g_kinds[kind], **c_common, **c_kinds[kind]}.items()})
+                for kind in _KINDS}),
         )
 
     def build_flow(self, src: str, dst: str, keys: dict[str, Property], globals_: dict[str, Property],
@@ -235,13 +267,13 @@ class _Builder:
                 self.put_setting(chosen, name, p, prefix)
             elif rest.startswith(("consumer.", "producer.")):
                 client_keys[rest] = p
-            elif rest in IGNORED_MM2_KEYS:
-                self.warn(f"{self.where(p)}: MirrorMaker 2 key '{p.key}' is not used by mirror_core; ignored")
+            elif (reason := no_effect_reason(rest)) is not None:
+                self.warn(f"{self.where(p)}: '{p.key}' {reason}")
             elif rest.startswith("admin."):
                 self.warn(f"{self.where(p)}: '{p.key}': flows have no admin client overrides (set "
                           f"{src}.admin.* or {dst}.admin.* on the cluster); ignored")
             else:
-                self.warn(f"{self.where(p)}: unknown key '{p.key}'; ignored")
+                self.warn(f"{self.where(p)}: unknown key '{p.key}'{did_you_mean(rest, known_key_names())}; ignored")
         values: dict[str, Any] = {}
         for name, p in chosen.items():
             if KEYS_BY_NAME[name].scope == "global":
@@ -264,10 +296,11 @@ class _Builder:
 
         _, per_kind = self.split_by_kind(client_keys)
         settings: dict[ClientKind, dict[str, str]] = {k: {} for k in _KINDS}
-        for kind in ("consumer", "producer"):
-            # Where each override came from, for validate_clients' messages.
-            origins = self.flow_origins.setdefault((f"{src}->{dst}", kind), {})
-            self.translate_into((kind,), per_kind[kind], settings, origins)
+        flow_kinds: tuple[tuple[ClientKind, str], ...] = (("consumer", src), ("producer", dst))
+        for kind, alias in flow_kinds:
+            if per_kind[kind]:
+                settings[kind] = self.translate_client(kind, per_kind[kind], {}, f"flow {src}->{dst}",
+                                                       base=clusters[alias].client_settings(kind))
         return FlowConfig(
             source=src,
             target=dst,
@@ -299,38 +332,27 @@ class _Builder:
             producer_overrides=MappingProxyType(settings["producer"]),
         )
 
-    def validate_clients(self, config: MirrorConfig) -> None:
-        """Let librdkafka itself reject unknown or invalid client settings, naming the file key: each
-        cluster's settings, then each flow's overrides (A->B.consumer.* on the source cluster's consumer
-        settings, A->B.producer.* on the target cluster's producer settings)."""
-        for cluster in config.clusters.values():
-            for kind in _KINDS:
-                settings = cluster.client_settings(kind)
-                suspects = {k: v for k, v in settings.items() if k != "bootstrap.servers"}
-                self.check_client(kind, settings, suspects, cluster.origins, f"cluster '{cluster.alias}'",
-                                  f"{cluster.alias}.*")
-        for flow in config.all_flows:
-            for kind, alias, overrides in (("consumer", flow.source, flow.consumer_overrides),
-                                           ("producer", flow.target, flow.producer_overrides)):
-                if overrides:
-                    self.check_client(kind, config.cluster(alias).client_settings(kind, overrides), overrides,
-                                      self.flow_origins.get((flow.name, kind), {}), f"flow {flow.name}",
-                                      f"{flow.name}.{kind}.*")
-
-    def check_client(self, kind: ClientKind, settings: dict[str, str], suspects: Mapping[str, str],
-                     origins: Mapping[str, Origin], owner: str, fallback_key: str) -> None:
-        problem = _client_problem(kind, settings)
-        if problem is None:
-            return
-        # Find the setting at fault (librdkafka may name it by an alias), one at a time.
-        origin = None
-        for lib_key, value in suspects.items():
-            if _client_problem(kind, {lib_key: value}) is not None:
-                origin = origins.get(lib_key)
-                break
-        raise ConfigError(f"invalid {kind} setting for {owner}: {problem}",
-                          key=origin[0] if origin else fallback_key,
-                          line=origin[1] if origin else None, source=self.source)
+    def check_client(self, kind: ClientKind, settings: dict[str, str], origins: Mapping[str, Origin],
+                     owner: str, base: Mapping[str, str] | None = None) -> None:
+        """Let librdkafka itself judge the settings (on top of ``base``). A setting it does not know is
+        dropped with a warning (as Java clients do: "supplied but isn't a known config"); an invalid value
+        is an error naming the file key and line."""
+        while (problem := _client_problem(kind, {**(base or {}), **settings})) is not None:
+            # Find the setting at fault (librdkafka may name it by an alias), one at a time.
+            culprit = next((k for k, v in settings.items() if k != "bootstrap.servers"
+                            and _client_problem(kind, {**(base or {}), k: v}) is not None), None)
+            origin = origins.get(culprit) if culprit else None
+            if culprit is not None and "No such configuration property" in problem:
+                written = origin[0] if origin else culprit
+                where = f"{self.source}, line {origin[1]}" if self.source and origin else (
+                    f"line {origin[1]}" if origin else owner)
+                self.warn(f"{where}: unknown client setting '{written}' for {owner}"
+                          f"{did_you_mean(culprit, KNOWN_JAVA_KEYS)}; ignored")
+                del settings[culprit]
+                continue
+            raise ConfigError(f"invalid {kind} setting for {owner}: {problem}",
+                              key=origin[0] if origin else None, line=origin[1] if origin else None,
+                              source=self.source)
 
 
 def _client_problem(kind: ClientKind, settings: dict[str, str]) -> str | None:
@@ -338,7 +360,7 @@ def _client_problem(kind: ClientKind, settings: dict[str, str]) -> str | None:
     from confluent_kafka import Consumer, KafkaException, Producer
 
     # log_level 0 and no bootstrap connection: the check must not touch (or spam about) clusters.
-    conf: dict[str, str] = {**settings, "log_level": "0"}
+    conf = client_conf({**settings, "log_level": "0"})
     conf.setdefault("bootstrap.servers", "127.0.0.1:9")
     try:
         if kind == "consumer":
@@ -354,6 +376,6 @@ def _client_problem(kind: ClientKind, settings: dict[str, str]) -> str | None:
     return None
 
 
-def parse_config(props: Iterable[Property], source: str | None = None,
-                 validate_clients: bool = True) -> MirrorConfig:
-    return _Builder(props, source).build(validate_clients)
+def parse_config(props: Iterable[Property], source: str | None = None, validate_clients: bool = True,
+                 environ: Mapping[str, str] | None = None) -> MirrorConfig:
+    return _Builder(props, source, validate_clients, environ).build()

@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from mirror_core.config.client_props import ClientKind, redact
+from mirror_core.config.client_props import ClientKind
 from mirror_core.filters import NameFilter, PatternList
 from mirror_core.policy import ReplicationPolicy
+from mirror_core.redaction import redact
 
 Origin = tuple[str, int]  # (key as written in the file, line)
 
@@ -19,14 +20,21 @@ def _frozen(d: Mapping[str, str] | None = None) -> Mapping[str, str]:
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    """One Kafka cluster: its alias and the librdkafka settings of each kind of client."""
+    """One Kafka cluster: its alias and the librdkafka settings of each kind of client.
+
+    Settings may hold secrets (passwords, in-memory private keys): they are left out of ``repr`` and
+    shown only through :meth:`redacted`.
+    """
 
     alias: str
     bootstrap_servers: str
     #: Translated librdkafka settings per client kind (cluster-wide settings already merged in).
-    clients: Mapping[ClientKind, Mapping[str, str]]
+    clients: Mapping[ClientKind, Mapping[str, str]] = field(repr=False)
     #: Which file key and line each librdkafka setting came from, for error messages.
-    origins: Mapping[str, Origin] = field(default_factory=lambda: MappingProxyType({}))
+    origins: Mapping[str, Origin] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    #: The same settings as written for Java clients (placeholders resolved), per client kind: what a
+    #: Java client (Spark's Kafka source) takes unchanged, JKS stores and JAAS lines included.
+    java: Mapping[ClientKind, Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({}), repr=False)
 
     def client_settings(self, kind: ClientKind, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
         settings = dict(self.clients.get(kind, {}))
@@ -68,8 +76,8 @@ class FlowConfig:
     sync_group_offsets_interval_s: float = 60.0
     exactly_once: bool = False
     exactly_once_slots: int = 8
-    consumer_overrides: Mapping[str, str] = field(default_factory=_frozen)
-    producer_overrides: Mapping[str, str] = field(default_factory=_frozen)
+    consumer_overrides: Mapping[str, str] = field(default_factory=_frozen, repr=False)
+    producer_overrides: Mapping[str, str] = field(default_factory=_frozen, repr=False)
 
     @property
     def name(self) -> str:

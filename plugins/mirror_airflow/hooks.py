@@ -34,14 +34,18 @@ class KafkaClusterHook(BaseHook):
         return settings
 
     def get_conn(self) -> AdminClient:
-        return AdminClient(self.client_settings())
+        from mirror_core.config.sasl import client_conf
+
+        return AdminClient(client_conf(self.client_settings()))
 
     def test_connection(self) -> tuple[bool, str]:
         """(ok, message); on failure the message says why (authentication, TLS, unknown host), never a secret."""
         from mirror_core.clients import ClusterHealth, explain_failure
 
+        from mirror_core.config.sasl import client_conf
+
         health = ClusterHealth(self.kafka_conn_id)
-        admin = AdminClient({**self.client_settings(), "error_cb": health.error_cb, "log_level": 0})
+        admin = AdminClient({**client_conf(self.client_settings()), "error_cb": health.error_cb, "log_level": 0})
         try:
             md = admin.list_topics(timeout=10)
             return True, f"{len(md.brokers)} broker(s), {len(md.topics)} topic(s)"

@@ -5,7 +5,9 @@ from hypothesis import strategies as st
 from mirror_core.config.errors import ConfigError
 from mirror_core.config.loader import parse_text
 from mirror_core.policy import IdentityReplicationPolicy
+from tests.unit.stores import make_ca_pem
 
+CA_PEM = make_ca_pem()
 BASE = "clusters = dc1, dc2\ndc1.bootstrap.servers = a:1\ndc2.bootstrap.servers = b:2\n"
 
 
@@ -23,20 +25,22 @@ def test_flow_override_beats_global_and_defaults_apply() -> None:
     assert f.topics.accepts("orders") and not f.topics.accepts("x.internal") and not f.topics.accepts("__c")
 
 
-def test_mm2_aliases_policy_and_client_translation() -> None:
+def test_mm2_aliases_policy_and_client_translation(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ca = tmp_path / "ca.pem"
+    ca.write_text(CA_PEM)
     c = load("dc1->dc2.enabled = true\ntopics.blacklist = secret.*\n"
              "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
              "dc1.security.protocol = SASL_SSL\ndc1.sasl.mechanism = SCRAM-SHA-512\n"
              'dc1.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required '
              'username="alice" password="s3cret";\n'
-             "dc1.ssl.truststore.location = /etc/ca.pem\ndc1.ssl.truststore.type = PEM\n"
+             f"dc1.ssl.truststore.location = {ca}\ndc1.ssl.truststore.type = PEM\n"
              "dc2.producer.max.request.size = 2000000\ndc1->dc2.consumer.group.id = g1\n")
     f = c.flows[0]
     assert isinstance(f.policy, IdentityReplicationPolicy)
     assert not f.topics.accepts("secret.stuff") and f.topics.accepts("orders")
     consumer = c.clusters["dc1"].client_settings("consumer")
     assert consumer["sasl.username"] == "alice" and consumer["sasl.password"] == "s3cret"
-    assert consumer["ssl.ca.location"] == "/etc/ca.pem"
+    assert consumer["ssl.ca.location"] == str(ca)
     assert c.clusters["dc2"].client_settings("producer")["message.max.bytes"] == "2000000"
     assert "message.max.bytes" not in c.clusters["dc2"].client_settings("consumer")
     assert f.worker_group_id == "g1"
@@ -52,7 +56,8 @@ def test_warnings_for_unknown_and_ignored_keys() -> None:
 @pytest.mark.parametrize(("extra", "key", "line"), [
     ("dc1->dc2.enabled = maybe\n", "dc1->dc2.enabled", 4),
     ("dc1->dc2.enabled = true\nreplication.factor = many\n", "replication.factor", 5),
-    ("dc1->dc2.enabled = true\ndc1.ssl.truststore.type = JKS\n", "dc1.ssl.truststore.type", 5),
+    ("dc1->dc2.enabled = true\ndc1.ssl.truststore.location = /nonexistent/truststore.jks\n",
+     "dc1.ssl.truststore.location", 5),
     ("dc1->dc9.enabled = true\n", "dc1->dc9.enabled", 4),
     ("dc1->dc1.enabled = true\n", "dc1->dc1.enabled", 4),
     ("dc2->dc1.enabled = false\n", "enabled", None),
@@ -96,17 +101,33 @@ FLOW = "dc1->dc2.enabled = true\n"  # line 4
 
 
 @pytest.mark.parametrize(("extra", "key", "line"), [
-    (FLOW + "dc1->dc2.consumer.fetch.foo = 1\n", "dc1->dc2.consumer.fetch.foo", 5),
     (FLOW + "dc1->dc2.consumer.group.id = g\ndc1->dc2.producer.linger.ms = soon\n", "dc1->dc2.producer.linger.ms", 6),
     (FLOW + "dc1->dc2.producer.compression.type = zip\n", "dc1->dc2.producer.compression.type", 5),
     # A standby flow is validated too: a workflow may start it at any time.
-    (FLOW + "dc2->dc1.enabled = false\ndc2->dc1.consumer.fetch.foo = 1\n", "dc2->dc1.consumer.fetch.foo", 6),
+    (FLOW + "dc2->dc1.enabled = false\ndc2->dc1.consumer.fetch.min.bytes = many\n",
+     "dc2->dc1.consumer.fetch.min.bytes", 6),
 ])
 def test_flow_client_overrides_are_validated_like_cluster_settings(extra: str, key: str, line: int) -> None:
     with pytest.raises(ConfigError) as err:
         parse_text(BASE + extra)
     assert (err.value.key, err.value.line) == (key, line)
     assert key in str(err.value) and f"line {line}" in str(err.value)
+
+
+@pytest.mark.parametrize(("extra", "written", "line", "suggestion"), [
+    (FLOW + "dc1->dc2.consumer.fetch.foo = 1\n", "dc1->dc2.consumer.fetch.foo", 5, ""),
+    (FLOW + "dc2->dc1.enabled = false\ndc2->dc1.consumer.fetch.min.byte = 1\n", "dc2->dc1.consumer.fetch.min.byte", 6,
+     "did you mean 'fetch.min.bytes'?"),
+    (FLOW + "dc1.ssl.truststore.locaton = /x.jks\n", "dc1.ssl.truststore.locaton", 5,
+     "did you mean 'ssl.truststore.location'?"),
+])
+def test_unknown_client_settings_are_warnings_with_a_suggestion(extra: str, written: str, line: int,
+                                                                suggestion: str) -> None:
+    """As in Java clients ("supplied but isn't a known config") and MirrorMaker 2: not fatal."""
+    c = parse_text(BASE + extra)
+    [warning] = [w for w in c.warnings if written in w]
+    assert f"line {line}" in warning and "unknown client setting" in warning and suggestion in warning
+    assert written.rsplit(".", 3)[-1] not in str(c.clusters["dc1"].client_settings("consumer"))
 
 
 def test_valid_flow_client_overrides_pass_and_admin_overrides_are_not_per_flow() -> None:
@@ -142,7 +163,7 @@ def test_global_mm2_keys_with_dots_are_not_taken_for_clusters() -> None:
     c = load(FLOW + "replication.factor = 1\nsync.topic.configs.enabled = false\nemit.heartbeats.enabled = false\n"
              "config.properties.exclude = retention\\.ms\noffset-syncs.topic.replication.factor = 1\n"
              "heartbeats.topic.replication.factor = 1\nsecurity.protocol = PLAINTEXT\nssl.client.auth = none\n"
-             "ssl.truststore.location = /ca.pem\nsasl.mechanism = PLAIN\nclient.id = mirror\n"
+             "ssl.endpoint.identification.algorithm = https\nsasl.mechanism = PLAIN\nclient.id = mirror\n"
              "consumer.fetch.min.bytes = 1\nproducer.linger.ms = 5\nadmin.request.timeout.ms = 5\n"
              # Connect / MirrorMaker 2 connector-level keys: ignored with a warning, never errors.
              "connector.client.config.override.policy = All\nsource.consumer.fetch.min.bytes = 1\n"

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from mirror_core.config import mm2_keys as mm2
 from mirror_core.filters import PatternList
 from mirror_core.policy import policy_from_name
 
@@ -184,16 +185,39 @@ ALIASES: dict[str, str] = {alias: k.name for k in KEYS for alias in k.aliases}
 _INSTEAD: dict[str, str] = {
     "exactly.once.source.support": "for exactly-once set exactly.once.enabled = true (globally or per flow)",
     "exactly.once.support": "for exactly-once set exactly.once.enabled = true (globally or per flow)",
+    "transaction.boundary": "exactly-once transactions commit every offset.flush.interval.ms",
     "tasks.max": "to scale out, run more mirror-core processes (they share partitions through a consumer group)",
     "sync.topic.acls.enabled": "read-only ACLs are synced by the topic_config_sync DAG / mirror-core topics sync",
     "offset.lag.max": "the offset map is exact; there is nothing to tune",
     "group.id": "the worker group is A->B.consumer.group.id",
+    "offset.storage.topic": "progress is kept on the target in mirror-core.progress.<source>.internal",
 }
+# Kafka client settings that Connect workers also define: at cluster level they configure the clients.
+_CLIENT_SETTINGS_TOO = frozenset({
+    "connections.max.idle.ms", "metadata.max.age.ms", "reconnect.backoff.max.ms", "reconnect.backoff.ms",
+    "request.timeout.ms", "retry.backoff.max.ms", "socket.connection.setup.timeout.ms", "metadata.recovery.strategy",
+    "metadata.recovery.rebootstrap.trigger.ms", "client.id", "group.id",
+})
+#: MirrorMaker 2 / Connect keys accepted and ignored (warned about) at any level: global, per cluster, per flow.
+NO_EFFECT_KEYS: frozenset[str] = (
+    (mm2.MM2_ALL_KNOWN_KEYS | frozenset(mm2.MM2_REMOVED_IN_4_0) | IGNORED_MM2_KEYS)
+    - frozenset(KEYS_BY_NAME) - frozenset(ALIASES) - mm2.MM2_CLIENT_KEYS - _CLIENT_SETTINGS_TOO
+    - {"clusters", "config.providers"}
+) | {"group.id"}
+# Prefixes of Connect-only key families (converters' and transforms' own settings, REST listeners...).
+_NO_EFFECT_PREFIXES = ("producer.override.", "consumer.override.", "admin.override.", "transforms.", "predicates.",
+                       "topic.creation.", "offset.storage.", "config.storage.", "status.storage.", "key.converter.",
+                       "value.converter.", "header.converter.", "listeners.https.", "admin.listeners.https.",
+                       "metrics.context.", "metrics.jmx.", "source.cluster.", "target.cluster.", "errors.")
 
 
-def no_effect_reason(key: str) -> str | None:
-    """Why a MirrorMaker 2 / Kafka Connect key is accepted and ignored (``None``: not such a key)."""
-    if key not in IGNORED_MM2_KEYS:
+def no_effect_reason(key: str, cluster_level: bool = False) -> str | None:
+    """Why a MirrorMaker 2 / Kafka Connect key is accepted and ignored (``None``: not such a key).
+
+    At cluster level (``<alias>.<key>``) ``group.id`` is a client setting, not a Connect worker key."""
+    if cluster_level and key in _CLIENT_SETTINGS_TOO:
+        return None
+    if key not in NO_EFFECT_KEYS and not key.startswith(_NO_EFFECT_PREFIXES):
         return None
     hint = _INSTEAD.get(key)
     return ("is a MirrorMaker 2 / Kafka Connect setting with no effect here; ignored"
@@ -202,7 +226,7 @@ def no_effect_reason(key: str) -> str | None:
 
 def known_key_names() -> frozenset[str]:
     """Every key name a file may use at top level, for "did you mean" suggestions."""
-    return frozenset(KEYS_BY_NAME) | frozenset(ALIASES) | IGNORED_MM2_KEYS
+    return frozenset(KEYS_BY_NAME) | frozenset(ALIASES) | NO_EFFECT_KEYS | mm2.MM2_CLIENT_KEYS
 
 
 def _choice(raw: str, options: tuple[str, ...]) -> str:

@@ -231,7 +231,7 @@ class _Builder:
                 self.warn(f"{self.where(p)}: '{p.key}' sets a flow setting on a cluster; "
                           f"set it globally or per flow (A->B.{rest}); ignored")
                 del keys[rest]
-            elif (reason := no_effect_reason(rest)) is not None:
+            elif (reason := no_effect_reason(rest, cluster_level=True)) is not None:
                 self.warn(f"{self.where(p)}: '{p.key}' {reason}")
                 del keys[rest]
         origins: dict[str, Origin] = {"bootstrap.servers": (bootstrap.key, bootstrap.line)}
@@ -360,8 +360,9 @@ def _client_problem(kind: ClientKind, settings: dict[str, str]) -> str | None:
     from confluent_kafka import Consumer, KafkaException, Producer
 
     # log_level 0 and no bootstrap connection: the check must not touch (or spam about) clusters.
-    conf = client_conf({**settings, "log_level": "0"})
-    conf.setdefault("bootstrap.servers", "127.0.0.1:9")
+    # The real bootstrap servers and token callbacks are never used: validating must not resolve, connect or
+    # ask an identity provider anything.
+    conf = client_conf({**settings, "log_level": "0", "bootstrap.servers": "127.0.0.1:9"}, validate_only=True)
     try:
         if kind == "consumer":
             conf.setdefault("group.id", "mirror-core-config-check")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from mirror_core.clients import CONSUMER_DEFAULTS, CONSUMER_ENFORCED, PRODUCER_DEFAULTS, PRODUCER_ENFORCED
-from mirror_core.config.keys import IGNORED_MM2_KEYS, KEYS
+from mirror_core.config.keys import KEYS, NO_EFFECT_KEYS
 
 
 def _cell(text: str) -> str:
@@ -56,8 +56,11 @@ def render_reference() -> str:
     out += [f"| target producer | `{k}` | `{v}` |" for k, v in PRODUCER_ENFORCED.items()]
     out += ["", "## MirrorMaker 2 keys accepted and ignored", "",
             "These tune Kafka Connect internals or features mirror_core does differently; a warning names",
-            "each one found in a file, and nothing else happens:", "",
-            ", ".join(f"`{k}`" for k in sorted(IGNORED_MM2_KEYS)), ""]
+            "each one found in a file (globally, per cluster `<alias>.<key>` or per flow `A->B.<key>`), and",
+            "nothing else happens. So do keys under the Connect prefixes `transforms.`, `predicates.`,",
+            "`*.converter.`, `*.storage.`, `*.override.`, `listeners.https.`, `errors.`. `mirror-core check",
+            "--strict` turns every warning into an error (exit 2), for CI pipelines.", "",
+            ", ".join(f"`{k}`" for k in sorted(NO_EFFECT_KEYS)), ""]
     return "\n".join(out)
 
 

@@ -64,10 +64,12 @@ class Pki:
         path.write_bytes(jks.KeyStore.new("jks", [entry]).saves(password))
         return path
 
-    def jks_keystore(self, path: Path, password: str, key_password: str | None = None) -> Path:
+    def jks_keystore(self, path: Path, password: str, key_password: str | None = None,
+                     key: ec.EllipticCurvePrivateKey | None = None) -> Path:
+        """``key``: another key than the certificate's (keytool would refuse; a damaged store has it)."""
         import jks
 
-        der_key = self.key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+        der_key = (key or self.key).private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
                                          serialization.NoEncryption())
         chain = [self.cert.public_bytes(serialization.Encoding.DER), self.ca.public_bytes(serialization.Encoding.DER)]
         entry = jks.PrivateKeyEntry.new("client", chain, der_key, "pkcs8")

@@ -79,9 +79,9 @@ def test_allowed_paths_and_env_allowlist_are_enforced(tmp_path: Path) -> None:
     (outside / "pw").write_text(SECRET)
     text = (PROVIDERS + f"config.providers.dir.param.allowed.paths = {inside}\n"
             "config.providers.env.param.allowlist.pattern = KAFKA_.*\n" + BASE)
-    with pytest.raises(ConfigError, match="outside config.providers.dir.param.allowed.paths"):
+    with pytest.raises(ConfigError, match=r"outside config\.providers\.dir\.param\.allowed\.paths"):
         parse_text(text + f"dc1.client.id = ${{dir:{outside}:pw}}\n", validate_clients=False)
-    with pytest.raises(ConfigError, match="not allowed by config.providers.env.param.allowlist.pattern"):
+    with pytest.raises(ConfigError, match=r"not allowed by config\.providers\.env\.param\.allowlist\.pattern"):
         parse_text(text + "dc1.client.id = ${env:HOME}\n", validate_clients=False, environ={"HOME": "/root"})
     ok = parse_text(text + "dc1.client.id = ${env:KAFKA_ID}\n", validate_clients=False, environ={"KAFKA_ID": "m"})
     assert ok.clusters["dc1"].client_settings("admin")["client.id"] == "m"

@@ -27,7 +27,10 @@ CASES = [
     ("clusters = dc1, dc2\ndc1.bootstrap.servers = {dc1}\ndc2.bootstrap.servers = {dc2}\n"
      "dc1->dc2.enabled = true\nrefresh.topics.interval.seconds = -5\n", "refresh.topics.interval.seconds"),
     ("clusters = dc1, dc2\ndc1.bootstrap.servers = {dc1}\ndc2.bootstrap.servers = {dc2}\n"
-     "dc1->dc2.enabled = true\ndc1->dc2.consumer.fetch.foo = 1\n", "line 5, key 'dc1->dc2.consumer.fetch.foo'"),
+     "dc1->dc2.enabled = true\ndc1->dc2.consumer.fetch.min.bytes = many\n",
+     "line 5, key 'dc1->dc2.consumer.fetch.min.bytes'"),
+    ("clusters = dc1, dc2\ndc1.bootstrap.servers = {dc1}\ndc2.bootstrap.servers = {dc2}\n"
+     "dc1->dc2.enabled = true\ndc2.producer.buffer.memory = 32MB\n", "line 5, key 'dc2.producer.buffer.memory'"),
     ("clusters = dc1, dc2\ndc1.bootstrap.servers = {dc1}\ndc2.bootstrap.servers = {dc2}\n"
      "dc1->dc2.enabled = true\nc.security.protocol = SSL\n", "line 5, key 'c.security.protocol'"),
 ]

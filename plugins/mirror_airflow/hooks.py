@@ -41,7 +41,6 @@ class KafkaClusterHook(BaseHook):
     def test_connection(self) -> tuple[bool, str]:
         """(ok, message); on failure the message says why (authentication, TLS, unknown host), never a secret."""
         from mirror_core.clients import ClusterHealth, explain_failure
-
         from mirror_core.config.sasl import client_conf
 
         health = ClusterHealth(self.kafka_conn_id)

@@ -147,3 +147,46 @@ def test_bad_credentials_and_unknown_hosts_give_clear_errors(secure: SecureClust
     finally:
         m.ensure_dead()
     assert "Traceback" not in m.log()
+
+
+def test_password_from_a_secrets_file_only_the_mirror_reads(secure: SecureCluster, dc2: str, name: str,
+                                                             tmp_path: Path, mirrors: list[MirrorProcess]) -> None:
+    """Production files keep secrets out of mm2.properties with Kafka's config providers: the SCRAM password
+    and the trust store path come from ${file:...} / ${env:...}; the file is 0600. Replication works, the
+    password is nowhere in check output or the mirror's DEBUG log, and a missing key names file, line and key."""
+    topic = f"{name}.secrets"
+    create_topic(secure.plain_bootstrap, topic, 1)
+    produce_sequence(secure.plain_bootstrap, topic, 1, 25)
+    secrets = tmp_path / "kafka-secrets.properties"
+    secrets.write_text(f"dc1s.password = {PASSWORD}\n")
+    secrets.chmod(0o600)
+    jaas = f"org.apache.kafka.common.security.scram.ScramLoginModule required username='mirror' " \
+           f"password='${{file:{secrets}:dc1s.password}}';"
+    providers = ["config.providers = file, env",
+                 "config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider",
+                 "config.providers.env.class = org.apache.kafka.common.config.provider.EnvVarConfigProvider"]
+    lines = [line for line in secure.lines("dc1s") if "jaas" not in line and "truststore.location" not in line]
+    lines += [f"dc1s.sasl.jaas.config = {jaas}", "dc1s.ssl.truststore.location = ${env:MIRROR_TEST_CA}"]
+    config = write_config(tmp_path / "mm2.properties", {"dc1s": secure.sasl_bootstrap, "dc2": dc2},
+                          providers + lines + flow_lines(name, flow=FLOW))
+    assert PASSWORD not in config.read_text()
+    os.environ["MIRROR_TEST_CA"] = str(secure.pki.ca_pem)
+    try:
+        check = cli("check", "--config", str(config))
+        assert check.returncode == 0, check.stderr
+        m = DebugMirror(config, tmp_path, "secrets").start()
+        mirrors.append(m)
+        wait_until(lambda: len(read_all(dc2, f"dc1s.{topic}", timeout=10)) == 25, 90, what="25 records replicated")
+        assert m.stop() == 0
+        for where, text in {"check": check.stdout + check.stderr, "mirror log (DEBUG)": m.log()}.items():
+            assert PASSWORD not in text, f"the password appears in {where}"
+
+        broken = tmp_path / "broken.properties"
+        broken.write_text(config.read_text().replace(":dc1s.password}", ":dc1s.pasword}"))
+        bad = cli("check", "--config", str(broken))
+        assert bad.returncode == 2
+        [line] = bad.stderr.strip().splitlines()
+        assert str(broken) in line and "key 'dc1s.sasl.jaas.config'" in line and "has no key 'dc1s.pasword'" in line
+        assert PASSWORD not in bad.stdout + bad.stderr
+    finally:
+        del os.environ["MIRROR_TEST_CA"]

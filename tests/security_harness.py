@@ -2,13 +2,19 @@
 
 The broker keeps its PLAINTEXT listener (inter-broker traffic and the harness's own admin as the
 super user ``User:ANONYMOUS``); the mirror under test talks to the ``SASL_SSL`` listener as a SCRAM
-user that is not a super user.
+user that is not a super user. On request the broker also gets an ``SSL`` listener that requires a
+client certificate (mutual TLS).
+
+Clients get their stores the way Java users have them: JKS trust stores and PKCS12 / JKS key stores
+written by the JDK's own ``keytool`` (not by a Python library that might share the reader's bugs).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,9 +22,11 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.serialization import pkcs12
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from mirror_core.devcluster.kafka_dist import java_executable
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 from tests.kafka_harness import new_cluster
 
@@ -30,6 +38,7 @@ SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required"
 class Pki:
     ca_pem: Path  # trust store for clients (PEM)
     keystore_pem: Path  # broker: PKCS#8 private key followed by its certificate chain
+    ca_key_pem: Path | None = None  # signs client certificates (make_client_cert)
 
 
 def _name(cn: str) -> x509.Name:
@@ -66,18 +75,159 @@ def make_pki(directory: Path) -> Pki:
     keystore = directory / "broker-keystore.pem"
     keystore.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
                          + cert.public_bytes(pem) + ca_cert.public_bytes(pem))
-    return Pki(ca_pem, keystore)
+    ca_key_pem = directory / "ca-key.pem"
+    ca_key_pem.write_bytes(ca_key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                                serialization.NoEncryption()))
+    return Pki(ca_pem, keystore, ca_key_pem)
 
 
-def new_secure_cluster(name: str, root: Path, pki: Pki, password: str) -> LocalCluster:
-    """A cluster with PLAINTEXT (harness) and SASL_SSL (SCRAM-SHA-512 user ``mirror``) listeners."""
-    cluster = new_cluster(name, root, **{
+@dataclass(frozen=True)
+class ClientCert:
+    cert_pem: Path  # the client certificate alone
+    key_pem: Path  # its private key, unencrypted PKCS#8
+    chain_pem: Path  # the certificate followed by the CA's: what a key store entry holds
+
+
+def make_client_cert(pki: Pki, directory: Path, cn: str = "mirror-client", expired: bool = False) -> ClientCert:
+    """A TLS client certificate (clientAuth) signed by the PKI's CA; ``expired``: its validity ended yesterday."""
+    assert pki.ca_key_pem is not None, "this Pki has no CA key (made by make_pki?)"
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_pem.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key_pem.read_bytes(), None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    now = dt.datetime.now(dt.UTC)
+    start, end = (now - dt.timedelta(days=10), now - dt.timedelta(days=1)) if expired else (
+        now - dt.timedelta(minutes=5), now + dt.timedelta(days=2))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(ca_cert.subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(start).not_valid_after(end)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    stem = directory / cn
+    out = ClientCert(stem.with_suffix(".pem"), stem.with_suffix(".key.pem"), stem.with_suffix(".chain.pem"))
+    out.cert_pem.write_bytes(cert.public_bytes(pem))
+    out.key_pem.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    out.chain_pem.write_bytes(cert.public_bytes(pem) + ca_cert.public_bytes(pem))
+    return out
+
+
+def make_other_ca(path: Path, cn: str, use_rsa: bool = False) -> Path:
+    """A self-signed CA unrelated to the PKI (PEM): real trust stores hold many CAs, not just the one needed."""
+    now = dt.datetime.now(dt.UTC)
+    key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey = (
+        rsa.generate_private_key(65537, 2048) if use_rsa else ec.generate_private_key(ec.SECP384R1()))
+    cert = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(_name(cn))
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=2))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return path
+
+
+def keytool(*args: str) -> str:
+    """Run the JDK's keytool (the one next to the java that runs the brokers); its output, or an error with it."""
+    exe = Path(java_executable()).resolve().parent / "keytool"
+    proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=60, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"keytool {args[0]} failed ({proc.returncode}): {proc.stdout}{proc.stderr}")
+    return proc.stdout + proc.stderr
+
+
+def jks_truststore(path: Path, password: str, *ca_pems: Path) -> Path:
+    """A JKS trust store holding each certificate as a trusted entry (alias ``ca<i>``), made by keytool."""
+    for i, ca in enumerate(ca_pems):
+        keytool("-importcert", "-storetype", "JKS", "-noprompt", "-alias", f"ca{i}", "-file", str(ca),
+                "-keystore", str(path), "-storepass", password)
+    return path
+
+
+def keystore(client: ClientCert, path: Path, store_type: str, store_password: str,
+             key_password: str | None = None, legacy: bool = False) -> Path:
+    """The client's key and chain as a PKCS12 or JKS key store (alias ``client``), made by keytool.
+
+    cryptography writes a PKCS12 and keytool imports it into the store Java users would have. keytool
+    cannot give a PKCS12 entry a key password of its own (it warns and uses the store password), so a
+    different ``key_password`` is only accepted for JKS. ``legacy``: the PKCS12 algorithms Java 8 used
+    (RC2-40 for certificates, 3DES for the key, SHA-1 MAC), which OpenSSL 3 reads only with its legacy provider.
+    """
+    store_type = store_type.upper()
+    key_password = store_password if key_password is None else key_password
+    if store_type == "PKCS12" and key_password != store_password:
+        raise ValueError("keytool writes PKCS12 key entries with the store password only")
+    key = serialization.load_pem_private_key(client.key_pem.read_bytes(), None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    leaf, *cas = x509.load_pem_x509_certificates(client.chain_pem.read_bytes())
+    with tempfile.TemporaryDirectory() as work:
+        source = Path(work) / "source.p12"
+        source.write_bytes(pkcs12.serialize_key_and_certificates(
+            b"client", key, leaf, cas, serialization.BestAvailableEncryption(b"transient")))
+        path.unlink(missing_ok=True)
+        keytool(*(["-J-Dkeystore.pkcs12.legacy"] if legacy else []),
+                "-importkeystore", "-noprompt", "-srckeystore", str(source), "-srcstoretype", "PKCS12",
+                "-srcstorepass", "transient", "-srcalias", "client", "-destalias", "client",
+                "-destkeystore", str(path), "-deststoretype", store_type, "-deststorepass", store_password,
+                *(["-destkeypass", key_password] if store_type == "JKS" else []))
+    return path
+
+
+# keytool, cryptography and openssl all refuse to pair a key with a certificate it does not belong to;
+# Java's KeyStore API does not check, so a few lines of it write such a store.
+_MISMATCHED_STORE_JAVA = """
+import java.nio.file.*; import java.security.*; import java.security.cert.Certificate;
+import java.security.cert.CertificateFactory; import java.security.spec.PKCS8EncodedKeySpec;
+public class MismatchedStore {
+    public static void main(String[] a) throws Exception {
+        String pem = Files.readString(Path.of(a[3])).replaceAll("-----[A-Z ]+-----", "");
+        PrivateKey key = KeyFactory.getInstance("EC").generatePrivate(
+            new PKCS8EncodedKeySpec(java.util.Base64.getMimeDecoder().decode(pem)));
+        Certificate[] chain = CertificateFactory.getInstance("X.509")
+            .generateCertificates(Files.newInputStream(Path.of(a[4]))).toArray(new Certificate[0]);
+        KeyStore ks = KeyStore.getInstance(a[1]);
+        ks.load(null, null);
+        ks.setKeyEntry("client", key, a[2].toCharArray(), chain);
+        try (var out = Files.newOutputStream(Path.of(a[0]))) { ks.store(out, a[2].toCharArray()); }
+    }
+}
+"""
+
+
+def mismatched_keystore(client: ClientCert, other: ClientCert, path: Path, store_type: str, password: str) -> Path:
+    """A key store whose entry pairs ``other``'s private key with ``client``'s certificate chain."""
+    with tempfile.TemporaryDirectory() as work:
+        source = Path(work) / "MismatchedStore.java"
+        source.write_text(_MISMATCHED_STORE_JAVA)
+        proc = subprocess.run([java_executable(), str(source), str(path), store_type.upper(), password,
+                               str(other.key_pem), str(client.chain_pem)],
+                              capture_output=True, text=True, timeout=120, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"writing a mismatched key store failed: {proc.stdout}{proc.stderr}")
+    return path
+
+
+def new_secure_cluster(name: str, root: Path, pki: Pki, password: str, mtls: bool = False) -> LocalCluster:
+    """A cluster with PLAINTEXT (harness) and SASL_SSL (SCRAM-SHA-512 user ``mirror``) listeners; with
+    ``mtls`` also an ``SSL`` listener that requires a client certificate signed by the PKI's CA."""
+    props = {
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": f"{SCRAM_JAAS};",
         "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
         "listener.name.sasl_ssl.ssl.keystore.location": str(pki.keystore_pem),
-    })
+    }
+    if mtls:
+        props.update({
+            "listener.name.ssl.ssl.client.auth": "required",
+            "listener.name.ssl.ssl.keystore.type": "PEM",
+            "listener.name.ssl.ssl.keystore.location": str(pki.keystore_pem),
+            "listener.name.ssl.ssl.truststore.type": "PEM",
+            "listener.name.ssl.ssl.truststore.location": str(pki.ca_pem),
+        })
+    cluster = new_cluster(name, root, **props)
     cluster.extra_listeners["SASL_SSL"] = free_port()
+    if mtls:
+        cluster.extra_listeners["SSL"] = free_port()
     cluster.format_args.extend(["--add-scram", f"SCRAM-SHA-512=[name={SCRAM_USER},password={password}]"])
     return cluster
 
@@ -104,6 +254,10 @@ class SecureCluster:
         return self.cluster.bootstrap_for("SASL_SSL")
 
     @property
+    def ssl_bootstrap(self) -> str:  # mutual TLS (running_secure_cluster(..., mtls=True) only)
+        return self.cluster.bootstrap_for("SSL")
+
+    @property
     def plain_bootstrap(self) -> str:  # the harness's own super-user access
         return self.cluster.bootstrap
 
@@ -112,9 +266,10 @@ class SecureCluster:
 
 
 @contextmanager
-def running_secure_cluster(name: str, root: Path, password: str) -> Iterator[SecureCluster]:
-    pki = make_pki(root / f"{name}-pki")
-    cluster = new_secure_cluster(name, root, pki, password)
+def running_secure_cluster(name: str, root: Path, password: str, pki: Pki | None = None,
+                           mtls: bool = False) -> Iterator[SecureCluster]:
+    pki = pki or make_pki(root / f"{name}-pki")
+    cluster = new_secure_cluster(name, root, pki, password, mtls)
     try:
         cluster.start()
         yield SecureCluster(cluster, pki, password)

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from mirror_core.config.sasl import SASL_KEYS, SaslError, translate_sasl
-from mirror_core.config.tls_stores import STORE_KEYS, StoreError, read_stores
+from mirror_core.config.errors import SettingError
+from mirror_core.config.sasl import SASL_KEYS, translate_sasl
+from mirror_core.config.tls_stores import STORE_KEYS, read_stores
 from mirror_core.redaction import is_secret, register_secret
 
 ClientKind = Literal["consumer", "producer", "admin"]
@@ -78,12 +79,6 @@ KNOWN_JAVA_KEYS = frozenset(_RENAMES) | JAVA_ONLY | STORE_KEYS | SASL_KEYS | fro
 }) | _CONSUMER_ONLY | _PRODUCER_ONLY
 
 
-class ClientSettingError(ValueError):
-    """A client setting cannot be expressed for librdkafka; ``key`` is the Java key at fault."""
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(message)
-        self.key = key
 
 
 @dataclass
@@ -108,14 +103,14 @@ def _bytes(key: str, value: str) -> int:
     try:
         return int(value.strip())
     except ValueError:
-        raise ClientSettingError(key, f"expected a number of bytes, got '{value.strip()}' (Java's {key} takes a "
+        raise SettingError(key, f"expected a number of bytes, got '{value.strip()}' (Java's {key} takes a "
                                       "plain number, e.g. 33554432 for 32 MiB)") from None
 
 
 def translate(java: Mapping[str, str]) -> Translation:
     """Translate one client's Java settings into librdkafka ones.
 
-    Raises :class:`ClientSettingError` naming the Java key when a value cannot be expressed for
+    Raises :class:`SettingError` naming the Java key when a value cannot be expressed for
     librdkafka (an unreadable trust store, a malformed JAAS line...). Secret values are registered
     with :mod:`mirror_core.redaction` on the way.
     """
@@ -124,20 +119,14 @@ def translate(java: Mapping[str, str]) -> Translation:
         if is_secret(key):
             register_secret(value)
     if any(k in STORE_KEYS for k in java):
-        try:
-            tls = read_stores(java)
-        except StoreError as exc:
-            raise ClientSettingError(exc.key, str(exc)) from None
+        tls = read_stores(java)
         out.settings.update(tls.settings)
         out.sources.update(tls.sources)
         out.warnings += [(next(iter(tls.sources.values()), "ssl.truststore.location"), w) for w in tls.warnings]
         register_secret(tls.settings.get("ssl.key.pem", ""))
     if any(k in SASL_KEYS for k in java):
         warnings: list[str] = []
-        try:
-            sasl, sources = translate_sasl(java, warnings.append)
-        except SaslError as exc:
-            raise ClientSettingError(exc.key, str(exc)) from None
+        sasl, sources = translate_sasl(java, warnings.append)
         out.settings.update(sasl)
         out.sources.update(sources)
         out.warnings += [("sasl.jaas.config", w) for w in warnings]

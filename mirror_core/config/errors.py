@@ -27,3 +27,16 @@ class ConfigError(Exception):
         prefix = ", ".join(where)
         # Masked: a value resolved from a config provider must not come back in an error message.
         return scrub(f"{prefix}: {self.message}" if prefix else self.message)
+
+
+class SettingError(ValueError):
+    """A client setting cannot work as written; ``key`` is the Java setting to fix. The message says what
+    to do and never quotes a secret."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class JaasError(ValueError):
+    """``sasl.jaas.config`` does not follow the JAAS grammar (the message never quotes a value)."""

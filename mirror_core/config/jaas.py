@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from mirror_core.config.errors import JaasError
+
 _FLAGS = ("required", "requisite", "sufficient", "optional")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
 _WORD = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.$-/:@+*#%~[]{}")
 
 
-class JaasError(ValueError):
-    """``sasl.jaas.config`` does not follow the JAAS grammar (the message never quotes a value)."""
 
 
 @dataclass(frozen=True)

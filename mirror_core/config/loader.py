@@ -13,14 +13,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from mirror_core.config.client_props import (
-    KNOWN_JAVA_KEYS,
-    ClientKind,
-    ClientSettingError,
-    applies_to,
-    translate,
-)
-from mirror_core.config.errors import ConfigError
+from mirror_core.config.client_props import KNOWN_JAVA_KEYS, ClientKind, applies_to, translate
+from mirror_core.config.errors import ConfigError, SettingError
 from mirror_core.config.keys import ALIASES, KEYS_BY_NAME, known_key_names, no_effect_reason
 from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig, Origin
 from mirror_core.config.properties import Property, load_properties, parse_properties
@@ -191,9 +185,12 @@ class _Builder:
         with ``base`` (the cluster's settings, for a flow's overrides), validated on top of it."""
         try:
             translation = translate({k: p.value for k, p in props.items()})
-        except ClientSettingError as exc:
+        except SettingError as exc:
             at = props.get(exc.key)
-            raise self.error(str(exc), at, key=at.key if at else exc.key) from None
+            key = at.key if at else exc.key
+            if at is None:  # a missing setting: name it as this cluster or flow would write it
+                key = next((p.key[:-len(k)] + exc.key for k, p in props.items() if p.key.endswith(k)), exc.key)
+            raise self.error(str(exc), at, key=key) from None
         for java_key, w in translation.warnings:
             p = props.get(java_key)
             self.warn(f"{self.where(p)}: {w}" if p else w)
@@ -350,6 +347,11 @@ class _Builder:
                           f"{did_you_mean(culprit, KNOWN_JAVA_KEYS)}; ignored")
                 del settings[culprit]
                 continue
+            if "No provider for SASL mechanism GSSAPI" in problem:
+                problem = ("sasl.mechanism=GSSAPI needs a librdkafka built with Kerberos (SASL) support, and this one "
+                           "has none: `make install` builds one (scripts/ensure-gssapi-client.sh), or install "
+                           "confluent-kafka built against a librdkafka linked with libsasl2")
+                origin = origins.get("sasl.mechanisms", origin)
             raise ConfigError(f"invalid {kind} setting for {owner}: {problem}",
                               key=origin[0] if origin else None, line=origin[1] if origin else None,
                               source=self.source)

@@ -26,7 +26,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mirror_core.config.jaas import JaasEntry, JaasError, parse_jaas
+from mirror_core.config.errors import JaasError, SettingError
+from mirror_core.config.jaas import JaasEntry, parse_jaas
 
 SASL_KEYS = frozenset({
     "sasl.mechanism", "sasl.jaas.config", "sasl.login.callback.handler.class", "sasl.client.callback.handler.class",
@@ -47,12 +48,6 @@ _MODULES = {
 }
 
 
-class SaslError(ValueError):
-    """The SASL settings cannot work; ``key`` is the Java setting to fix."""
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(message)
-        self.key = key
 
 
 def _jaas(java: Mapping[str, str]) -> JaasEntry | None:
@@ -62,14 +57,14 @@ def _jaas(java: Mapping[str, str]) -> JaasEntry | None:
     try:
         return parse_jaas(text)
     except JaasError as exc:
-        raise SaslError("sasl.jaas.config", f"not a valid JAAS entry: {exc}") from None
+        raise SettingError("sasl.jaas.config", f"not a valid JAAS entry: {exc}") from None
 
 
 def _require(entry: JaasEntry, *names: str) -> list[str]:
     missing = [n for n in names if not entry.options.get(n)]
     if missing:
         example = " ".join(f'{n}="..."' for n in names)
-        raise SaslError("sasl.jaas.config", f"{entry.module_name} needs {' and '.join(missing)} ({example})")
+        raise SettingError("sasl.jaas.config", f"{entry.module_name} needs {' and '.join(missing)} ({example})")
     return [entry.options[n] for n in names]
 
 
@@ -82,12 +77,12 @@ def _mechanism(java: Mapping[str, str], entry: JaasEntry | None) -> str | None:
         guess = {"ScramLoginModule": "SCRAM-SHA-512", "PlainLoginModule": "PLAIN",
                  "OAuthBearerLoginModule": "OAUTHBEARER", "IAMLoginModule": "AWS_MSK_IAM"}.get(entry.module_name)
         if guess and java.get("security.protocol", "").upper().startswith("SASL"):
-            raise SaslError("sasl.mechanism", f"sasl.mechanism is not set (Kafka's default is GSSAPI) while "
+            raise SettingError("sasl.mechanism", f"sasl.mechanism is not set (Kafka's default is GSSAPI) while "
                                               f"sasl.jaas.config uses {entry.module_name}: set sasl.mechanism={guess}")
         mechanism = "GSSAPI"
     expected = _MODULES.get(mechanism)
     if expected is not None and entry.module_name != expected:
-        raise SaslError("sasl.jaas.config", f"{entry.module_name} does not go with sasl.mechanism={mechanism} "
+        raise SettingError("sasl.jaas.config", f"{entry.module_name} does not go with sasl.mechanism={mechanism} "
                                             f"(it takes {expected})")
     return mechanism
 
@@ -102,7 +97,7 @@ def _oauthbearer(java: Mapping[str, str], entry: JaasEntry | None, out: dict[str
         client_id = options.get("clientId") or java.get("sasl.oauthbearer.client.credentials.client.id")
         secret = options.get("clientSecret") or java.get("sasl.oauthbearer.client.credentials.client.secret")
         if not client_id or not secret:
-            raise SaslError("sasl.jaas.config", "OAUTHBEARER with a token endpoint needs clientId=\"...\" and "
+            raise SettingError("sasl.jaas.config", "OAUTHBEARER with a token endpoint needs clientId=\"...\" and "
                                                 "clientSecret=\"...\" in sasl.jaas.config")
         out.update({"sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": endpoint.strip(),
                     "sasl.oauthbearer.client.id": client_id, "sasl.oauthbearer.client.secret": secret})
@@ -119,7 +114,7 @@ def _oauthbearer(java: Mapping[str, str], entry: JaasEntry | None, out: dict[str
             parts.append(f"lifeSeconds={options['unsecuredLoginLifetimeSeconds']}")
         out.update({"enable.sasl.oauthbearer.unsecure.jwt": "true", "sasl.oauthbearer.config": " ".join(parts)})
         return
-    raise SaslError("sasl.oauthbearer.token.endpoint.url",
+    raise SettingError("sasl.oauthbearer.token.endpoint.url",
                     "OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url (the OIDC token endpoint) with clientId "
                     "and clientSecret in sasl.jaas.config")
 
@@ -137,18 +132,18 @@ def _gssapi(java: Mapping[str, str], entry: JaasEntry | None, out: dict[str, str
         (keytab,) = _require(entry, "keyTab")
         path = Path(keytab).expanduser()
         if not path.is_file():
-            raise SaslError("sasl.jaas.config", f"keyTab {keytab} does not exist")
+            raise SettingError("sasl.jaas.config", f"keyTab {keytab} does not exist")
         try:
             path.open("rb").close()
         except PermissionError:
-            raise SaslError("sasl.jaas.config", f"keyTab {keytab} is not readable by this process") from None
+            raise SettingError("sasl.jaas.config", f"keyTab {keytab} is not readable by this process") from None
         out["sasl.kerberos.keytab"] = str(path)
     elif options.get("useTicketCache", "false").lower() == "true":
         # Tickets come from the cache (kinit by the operator or a sidecar): librdkafka must not run kinit.
         out["sasl.kerberos.kinit.cmd"] = ""
         out["sasl.kerberos.min.time.before.relogin"] = "0"
     else:
-        raise SaslError("sasl.jaas.config", "Krb5LoginModule needs useKeyTab=true with keyTab=\"...\" (or "
+        raise SettingError("sasl.jaas.config", "Krb5LoginModule needs useKeyTab=true with keyTab=\"...\" (or "
                                             "useTicketCache=true with a ticket cache kept fresh outside the mirror)")
 
 
@@ -185,7 +180,7 @@ def translate_sasl(java: Mapping[str, str], warn: Callable[[str], None]) -> tupl
     elif mechanism == "AWS_MSK_IAM":
         _aws_msk_iam(entry, out)
     elif entry is not None and mechanism not in _MODULES:
-        raise SaslError("sasl.mechanism", f"{mechanism}: unknown SASL mechanism (PLAIN, SCRAM-SHA-256, "
+        raise SettingError("sasl.mechanism", f"{mechanism}: unknown SASL mechanism (PLAIN, SCRAM-SHA-256, "
                                           "SCRAM-SHA-512, OAUTHBEARER, GSSAPI, AWS_MSK_IAM)")
     source = "sasl.jaas.config" if entry is not None else "sasl.mechanism"
     sources = {k: ("sasl.mechanism" if k == "sasl.mechanisms" else source) for k in out}

@@ -8,7 +8,7 @@ librdkafka reads none of the Java formats, so the stores are read here (JKS with
 ``cryptography``) and handed over as ``ssl.ca.pem`` / ``ssl.certificate.pem`` / ``ssl.key.pem``:
 nothing is written to disk. The decrypted key exists only in this process's memory.
 
-Problems are reported as :class:`StoreError` naming the Java key at fault and what to do; the
+Problems are reported as :class:`SettingError` naming the Java key at fault and what to do; the
 message never contains a password or key material.
 """
 
@@ -25,6 +25,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.hazmat.primitives.serialization import pkcs12
 
+from mirror_core.config.errors import SettingError
+
 _PEM = serialization.Encoding.PEM
 _JKS_MAGIC, _JCEKS_MAGIC = b"\xfe\xed\xfe\xed", b"\xce\xce\xce\xce"
 STORE_KEYS = frozenset({
@@ -34,12 +36,6 @@ STORE_KEYS = frozenset({
 })
 
 
-class StoreError(ValueError):
-    """A TLS store cannot be used; ``key`` is the Java setting to fix."""
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(message)
-        self.key = key
 
 
 @dataclass
@@ -69,11 +65,11 @@ def _read(key: str, location: str) -> bytes:
     try:
         return path.read_bytes()
     except FileNotFoundError:
-        raise StoreError(key, f"{location} does not exist") from None
+        raise SettingError(key, f"{location} does not exist") from None
     except PermissionError:
-        raise StoreError(key, f"{location} is not readable by this process") from None
+        raise SettingError(key, f"{location} is not readable by this process") from None
     except IsADirectoryError:
-        raise StoreError(key, f"{location} is a directory, not a key store") from None
+        raise SettingError(key, f"{location} is a directory, not a key store") from None
 
 
 def _store_type(kind: str, declared: str | None, data: bytes, location: str, warn: Callable[[str], None]) -> str:
@@ -81,14 +77,14 @@ def _store_type(kind: str, declared: str | None, data: bytes, location: str, war
     key = f"ssl.{kind}.type"
     wanted = (declared or "JKS").strip().upper()
     if wanted not in ("JKS", "PKCS12", "PEM", "JCEKS"):
-        raise StoreError(key, f"{wanted}: unknown {kind} type (JKS, PKCS12 or PEM)")
+        raise SettingError(key, f"{wanted}: unknown {kind} type (JKS, PKCS12 or PEM)")
     found = _sniff(data)
     if found == "unknown":
-        raise StoreError(f"ssl.{kind}.location", f"{location} is neither a JKS, PKCS12 nor PEM file")
+        raise SettingError(f"ssl.{kind}.location", f"{location} is neither a JKS, PKCS12 nor PEM file")
     if found != wanted and {found, wanted} != {"JKS", "PKCS12"}:  # Java's JKS loader reads PKCS12 too
         said = f"{key}={declared}" if declared else f"{key} unset (Kafka's default: JKS)"
         if wanted == "PEM" or found in ("JCEKS",):
-            raise StoreError(key, f"{location} is a {found} file, not {wanted} ({said}): set {key}={found}")
+            raise SettingError(key, f"{location} is a {found} file, not {wanted} ({said}): set {key}={found}")
         warn(f"{location} is a {found} file while {said}; read as {found}")
     return found
 
@@ -101,15 +97,15 @@ def _check_validity(key: str, location: str, cert: x509.Certificate, what: str) 
     now = dt.datetime.now(dt.UTC)
     subject = cert.subject.rfc4514_string()
     if cert.not_valid_after_utc < now:
-        raise StoreError(key, f"the {what} in {location} ({subject}) expired on "
+        raise SettingError(key, f"the {what} in {location} ({subject}) expired on "
                               f"{cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC: renew it")
     if cert.not_valid_before_utc > now:
-        raise StoreError(key, f"the {what} in {location} ({subject}) is not valid before "
+        raise SettingError(key, f"the {what} in {location} ({subject}) is not valid before "
                               f"{cert.not_valid_before_utc:%Y-%m-%d %H:%M} UTC (check this host's clock)")
 
 
-def _wrong_password(key: str, location: str) -> StoreError:
-    return StoreError(key, f"wrong password for {location} (or the file is damaged): check {key}")
+def _wrong_password(key: str, location: str) -> SettingError:
+    return SettingError(key, f"wrong password for {location} (or the file is damaged): check {key}")
 
 
 def _load_pkcs12(data: bytes, password: str | None, key: str, location: str) -> pkcs12.PKCS12KeyAndCertificates:
@@ -127,7 +123,7 @@ def _load_jks(data: bytes, password: str | None, key: str, location: str, decryp
     except jks.util.KeystoreSignatureException:
         raise _wrong_password(key, location) from None
     except (jks.util.BadKeystoreFormatException, jks.util.UnsupportedKeystoreVersionException) as exc:
-        raise StoreError(f"ssl.{key.split('.')[1]}.location", f"{location} is not a readable JKS store: "
+        raise SettingError(f"ssl.{key.split('.')[1]}.location", f"{location} is not a readable JKS store: "
                                                               f"{type(exc).__name__}") from None
 
 
@@ -162,13 +158,13 @@ def _trusted_from_pem(key: str, data: bytes, location: str, out: TlsSettings) ->
     try:
         certs = x509.load_pem_x509_certificates(data)
     except ValueError:
-        raise StoreError(key, f"{location} holds no readable PEM certificate") from None
+        raise SettingError(key, f"{location} holds no readable PEM certificate") from None
     _trusted(key, location, certs, out)
 
 
 def _trusted(key: str, location: str, certs: list[x509.Certificate], out: TlsSettings) -> None:
     if not certs:
-        raise StoreError(key, f"{location} holds no trusted certificate")
+        raise SettingError(key, f"{location} holds no trusted certificate")
     now = dt.datetime.now(dt.UTC)
     valid = [c for c in certs if c.not_valid_after_utc >= now]
     for c in certs:
@@ -176,7 +172,7 @@ def _trusted(key: str, location: str, certs: list[x509.Certificate], out: TlsSet
             out.warnings.append(f"{key}: trusted certificate {c.subject.rfc4514_string()} in {location} expired "
                                 f"on {c.not_valid_after_utc:%Y-%m-%d}")
     if not valid:
-        raise StoreError(key, f"every trusted certificate in {location} has expired: renew the trust store")
+        raise SettingError(key, f"every trusted certificate in {location} has expired: renew the trust store")
     out.settings["ssl.ca.pem"] = _pem_certs(certs)
     out.sources["ssl.ca.pem"] = key
 
@@ -187,7 +183,7 @@ def _keystore(java: Mapping[str, str], out: TlsSettings) -> None:
     if inline_key or inline_chain:
         if not (inline_key and inline_chain):
             missing = "ssl.keystore.certificate.chain" if inline_key else "ssl.keystore.key"
-            raise StoreError(missing, "PEM key stores need both ssl.keystore.key and ssl.keystore.certificate.chain")
+            raise SettingError(missing, "PEM key stores need both ssl.keystore.key and ssl.keystore.certificate.chain")
         pkey = _pem_key(inline_key.encode(), key_password, "ssl.keystore.key")
         chain = _pem_chain(inline_chain.encode(), "ssl.keystore.certificate.chain", "ssl.keystore.certificate.chain")
         _client_identity("ssl.keystore.certificate.chain", "ssl.keystore.certificate.chain", pkey, chain, out)
@@ -206,14 +202,14 @@ def _keystore(java: Mapping[str, str], out: TlsSettings) -> None:
         pkey = _pem_key(data, key_password, key)
         _client_identity(key, location, pkey, _pem_chain(data, key, location), out)
     elif kind == "PKCS12":
-        try:
-            store = pkcs12.load_pkcs12(data, password.encode() if password else None)
-        except ValueError:
-            if key_password is None or key_password == password:
-                raise _wrong_password("ssl.keystore.password", location) from None
-            store = _load_pkcs12(data, key_password, "ssl.key.password", location)
+        store = _load_pkcs12(data, password, "ssl.keystore.password", location)
+        if key_password is not None and key_password != (password or ""):
+            # keytool gives PKCS12 keys the store password (it ignores -keypass): Java opens the key with
+            # ssl.key.password and fails when it differs, so do we.
+            raise SettingError("ssl.key.password", f"ssl.key.password does not open the key in {location} (a "
+                                                   "PKCS12 key store's key has the store's password): check it")
         if store.key is None or store.cert is None:
-            raise StoreError(key, f"{location} holds no private key with its certificate")
+            raise SettingError(key, f"{location} holds no private key with its certificate")
         chain = [store.cert.certificate] + [c.certificate for c in store.additional_certs]
         _client_identity(key, location, store.key, chain, out)
     else:
@@ -227,14 +223,20 @@ def _jks_identity(data: bytes, password: str | None, key_password: str | None, l
     store: Any = _load_jks(data, password, "ssl.keystore.password", location, decrypt=True)
     entries = list(store.private_keys.values())
     if not entries:
-        raise StoreError("ssl.keystore.location", f"{location} holds no private key entry")
+        raise SettingError("ssl.keystore.location", f"{location} holds no private key entry")
     if len(entries) > 1:
         out.warnings.append(f"ssl.keystore.location: {location} holds {len(entries)} private keys; using "
                             f"'{entries[0].alias}'")
     entry = entries[0]
-    if not entry.is_decrypted():
+    if key_password is not None or not entry.is_decrypted():
+        if key_password is None:
+            raise SettingError("ssl.key.password", f"the key in {location} has its own password: set ssl.key.password")
         try:
-            entry.decrypt(key_password or "")
+            if entry.is_decrypted():  # opened with the store password: Java uses ssl.key.password and must agree
+                if key_password != password:
+                    raise jks.util.DecryptionFailureException("key password differs")
+            else:
+                entry.decrypt(key_password)
         except jks.util.DecryptionFailureException:
             raise _wrong_password("ssl.key.password", location) from None
     pkey = serialization.load_der_private_key(entry.pkey_pkcs8, None)
@@ -245,35 +247,35 @@ def _jks_identity(data: bytes, password: str | None, key_password: str | None, l
 def _pem_key(data: bytes, password: str | None, key: str) -> PrivateKeyTypes:
     blocks = [b for b in data.split(b"-----END") if b"PRIVATE KEY-----" in b]
     if not blocks:
-        raise StoreError(key, "holds no PEM private key")
+        raise SettingError(key, "holds no PEM private key")
     text = blocks[0][blocks[0].index(b"-----BEGIN"):]
     end = text.split(b"-----BEGIN ", 1)[1].split(b"-----", 1)[0]
     pem = text + b"-----END " + end + b"-----\n"
     try:
         return serialization.load_pem_private_key(pem, password.encode() if password else None)
     except TypeError:
-        raise StoreError("ssl.key.password", "the private key is encrypted: set ssl.key.password") from None
+        raise SettingError("ssl.key.password", "the private key is encrypted: set ssl.key.password") from None
     except ValueError:
-        raise StoreError("ssl.key.password", "cannot decrypt the private key: check ssl.key.password") from None
+        raise SettingError("ssl.key.password", "cannot decrypt the private key: check ssl.key.password") from None
 
 
 def _pem_chain(data: bytes, key: str, location: str) -> list[x509.Certificate]:
     try:
         return x509.load_pem_x509_certificates(data)
     except ValueError:
-        raise StoreError(key, f"{location} holds no PEM certificate") from None
+        raise SettingError(key, f"{location} holds no PEM certificate") from None
 
 
 def _client_identity(key: str, location: str, pkey: PrivateKeyTypes, chain: list[x509.Certificate],
                      out: TlsSettings) -> None:
     if not chain:
-        raise StoreError(key, f"{location} holds a private key without its certificate")
+        raise SettingError(key, f"{location} holds a private key without its certificate")
     leaf = chain[0]
     _check_validity(key, location, leaf, "client certificate")
     public = pkey.public_key()
     if public.public_bytes(_PEM, serialization.PublicFormat.SubjectPublicKeyInfo) != \
             leaf.public_key().public_bytes(_PEM, serialization.PublicFormat.SubjectPublicKeyInfo):
-        raise StoreError(key, f"the private key in {location} does not match its certificate "
+        raise SettingError(key, f"the private key in {location} does not match its certificate "
                               f"({leaf.subject.rfc4514_string()}): rebuild the key store from the right pair")
     out.settings["ssl.certificate.pem"] = _pem_certs(chain)
     out.settings["ssl.key.pem"] = pkey.private_bytes(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_core.config.jaas import JaasError, parse_jaas
-from mirror_core.config.sasl import SaslError, client_conf, translate_sasl
+from mirror_core.config.errors import JaasError, SettingError
+from mirror_core.config.jaas import parse_jaas
+from mirror_core.config.sasl import client_conf, translate_sasl
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
@@ -80,7 +81,7 @@ def test_gssapi_from_krb5_login_module(tmp_path) -> None:  # type: ignore[no-unt
                                 f'storeKey=true keyTab="{keytab}" principal="mirror@EXAMPLE.COM";')
     assert out == {"sasl.mechanisms": "GSSAPI", "sasl.kerberos.service.name": "kafka",
                    "sasl.kerberos.principal": "mirror@EXAMPLE.COM", "sasl.kerberos.keytab": str(keytab)}
-    with pytest.raises(SaslError, match="does not exist") as err:
+    with pytest.raises(SettingError, match="does not exist") as err:
         sasl(sasl_mechanism="GSSAPI", sasl_jaas_config="com.sun.security.auth.module.Krb5LoginModule required "
              "useKeyTab=true keyTab='/nope.keytab' principal='m@R';")
     assert err.value.key == "sasl.jaas.config"
@@ -100,7 +101,7 @@ def test_gssapi_from_krb5_login_module(tmp_path) -> None:  # type: ignore[no-unt
       "OAuthBearerLoginModule required;"}, "sasl.oauthbearer.token.endpoint.url", "token endpoint"),
 ])
 def test_sasl_errors_name_the_key(java: dict[str, str], key: str, message: str) -> None:
-    with pytest.raises(SaslError, match=message) as err:
+    with pytest.raises(SettingError, match=message) as err:
         translate_sasl(java, lambda w: None)
     assert err.value.key == key and "'p'" not in str(err.value)
 

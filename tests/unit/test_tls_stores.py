@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from mirror_core.config.tls_stores import StoreError, read_stores
+from mirror_core.config.errors import SettingError
+from mirror_core.config.tls_stores import read_stores
 from tests.unit.stores import Pki, make_cert
 
 PW = "St0re-Pw-5521"
@@ -47,7 +48,7 @@ def test_jks_keystore_with_store_or_own_key_password(pki: Pki, tmp_path: Path, k
     assert "PRIVATE KEY" in out.settings["ssl.key.pem"]
     if key_password:
         java["ssl.key.password"] = "wrong"
-        with pytest.raises(StoreError, match="wrong password") as err:
+        with pytest.raises(SettingError, match="wrong password") as err:
             read_stores(java)
         assert err.value.key == "ssl.key.password"
 
@@ -93,7 +94,7 @@ def test_errors_name_the_key_and_never_the_password(pki: Pki, tmp_path: Path) ->
         ({"ssl.truststore.location": str(tmp_path)}, "ssl.truststore.location", "is a directory"),
     ]
     for java, key, message in cases:
-        with pytest.raises(StoreError) as err:
+        with pytest.raises(SettingError) as err:
             read_stores(java)
         assert err.value.key == key and message in str(err.value), (java, str(err.value))
         assert PW not in str(err.value) and "nope-nope" not in str(err.value)

@@ -11,10 +11,11 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,aws]'
 	$(BIN)/mirror-core dev fetch
 	$(BIN)/python -m mirror_core.devcluster.spark_packages
 	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-gssapi-client.sh
 	touch $(STAMP)
 
 install: $(STAMP)

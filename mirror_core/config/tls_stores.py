@@ -151,6 +151,9 @@ def _truststore(java: Mapping[str, str], out: TlsSettings) -> None:
     else:
         jks_store: Any = _load_jks(data, password, "ssl.truststore.password", location, decrypt=False)
         certs = [x509.load_der_x509_certificate(e.cert) for e in jks_store.certs.values()]
+        # Java also trusts the certificate of each key entry found in a trust store.
+        certs += [x509.load_der_x509_certificate(e.cert_chain[0][1]) for e in jks_store.private_keys.values()
+                  if e.cert_chain]
     _trusted(key, location, certs, out)
 
 

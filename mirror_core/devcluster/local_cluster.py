@@ -71,6 +71,9 @@ class LocalCluster:
     extra_listeners: dict[str, int] = field(default_factory=dict)
     #: Extra arguments for ``kafka-storage format`` on first start (e.g. ``--add-scram ...``).
     format_args: list[str] = field(default_factory=list)
+    #: Extra JVM options for the broker and the storage tool (e.g. ``-Djava.security.krb5.conf=...``,
+    #: ``-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=...``): java is started directly, not via KAFKA_OPTS.
+    jvm_options: list[str] = field(default_factory=list)
 
     @property
     def bootstrap(self) -> str:
@@ -118,6 +121,7 @@ class LocalCluster:
             "-XX:TieredStopAtLevel=1" if main != "kafka.Kafka" else "-XX:+UseStringDeduplication",
             f"-Dkafka.logs.dir={self.base_dir / 'logs'}",
             f"-Dlog4j2.configurationFile={self.base_dir / 'log4j2.properties'}",
+            *self.jvm_options,
             "-cp", classpath(), main, *args,
         ]
 

@@ -98,3 +98,10 @@ def test_errors_name_the_key_and_never_the_password(pki: Pki, tmp_path: Path) ->
             read_stores(java)
         assert err.value.key == key and message in str(err.value), (java, str(err.value))
         assert PW not in str(err.value) and "nope-nope" not in str(err.value)
+
+
+def test_a_key_store_used_as_trust_store_trusts_its_key_entries_certificate(pki: Pki, tmp_path: Path) -> None:
+    """As Java's trust manager does (KeyStores.getTrustedCerts)."""
+    store = pki.jks_keystore(tmp_path / "client.jks", PW)
+    out = read_stores({"ssl.truststore.location": str(store), "ssl.truststore.password": PW})
+    assert out.settings["ssl.ca.pem"].startswith("-----BEGIN CERTIFICATE")

@@ -97,8 +97,9 @@ def error_code(exc: BaseException) -> int | None:
 
 # What an operator should check, per librdkafka error code that says why a cluster cannot be used.
 _CAUSES: dict[int, str] = {
-    KafkaError._AUTHENTICATION: "authentication failed (check sasl.mechanism and the user name and password "
-                                "in sasl.jaas.config)",
+    KafkaError._AUTHENTICATION: "authentication failed (check sasl.mechanism and the credentials in "
+                                "sasl.jaas.config: username/password, clientId/clientSecret with the token "
+                                "endpoint, or the Kerberos principal and keytab)",
     KafkaError._SSL: "TLS handshake failed (check ssl.truststore.location and the broker certificate)",
     KafkaError._RESOLVE: "unknown host (a name in bootstrap.servers does not resolve)",
     KafkaError._TRANSPORT: "cannot connect",

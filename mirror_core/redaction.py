@@ -26,8 +26,9 @@ _pattern: re.Pattern[str] | None = None
 
 
 def is_secret(key: str) -> bool:
-    """Whether a setting's value must never be shown (``sasl.jaas.config``, ``*.password``, ...)."""
-    return bool(SECRET_PATTERN.search(key))
+    """Whether a setting's value must never be shown (``sasl.jaas.config``, ``*.password``, ...). An
+    address is not (``sasl.oauthbearer.token.endpoint.url``: it is what an operator needs to see)."""
+    return bool(SECRET_PATTERN.search(key)) and not key.endswith((".url", ".urls"))
 
 
 def redact(props: Mapping[str, str]) -> dict[str, str]:
@@ -42,11 +43,13 @@ def register_secret(value: str) -> None:
     if len(value) < MIN_SECRET_LENGTH:
         return
     with _lock:
-        if value in _values:
-            return
-        _values.add(value)
-        # Longest first, so that a secret containing another is masked whole.
-        _pattern = re.compile("|".join(re.escape(v) for v in sorted(_values, key=len, reverse=True)))
+        if value not in _values:
+            _values.add(value)
+            # Longest first, so that a secret containing another is masked whole.
+            _pattern = re.compile("|".join(re.escape(v) for v in sorted(_values, key=len, reverse=True)))
+    # Every time, not once per process: Airflow resets its masker for each task it supervises
+    # (reset_secrets_masker), and a task process forked from one that already loaded the config
+    # inherits _values but not Airflow's memory of them.
     _tell_airflow(value)
 
 
@@ -57,8 +60,9 @@ def scrub(text: str) -> str:
 
 
 def _tell_airflow(value: str) -> None:
-    """Inside an Airflow task, Airflow's own masker then hides the value in task logs, XComs and
-    rendered templates too. Outside Airflow this does nothing."""
+    """Inside an Airflow task, Airflow's own masker then hides the value in the task log and rendered
+    template fields too (not in XCom values: Airflow stores those as returned). Outside Airflow this
+    does nothing."""
     import sys
 
     if "airflow" not in sys.modules:

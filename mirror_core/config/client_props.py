@@ -43,7 +43,7 @@ JAVA_ONLY = frozenset({
     "sasl.login.refresh.buffer.seconds", "sasl.login.connect.timeout.ms", "sasl.login.read.timeout.ms",
     "sasl.login.retry.backoff.ms", "sasl.login.retry.backoff.max.ms", "sasl.login.class",
     "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
-    "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.expected.audience",
     "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.clock.skew.seconds", "sasl.oauthbearer.jwks.endpoint.url",
     "sasl.oauthbearer.jwks.endpoint.refresh.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "sasl.oauthbearer.header.urlencode",

@@ -30,7 +30,8 @@ from mirror_core.config.errors import JaasError, SettingError
 from mirror_core.config.jaas import JaasEntry, parse_jaas
 
 SASL_KEYS = frozenset({
-    "sasl.mechanism", "sasl.jaas.config", "sasl.login.callback.handler.class", "sasl.client.callback.handler.class",
+    "sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config", "sasl.oauthbearer.method", "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.secret", "sasl.login.callback.handler.class", "sasl.client.callback.handler.class",
     "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.scope", "sasl.oauthbearer.client.credentials.client.id",
     "sasl.oauthbearer.client.credentials.client.secret", "sasl.oauthbearer.jwt.retriever.class",
 })
@@ -69,7 +70,7 @@ def _require(entry: JaasEntry, *names: str) -> list[str]:
 
 
 def _mechanism(java: Mapping[str, str], entry: JaasEntry | None) -> str | None:
-    declared = java.get("sasl.mechanism")
+    declared = java.get("sasl.mechanism") or java.get("sasl.mechanisms")
     mechanism = declared.strip().upper() if declared else None
     if entry is None:
         return mechanism
@@ -92,18 +93,28 @@ def _oauthbearer(java: Mapping[str, str], entry: JaasEntry | None, out: dict[str
     extensions = [f"{k[len('extension_'):]}={v}" for k, v in options.items() if k.startswith("extension_")]
     if extensions:
         out["sasl.oauthbearer.extensions"] = ",".join(extensions)
+    retriever = java.get("sasl.oauthbearer.jwt.retriever.class", "").strip()
+    if retriever.endswith("JwtBearerJwtRetriever"):
+        raise SettingError("sasl.oauthbearer.jwt.retriever.class",
+                           "the jwt-bearer grant (JwtBearerJwtRetriever) is not supported here: use the client "
+                           "credentials grant (clientId and clientSecret with sasl.oauthbearer.token.endpoint.url)")
     endpoint = java.get("sasl.oauthbearer.token.endpoint.url")
     if endpoint:
-        client_id = options.get("clientId") or java.get("sasl.oauthbearer.client.credentials.client.id")
-        secret = options.get("clientSecret") or java.get("sasl.oauthbearer.client.credentials.client.secret")
+        # clientId/clientSecret in the JAAS line; Kafka 4.1's own keys; or librdkafka's names written directly.
+        client_id = (options.get("clientId") or java.get("sasl.oauthbearer.client.credentials.client.id")
+                     or java.get("sasl.oauthbearer.client.id"))
+        secret = (options.get("clientSecret") or java.get("sasl.oauthbearer.client.credentials.client.secret")
+                  or java.get("sasl.oauthbearer.client.secret"))
         if not client_id or not secret:
             raise SettingError("sasl.jaas.config", "OAUTHBEARER with a token endpoint needs clientId=\"...\" and "
                                                 "clientSecret=\"...\" in sasl.jaas.config")
-        out.update({"sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": endpoint.strip(),
+        out.update({"sasl.oauthbearer.method": java.get("sasl.oauthbearer.method", "oidc"),
+                    "sasl.oauthbearer.token.endpoint.url": endpoint.strip(),
                     "sasl.oauthbearer.client.id": client_id, "sasl.oauthbearer.client.secret": secret})
         scope = options.get("scope") or java.get("sasl.oauthbearer.scope")
         if scope:
             out["sasl.oauthbearer.scope"] = scope
+        _token_endpoint_trust(options, out)
         return
     subject = options.get("unsecuredLoginStringClaim_sub")
     if subject:  # Kafka's unsecured tokens (development clusters)
@@ -117,6 +128,24 @@ def _oauthbearer(java: Mapping[str, str], entry: JaasEntry | None, out: dict[str
     raise SettingError("sasl.oauthbearer.token.endpoint.url",
                     "OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url (the OIDC token endpoint) with clientId "
                     "and clientSecret in sasl.jaas.config")
+
+
+def _token_endpoint_trust(options: Mapping[str, str], out: dict[str, str]) -> None:
+    """Java takes the token endpoint's TLS trust from ``ssl.*`` options of the JAAS line
+    (JaasOptionsUtils); librdkafka from ``https.ca.*``."""
+    from mirror_core.config.tls_stores import read_stores
+
+    trust = {k: v for k, v in options.items() if k.startswith("ssl.truststore.")}
+    if not trust:
+        return
+    try:
+        settings = read_stores(trust).settings
+    except SettingError as exc:
+        raise SettingError("sasl.jaas.config", f"{exc} (the token endpoint's {exc.key} in the JAAS line)") from None
+    if "ssl.ca.pem" in settings:
+        out["https.ca.pem"] = settings["ssl.ca.pem"]
+    elif "ssl.ca.location" in settings:
+        out["https.ca.location"] = settings["ssl.ca.location"]
 
 
 def _gssapi(java: Mapping[str, str], entry: JaasEntry | None, out: dict[str, str]) -> None:
@@ -193,6 +222,8 @@ def client_conf(settings: Mapping[str, str], validate_only: bool = False) -> dic
     conf: dict[str, Any] = {k: v for k, v in settings.items() if not k.startswith("mirror_core.")}
     if settings.get(f"{AWS_MARKER}enabled") == "true":
         conf["oauth_cb"] = _stand_in_token if validate_only else aws_msk_iam_token_cb(settings)
+    if validate_only and conf.get("sasl.oauthbearer.method") == "oidc":
+        conf["oauth_cb"] = _stand_in_token  # librdkafka then checks the OIDC settings without fetching a token
     if validate_only and conf.get("sasl.mechanisms") == "GSSAPI":
         conf["sasl.kerberos.kinit.cmd"] = "true"  # librdkafka runs kinit when the client is created
     return conf

@@ -123,3 +123,30 @@ def _has_signer() -> bool:
     except ImportError:
         return False
     return True
+
+
+def test_oidc_with_librdkafka_names_passes_through_and_the_endpoint_is_not_secret() -> None:
+    from mirror_core.redaction import is_secret
+
+    out = translate_sasl({"sasl.mechanisms": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+                          "sasl.oauthbearer.client.id": "m", "sasl.oauthbearer.client.secret": "s",
+                          "sasl.oauthbearer.token.endpoint.url": "http://idp/token"}, lambda w: None)[0]
+    assert out["sasl.oauthbearer.token.endpoint.url"] == "http://idp/token" and out["sasl.oauthbearer.method"] == "oidc"
+    assert not is_secret("sasl.oauthbearer.token.endpoint.url") and is_secret("sasl.oauthbearer.client.secret")
+
+
+def test_token_endpoint_trust_from_the_jaas_line_and_jwt_bearer_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.unit.stores import Pki
+
+    pki = Pki()
+    store = pki.jks_truststore(tmp_path / "idp.jks", "pw-1234")
+    module = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+    java = {"sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+            "sasl.jaas.config": f"{module} required clientId='m' clientSecret='s' "
+                                f"ssl.truststore.location='{store}' ssl.truststore.password='pw-1234';"}
+    assert translate_sasl(java, lambda w: None)[0]["https.ca.pem"] == pki.ca_pem
+    java["sasl.oauthbearer.jwt.retriever.class"] = \
+        "org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever"
+    with pytest.raises(SettingError, match="jwt-bearer grant") as err:
+        translate_sasl(java, lambda w: None)
+    assert err.value.key == "sasl.oauthbearer.jwt.retriever.class"

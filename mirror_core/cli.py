@@ -42,6 +42,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from mirror_core.service import Service
 
     config = _load(args.config)
+    _private_ticket_cache(config)
     log.info("flows: %s", ", ".join(f.name for f in config.flows))
     state_db = args.state_db
     if state_db:
@@ -50,6 +51,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         log.info("control plane: obeying flow states in %s", StateStore(state_db).safe_url)
     return Service(config, metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                    state_db=state_db).run_forever()
+
+
+def _private_ticket_cache(config: MirrorConfig) -> None:
+    """A keytab login gets this process's own Kerberos ticket cache (unless KRB5CCNAME says otherwise):
+    mirrors on one host would otherwise share /tmp/krb5cc_<uid> and overwrite each other's tickets."""
+    import os
+    import tempfile
+
+    keytab = any(settings.get("sasl.kerberos.keytab") for c in config.clusters.values()
+                 for settings in c.clients.values())
+    if keytab and "KRB5CCNAME" not in os.environ:
+        os.environ["KRB5CCNAME"] = f"FILE:{tempfile.mkdtemp(prefix='mirror-core-krb5-')}/ccache"
+        log.info("kerberos: ticket cache %s (set KRB5CCNAME to choose another)", os.environ["KRB5CCNAME"])
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -6,8 +6,9 @@
 # librdkafka's source comes from the npm registry (it is bundled in @confluentinc/kafka-javascript);
 # confluent-kafka's from its PyPI sdist, at the version pinned in constraints.txt. Everything is built
 # once into ${MIRROR_CORE_CACHE:-$HOME/.cache/mirror-core}/gssapi-client/<build id>/; later runs only
-# check (about a second) or reinstall the cached wheel. The extension finds the private librdkafka
-# through an rpath into that cache (no LD_LIBRARY_PATH): removing the cache means running this again.
+# check (a fraction of a second) or reinstall the cached wheel (about a second). The extension finds
+# the private librdkafka through an rpath into that cache (no LD_LIBRARY_PATH): removing the cache means
+# running this again.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -71,7 +72,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # --- librdkafka with Cyrus SASL (GSSAPI), OpenSSL, libcurl (OIDC), zlib, zstd, lz4; snappy is built in.
-if [ ! -f "$PREFIX/.done" ]; then
+if [ ! -f "$PREFIX/.done" ] || [ ! -f "$PREFIX/lib/librdkafka.so.1" ]; then
+  command -v npm >/dev/null || { log "npm is needed to fetch librdkafka's source (apt-get install npm)"; exit 1; }
   log "building librdkafka $RDK_VERSION (from @confluentinc/kafka-javascript@$KJS_VERSION on npm)"
   rm -rf "$DIR/src" "$PREFIX"
   mkdir -p "$DIR/src"
@@ -102,6 +104,7 @@ if [ ! -f "$DIR/wheel.done" ]; then
   CK_SRC=$DIR/sdist/confluent_kafka-$CK_VERSION
   HDR=$CK_SRC/src/confluent_kafka/src/confluent_kafka.h
   MIN_HEX=$(sed -n 's/^#define MIN_RD_KAFKA_VERSION \(0x[0-9a-fA-F]*\).*/\1/p' "$HDR")
+  [ -n "$MIN_HEX" ] || { log "no MIN_RD_KAFKA_VERSION in $HDR"; exit 1; }
   if (( MIN_HEX > RDK_HEX )); then
     # confluent-kafka 2.16.x refuses (#error at build time, RuntimeError at client creation) any
     # librdkafka older than 2.16.0, which no registry carries as source. 2.16.0 adds no public API over

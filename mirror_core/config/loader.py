@@ -162,6 +162,7 @@ class _Builder:
             self.warn(f"{self.where(global_enabled)}: a global 'enabled' has no effect (MirrorMaker 2 enables "
                       "flows one by one: A->B.enabled = true); ignored")
         clusters = {a: self.build_cluster(a, cluster_keys[a], global_client) for a in aliases}
+        self.check_one_kerberos_identity(clusters)
         flows: list[FlowConfig] = []
         standby: list[FlowConfig] = []
         for (src, dst), keys in flow_keys.items():
@@ -178,6 +179,23 @@ class _Builder:
                              f"{aliases[0]}->{aliases[-1]}.enabled = true{hint})", global_enabled, key="enabled")
         return MirrorConfig(MappingProxyType(clusters), tuple(flows), tuple(dict.fromkeys(self.warnings)),
                             self.source, tuple(standby))
+
+    def check_one_kerberos_identity(self, clusters: dict[str, ClusterConfig]) -> None:
+        """A process has one Kerberos ticket cache: clients of two principals would overwrite each other's
+        tickets and authenticate as whichever ran kinit last."""
+        principals: dict[str, str] = {}
+        for alias, cluster in clusters.items():
+            for settings in cluster.clients.values():
+                if settings.get("sasl.mechanisms") == "GSSAPI" and "sasl.kerberos.principal" in settings:
+                    principals.setdefault(settings["sasl.kerberos.principal"], alias)
+        if len(principals) > 1:
+            (first, a), (second, b) = list(principals.items())[:2]
+            origin = clusters[b].origins.get("sasl.kerberos.principal")
+            raise ConfigError(f"clusters '{a}' and '{b}' log in as different Kerberos principals ({first}, {second}): "
+                              "one process has one ticket cache, so one would authenticate as the other; use one "
+                              "principal, or run one mirror process per principal",
+                              key=origin[0] if origin else f"{b}.sasl.jaas.config",
+                              line=origin[1] if origin else None, source=self.source)
 
     def translate_client(self, kind: ClientKind, props: dict[str, Property], origins: dict[str, Origin],
                          owner: str, base: Mapping[str, str] | None = None) -> dict[str, str]:

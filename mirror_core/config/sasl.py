@@ -30,7 +30,8 @@ from mirror_core.config.errors import JaasError, SettingError
 from mirror_core.config.jaas import JaasEntry, parse_jaas
 
 SASL_KEYS = frozenset({
-    "sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config", "sasl.oauthbearer.method", "sasl.oauthbearer.client.id",
+    "sasl.kerberos.kinit.cmd", "sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config", "sasl.oauthbearer.method",
+    "sasl.oauthbearer.client.id",
     "sasl.oauthbearer.client.secret", "sasl.login.callback.handler.class", "sasl.client.callback.handler.class",
     "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.scope", "sasl.oauthbearer.client.credentials.client.id",
     "sasl.oauthbearer.client.credentials.client.secret", "sasl.oauthbearer.jwt.retriever.class",
@@ -157,6 +158,11 @@ def _gssapi(java: Mapping[str, str], entry: JaasEntry | None, out: dict[str, str
     options = entry.options
     (principal,) = _require(entry, "principal")
     out["sasl.kerberos.principal"] = principal
+    kinit = java.get("sasl.kerberos.kinit.cmd", "").strip()
+    if kinit and not any(c.isspace() for c in kinit):
+        # Java's setting is the kinit binary; librdkafka's is the whole command (its default, with this binary).
+        keytab_args = '-t "%{sasl.kerberos.keytab}" -k %{sasl.kerberos.principal}'
+        out["sasl.kerberos.kinit.cmd"] = f"{kinit} -R {keytab_args} || {kinit} {keytab_args}"
     if options.get("useKeyTab", "false").lower() == "true":
         (keytab,) = _require(entry, "keyTab")
         path = Path(keytab).expanduser()

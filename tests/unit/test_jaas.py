@@ -150,3 +150,23 @@ def test_token_endpoint_trust_from_the_jaas_line_and_jwt_bearer_is_refused(tmp_p
     with pytest.raises(SettingError, match="jwt-bearer grant") as err:
         translate_sasl(java, lambda w: None)
     assert err.value.key == "sasl.oauthbearer.jwt.retriever.class"
+
+
+def test_java_kinit_path_becomes_librdkafka_command_and_one_principal_per_process(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from mirror_core.config.errors import ConfigError
+    from mirror_core.config.loader import parse_text
+
+    keytab = tmp_path / "k.keytab"
+    keytab.write_bytes(b"\x05\x02")
+    krb = "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true keyTab=\"{k}\" principal=\"{p}\";"
+    out = sasl(sasl_mechanism="GSSAPI", sasl_kerberos_kinit_cmd="/usr/bin/kinit",
+               sasl_jaas_config=krb.format(k=keytab, p="m@R"))
+    assert out["sasl.kerberos.kinit.cmd"].startswith("/usr/bin/kinit -R -t ")
+    text = ("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->b.enabled = true\n"
+            "a.security.protocol = SASL_PLAINTEXT\na.sasl.mechanism = GSSAPI\n"
+            f"a.sasl.jaas.config = {krb.format(k=keytab, p='one@R')}\n"
+            "b.security.protocol = SASL_PLAINTEXT\nb.sasl.mechanism = GSSAPI\n"
+            f"b.sasl.jaas.config = {krb.format(k=keytab, p='two@R')}\n")
+    with pytest.raises(ConfigError, match="different Kerberos principals") as err:
+        parse_text(text, validate_clients=False)
+    assert err.value.key == "b.sasl.jaas.config" and err.value.line == 10

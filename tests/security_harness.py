@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import os
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,7 +30,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from mirror_core.devcluster.kafka_dist import java_executable
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
-from tests.kafka_harness import new_cluster
+from tests.kafka_harness import REPO, MirrorProcess, new_cluster
 
 SCRAM_USER = "mirror"
 SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required"
@@ -275,3 +277,21 @@ def running_secure_cluster(name: str, root: Path, password: str, pki: Pki | None
         yield SecureCluster(cluster, pki, password)
     finally:
         cluster.stop()
+
+
+def cli(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mirror_core", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=timeout, env=dict(os.environ))
+
+
+class DebugMirror(MirrorProcess):
+    """``mirror-core --log-level DEBUG run``: the most talkative the service gets."""
+
+    def start(self) -> DebugMirror:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mirror_core", "--log-level", "DEBUG", "run", "--config", str(self.config),
+             "--metrics-port", str(self.port)], stdout=log, stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"), cwd=REPO)
+        log.close()
+        return self

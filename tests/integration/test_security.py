@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +20,6 @@ from mirror_core.offsets.records import decode_checkpoint_key
 from mirror_core.state.store import StateStore
 from tests.integration.conftest import flow_lines
 from tests.kafka_harness import (
-    REPO,
     MirrorProcess,
     create_topic,
     produce_sequence,
@@ -30,7 +27,7 @@ from tests.kafka_harness import (
     wait_until,
     write_config,
 )
-from tests.security_harness import SecureCluster, running_secure_cluster
+from tests.security_harness import DebugMirror, SecureCluster, cli, running_secure_cluster
 
 PASSWORD = "Zq8-scram-S3CRET-pw-4471"  # distinctive: grepped for everywhere it must not be
 FLOW = "dc1s->dc2"
@@ -40,24 +37,6 @@ FLOW = "dc1s->dc2"
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]:
     with running_secure_cluster("dc1s", tmp_path_factory.mktemp("kafka-secure"), PASSWORD) as sc:
         yield sc
-
-
-def cli(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mirror_core", *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=timeout, env=dict(os.environ))
-
-
-class DebugMirror(MirrorProcess):
-    """``mirror-core --log-level DEBUG run``: the most talkative the service gets."""
-
-    def start(self) -> DebugMirror:
-        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mirror_core", "--log-level", "DEBUG", "run", "--config", str(self.config),
-             "--metrics-port", str(self.port)], stdout=log, stderr=subprocess.STDOUT,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"), cwd=REPO)
-        log.close()
-        return self
 
 
 def test_replication_checkpoints_and_no_password_anywhere(secure: SecureCluster, dc2: str, name: str,

@@ -18,7 +18,6 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from mirror_core.config.loader import load_config
 from tests.integration.conftest import flow_lines
-from tests.integration.test_security import DebugMirror, cli
 from tests.kafka_harness import (
     MirrorProcess,
     create_topic,
@@ -28,6 +27,7 @@ from tests.kafka_harness import (
     write_config,
 )
 from tests.oauth_harness import OAuthCluster, running_oauth_cluster
+from tests.security_harness import DebugMirror, cli
 
 CLIENT_ID = "mirror-client"
 SECRET = "Vx7-oidc-CL1ENT-s3cret-9052"  # distinctive: grepped for everywhere it must not be

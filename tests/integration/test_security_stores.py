@@ -9,9 +9,6 @@ file, line and key, never showing a password. Every form here was first tried wi
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +20,6 @@ from confluent_kafka.admin import AdminClient
 from mirror_core.config.loader import load_config
 from tests.integration.conftest import flow_lines
 from tests.kafka_harness import (
-    REPO,
     MirrorProcess,
     create_topic,
     produce_sequence,
@@ -35,8 +31,10 @@ from tests.security_harness import (
     SCRAM_JAAS,
     SCRAM_USER,
     ClientCert,
+    DebugMirror,
     Pki,
     SecureCluster,
+    cli,
     jks_truststore,
     keystore,
     make_client_cert,
@@ -122,24 +120,6 @@ def mtls_lines(alias: str, stores: Stores, location: Path, store_type: str | Non
         f"{alias}.ssl.keystore.password = {store_password}",
         *([f"{alias}.ssl.key.password = {key_password}"] if key_password is not None else []),
     ]
-
-
-def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mirror_core", *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=timeout, env=dict(os.environ))
-
-
-class DebugMirror(MirrorProcess):
-    """``mirror-core --log-level DEBUG run``: the most talkative the service gets."""
-
-    def start(self) -> DebugMirror:
-        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mirror_core", "--log-level", "DEBUG", "run", "--config", str(self.config),
-             "--metrics-port", str(self.port)], stdout=log, stderr=subprocess.STDOUT,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"), cwd=REPO)
-        log.close()
-        return self
 
 
 def assert_no_secrets(where: str, text: str) -> None:

@@ -26,6 +26,7 @@ demo: install
 test: install compose-check
 	$(BIN)/ruff check mirror_core tests scripts bench dags plugins spark_jobs
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/pytest -q -ra tests
 
 # `docker compose config` validates docker-compose.yml (no Docker engine needed).
@@ -42,6 +43,7 @@ test-integration: install
 lint: install
 	$(BIN)/ruff check mirror_core tests scripts bench dags plugins spark_jobs
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: install
 	$(BIN)/python -m bench.run $(BENCH_ARGS)

@@ -21,7 +21,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mirror_core.offsets.records import decode_checkpoint_key, decode_checkpoint_value
+from mirror_core.stores.records import decode_checkpoint_key, decode_checkpoint_value
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -17,6 +17,12 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
+from mirror_core.config.client_defaults import (
+    CONSUMER_DEFAULTS,
+    CONSUMER_ENFORCED,
+    PRODUCER_DEFAULTS,
+    PRODUCER_ENFORCED,
+)
 from mirror_core.config.model import ClusterConfig
 from mirror_core.config.sasl import client_conf
 
@@ -50,44 +56,6 @@ class _RepeatFilter(logging.Filter):
 
 
 logging.getLogger("librdkafka").addFilter(_RepeatFilter())
-
-# Throughput-oriented defaults; users can override them with <alias>.consumer.* / producer.*.
-CONSUMER_DEFAULTS = {
-    "fetch.min.bytes": "65536",
-    "fetch.wait.max.ms": "20",
-    "max.partition.fetch.bytes": "4194304",
-    "fetch.max.bytes": "67108864",
-    "queued.max.messages.kbytes": "131072",
-    "session.timeout.ms": "20000",
-    "heartbeat.interval.ms": "2000",
-    "max.poll.interval.ms": "300000",
-    "partition.assignment.strategy": "cooperative-sticky",
-    "topic.metadata.refresh.interval.ms": "30000",
-}
-CONSUMER_ENFORCED = {
-    # Aborted transactions on the source must never become data on the target, and the offset map
-    # and progress are read as committed (exactly-once writes them in transactions).
-    "isolation.level": "read_committed",
-    "enable.auto.commit": "false",
-    "enable.auto.offset.store": "false",
-    "enable.partition.eof": "false",
-}
-PRODUCER_DEFAULTS = {
-    "linger.ms": "10",
-    "batch.size": "1048576",
-    "batch.num.messages": "100000",
-    "queue.buffering.max.messages": "2000000",
-    "queue.buffering.max.kbytes": "1048576",
-    "message.timeout.ms": "120000",
-    "compression.type": "none",
-}
-PRODUCER_ENFORCED = {
-    # Nothing is acknowledged to the progress store before every in-sync replica has it, and the
-    # producer never reorders or duplicates on retry.
-    "acks": "all",
-    "enable.idempotence": "true",
-}
-
 
 def error_code(exc: BaseException) -> int | None:
     """The librdkafka error code a KafkaException carries, or None."""

@@ -22,9 +22,10 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from mirror_core.clients import make_admin, make_consumer
 from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig
+from mirror_core.kafka_io import QUIET
 from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
 from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
-from mirror_core.offsets.translate import QUIET, FlowOffsets
+from mirror_core.offsets.translate import FlowOffsets
 from mirror_core.state.models import ReconciliationReport, utcnow
 from mirror_core.state.store import StateStore
 

@@ -105,10 +105,6 @@ class Service:
         self._http: ThreadingHTTPServer | None = None
         self._metrics_addr = (metrics_host, metrics_port) if metrics_port is not None else None
 
-    @property
-    def replicators(self) -> list[FlowReplicator]:
-        return [r.replicator for r in self.runners.values() if r.replicator is not None]
-
     # -- HTTP --------------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         return {"instance": self.instance, "flows": [r.status() for r in self.runners.values()]}

@@ -11,8 +11,8 @@ from confluent_kafka import TopicPartition
 
 from mirror_core.clients import ClusterHealth, explain_failure, make_admin, make_consumer
 from mirror_core.config.model import FlowConfig, MirrorConfig
-from mirror_core.replication.progress import ProgressStore
 from mirror_core.replication.topics import TopicManager
+from mirror_core.stores.progress import ProgressStore
 
 
 @dataclass

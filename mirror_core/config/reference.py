@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import sys
 
-from mirror_core.clients import CONSUMER_DEFAULTS, CONSUMER_ENFORCED, PRODUCER_DEFAULTS, PRODUCER_ENFORCED
+from mirror_core.config.client_defaults import (
+    CONSUMER_DEFAULTS,
+    CONSUMER_ENFORCED,
+    PRODUCER_DEFAULTS,
+    PRODUCER_ENFORCED,
+)
 from mirror_core.config.keys import KEYS, NO_EFFECT_KEYS
 
 

@@ -16,12 +16,13 @@ import logging
 import threading
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from mirror_core.internal_topics import TopicTail, ensure_internal_topic
+from mirror_core.kafka_io import log_end
 from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
-from mirror_core.offsets.records import (
+from mirror_core.stores.internal_topics import TopicTail, ensure_internal_topic
+from mirror_core.stores.records import (
     decode_checkpoint_key,
     decode_checkpoint_value,
     encode_checkpoint_key,
@@ -108,8 +109,8 @@ class CheckpointEmitter(threading.Thread):
 
     def _open(self) -> dict[str, Any]:
         from mirror_core.clients import make_admin, make_consumer, make_producer
-        from mirror_core.offsets.sync_store import OffsetSyncReader, offset_syncs_topic
-        from mirror_core.replication.progress import ProgressStore
+        from mirror_core.stores.offset_syncs import OffsetSyncReader, offset_syncs_topic
+        from mirror_core.stores.progress import ProgressStore
 
         if self._clients is None:
             src, tgt = self.config.cluster(self.flow.source), self.config.cluster(self.flow.target)
@@ -182,10 +183,3 @@ class CheckpointEmitter(threading.Thread):
         producer.flush(30)
         return published
 
-
-def log_end(consumer: Any, topic: str, partition: int, timeout: float = 10) -> int | None:
-    """A partition's log end offset, or None when the cluster does not say."""
-    try:
-        return int(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)[1])
-    except KafkaException:
-        return None

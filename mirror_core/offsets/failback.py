@@ -11,12 +11,12 @@ from confluent_kafka import TopicPartition
 
 from mirror_core.clients import make_admin, make_consumer, make_producer
 from mirror_core.config.model import FlowConfig, MirrorConfig
-from mirror_core.offsets.sync_store import OffsetSyncReader, offset_syncs_topic
-from mirror_core.replication.progress import ProgressStore, ensure_progress_topic
+from mirror_core.kafka_io import QUIET
 from mirror_core.replication.topics import TopicManager
+from mirror_core.stores.offset_syncs import OffsetSyncReader, offset_syncs_topic
+from mirror_core.stores.progress import ProgressStore, ensure_progress_topic
 
 log = logging.getLogger(__name__)
-QUIET = {"log_level": "3"}
 
 
 @dataclass

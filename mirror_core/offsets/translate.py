@@ -21,14 +21,12 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from mirror_core.clients import make_admin, make_consumer
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.errors import MirrorError
-from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic, log_end
+from mirror_core.kafka_io import QUIET, log_end
+from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
 from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
-from mirror_core.offsets.offset_map import OffsetMap
-from mirror_core.offsets.sync_store import OffsetSyncReader, offset_syncs_topic
-from mirror_core.replication.progress import ProgressStore
-
-QUIET = {"log_level": "3"}
-
+from mirror_core.stores.offset_map import OffsetMap
+from mirror_core.stores.offset_syncs import OffsetSyncReader, offset_syncs_topic
+from mirror_core.stores.progress import ProgressStore
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from mirror_core.clients import error_code, make_admin, make_consumer, make_producer
-from mirror_core.internal_topics import ensure_internal_topic
 from mirror_core.replication.batch import Batch, PartitionState
+from mirror_core.stores.internal_topics import ensure_internal_topic
 
 if TYPE_CHECKING:
     from mirror_core.replication.replicator import FlowReplicator

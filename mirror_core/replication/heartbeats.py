@@ -18,8 +18,8 @@ import time
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from mirror_core.internal_topics import ensure_internal_topic
 from mirror_core.policy import HEARTBEATS_TOPIC
+from mirror_core.stores.internal_topics import ensure_internal_topic
 
 
 def _string(value: str) -> bytes:

@@ -35,12 +35,12 @@ from mirror_core.clients import ClusterHealth, explain_failure, make_admin, make
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.errors import ClusterUnavailable, MirrorError
 from mirror_core.metrics import Metrics
-from mirror_core.offsets.sync_store import ensure_offset_syncs_topic, offset_syncs_topic, write_sync
 from mirror_core.replication.batch import Batch, PartitionState
 from mirror_core.replication.exactly_once import SlotManager
 from mirror_core.replication.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
-from mirror_core.replication.progress import ProgressStore, ensure_progress_topic
 from mirror_core.replication.topics import TopicManager
+from mirror_core.stores.offset_syncs import ensure_offset_syncs_topic, offset_syncs_topic, write_sync
+from mirror_core.stores.progress import ProgressStore, ensure_progress_topic
 
 log = logging.getLogger(__name__)
 

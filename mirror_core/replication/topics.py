@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
@@ -68,11 +68,6 @@ class TopicChange:
     def event(self) -> dict[str, object]:
         """A problem as an entry of a flow's recent events (/status)."""
         return {"at": time.time(), "topic": self.topic, "event": _PROBLEMS[self.kind][1], "detail": self.detail}
-
-
-@dataclass
-class TopicState:
-    partitions: dict[str, int] = field(default_factory=dict)  # source topic -> partition count
 
 
 def _reason(exc: KafkaException) -> str:

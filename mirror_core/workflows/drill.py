@@ -59,7 +59,7 @@ from mirror_core.config.model import ClusterConfig, MirrorConfig
 from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
 from mirror_core.offsets.groups import commit_offsets, committed_offsets
 from mirror_core.offsets.translate import _from_checkpoints, apply_translation
-from mirror_core.replication.progress import ProgressStore
+from mirror_core.stores.progress import ProgressStore
 from mirror_core.workflows.control import WorkflowError
 from mirror_core.workflows.drill_config import DrillNames, write_drill_properties
 

@@ -10,7 +10,7 @@ import sys
 from mirror_core.clients import make_consumer, make_producer
 from mirror_core.config.loader import load_config
 from mirror_core.offsets.failback import unreplicated
-from mirror_core.replication.progress import ProgressStore
+from mirror_core.stores.progress import ProgressStore
 from tests.integration.conftest import flow_lines
 from tests.kafka_harness import (
     REPO,

@@ -13,8 +13,8 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_core.config.loader import load_config
-from mirror_core.offsets.records import decode_checkpoint_key, decode_checkpoint_value
 from mirror_core.offsets.translate import FlowOffsets, translate_group
+from mirror_core.stores.records import decode_checkpoint_key, decode_checkpoint_value
 from tests.integration.conftest import flow_lines
 from tests.kafka_harness import REPO, create_topic, end_offsets, read_all, unique, wait_until
 

@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from mirror_core.config.loader import load_config
-from mirror_core.offsets.records import decode_checkpoint_key
 from mirror_core.state.store import StateStore
+from mirror_core.stores.records import decode_checkpoint_key
 from tests.integration.conftest import flow_lines
 from tests.kafka_harness import (
     MirrorProcess,

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from mirror_core.config.loader import load_config
 from mirror_core.offsets.checkpoints import CheckpointEmitter
 from mirror_core.offsets.groups import commit_offsets, committed_offsets
-from mirror_core.offsets.offset_map import PartitionMap
 from mirror_core.reconciliation import build_plan
-from mirror_core.replication.progress import ProgressStore
+from mirror_core.stores.offset_map import PartitionMap
+from mirror_core.stores.progress import ProgressStore
 from tests.integration.conftest import flow_lines
 from tests.kafka_harness import (
     admin,

@@ -1,8 +1,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirror_core.offsets.offset_map import PartitionMap
-from mirror_core.offsets.records import (
+from mirror_core.stores.offset_map import PartitionMap
+from mirror_core.stores.records import (
     decode_checkpoint_key,
     decode_checkpoint_value,
     decode_sync_key,

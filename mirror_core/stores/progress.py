@@ -20,7 +20,7 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
-from mirror_core.internal_topics import TopicTail, ensure_internal_topic
+from mirror_core.stores.internal_topics import TopicTail, ensure_internal_topic
 
 Key = tuple[str, int]
 PROGRESS_TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000", "segment.ms": "3600000"}

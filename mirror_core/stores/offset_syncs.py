@@ -13,9 +13,9 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from mirror_core.internal_topics import TopicTail, ensure_internal_topic
-from mirror_core.offsets.offset_map import OffsetMap
-from mirror_core.offsets.records import decode_sync_key, decode_sync_value, encode_sync_key, encode_sync_value
+from mirror_core.stores.internal_topics import TopicTail, ensure_internal_topic
+from mirror_core.stores.offset_map import OffsetMap
+from mirror_core.stores.records import decode_sync_key, decode_sync_value, encode_sync_key, encode_sync_value
 
 OFFSET_SYNCS_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
 

@@ -1,0 +1,39 @@
+"""The Kafka client settings mirror_core chooses: defaults users may override, and the few the
+delivery guarantees depend on (enforced by mirror_core.clients; listed in docs/configuration.md)."""
+
+# Throughput-oriented defaults; users can override them with <alias>.consumer.* / producer.*.
+CONSUMER_DEFAULTS = {
+    "fetch.min.bytes": "65536",
+    "fetch.wait.max.ms": "20",
+    "max.partition.fetch.bytes": "4194304",
+    "fetch.max.bytes": "67108864",
+    "queued.max.messages.kbytes": "131072",
+    "session.timeout.ms": "20000",
+    "heartbeat.interval.ms": "2000",
+    "max.poll.interval.ms": "300000",
+    "partition.assignment.strategy": "cooperative-sticky",
+    "topic.metadata.refresh.interval.ms": "30000",
+}
+CONSUMER_ENFORCED = {
+    # Aborted transactions on the source must never become data on the target, and the offset map
+    # and progress are read as committed (exactly-once writes them in transactions).
+    "isolation.level": "read_committed",
+    "enable.auto.commit": "false",
+    "enable.auto.offset.store": "false",
+    "enable.partition.eof": "false",
+}
+PRODUCER_DEFAULTS = {
+    "linger.ms": "10",
+    "batch.size": "1048576",
+    "batch.num.messages": "100000",
+    "queue.buffering.max.messages": "2000000",
+    "queue.buffering.max.kbytes": "1048576",
+    "message.timeout.ms": "120000",
+    "compression.type": "none",
+}
+PRODUCER_ENFORCED = {
+    # Nothing is acknowledged to the progress store before every in-sync replica has it, and the
+    # producer never reorders or duplicates on retry.
+    "acks": "all",
+    "enable.idempotence": "true",
+}

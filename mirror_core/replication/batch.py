@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from enum import Enum
 from typing import Any
 
 from confluent_kafka import KafkaError, TopicPartition
@@ -82,15 +83,31 @@ class Batch:
         return self.count == 0 or self.t_last - self.t_first == self.count - 1
 
 
+class PartitionMode(Enum):
+    """Whether a partition's records may be produced now."""
+
+    #: records flow (one at a time when ``careful``)
+    COPYING = "copying"
+    #: a produce failed: nothing more until the acknowledgement side has handled the failure
+    BLOCKED = "blocked"
+    #: a delivery failed: the partition is paused on the consumer until ``retry_at``, then re-read
+    BACKOFF = "backoff"
+    #: the target refuses a record: stopped right there (``paused_reason``) until a restart
+    PAUSED = "paused"
+
+
 class PartitionState:
     """Replication state of one assigned source partition.
 
     ``acked`` is the next source offset such that every record before it is acknowledged by the
-    target; it is the only value ever written as progress.
+    target; it is the only value ever written as progress. ``mode`` says whether records may be
+    produced now; ``careful`` (orthogonal to it) that they go one record at a time, each acknowledged
+    on its own, to pinpoint a record the target refuses; ``gen`` tells late delivery reports of
+    batches forgotten by a rewind from current ones.
     """
 
     __slots__ = ("acked", "backoff", "careful", "committed", "delta", "gen", "is_heartbeat", "map_durable",
-                 "map_gen", "next", "origin", "partition", "paused_reason", "pending", "producer", "remote",
+                 "map_gen", "mode", "next", "origin", "partition", "paused_reason", "pending", "producer", "remote",
                  "retry_at", "slot", "syncs", "syncs_in_flight", "t_next", "topic", "tp")
 
     def __init__(self, topic: str, partition: int, remote: str, resume: int | None, is_heartbeat: bool,
@@ -105,8 +122,9 @@ class PartitionState:
         self.pending: deque[Batch] = deque()
         self.gen = 0
         self.careful = False
-        self.paused_reason: str | None = None
-        self.retry_at = 0.0
+        self.mode = PartitionMode.COPYING
+        self.paused_reason: str | None = None  # PAUSED: why
+        self.retry_at = 0.0  # BACKOFF: monotonic time of the retry
         self.backoff = 0.5
         self.is_heartbeat = is_heartbeat
         #: target - source of the current offset-map run (None: the next landed record starts one)
@@ -128,6 +146,22 @@ class PartitionState:
         #: first source offset consumed since assignment: where to rewind when nothing is committed
         self.origin: int | None = resume
 
+    @property
+    def copying(self) -> bool:
+        return self.mode is PartitionMode.COPYING
+
+    def block(self) -> None:
+        """No more records until the failure just seen is handled (see acks.py)."""
+        if self.mode is not PartitionMode.PAUSED:
+            self.mode = PartitionMode.BLOCKED
+
+    def reopen(self, retry_at: float | None = None) -> None:
+        """After a rewind: copy again now, or (``retry_at``) after a backoff. A paused partition stays paused."""
+        if self.mode is PartitionMode.PAUSED:
+            return
+        self.mode, self.retry_at = (PartitionMode.COPYING, 0.0) if retry_at is None else \
+            (PartitionMode.BACKOFF, retry_at)
+
     def map_landed(self, b: Batch) -> None:
         """Record offset-map runs for a landed batch (its target offsets are contiguous)."""
         if b.count == 0:
@@ -140,6 +174,14 @@ class PartitionState:
             if index < b.count:
                 self.delta = b.t_first + index - source
                 self.syncs.append((source, b.t_first + index))
+
+    def map_skipped(self, position: int, target_next: int) -> None:
+        """The source skipped offsets up to ``position`` (transaction markers, aborted records): the
+        next record lands at ``target_next``. Without this entry the map's last run would extend over
+        the skipped offsets, and a group committed past them would translate beyond the target's end."""
+        self.delta = target_next - position
+        self.t_next = target_next
+        self.syncs.append((position, target_next))
 
     def forget_map(self) -> None:
         """The next landed record starts a new offset-map run (positions were reset or rolled back)."""

@@ -17,22 +17,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import zlib
-from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from mirror_core.clients import error_code, make_admin, make_consumer, make_producer
-from mirror_core.replication.batch import Batch, PartitionState
+from mirror_core.clients import ClusterHealth, error_code, make_admin, make_consumer, make_producer
+from mirror_core.config.model import ClusterConfig, FlowConfig
+from mirror_core.metrics import Metrics
+from mirror_core.replication.acks import RECORD_ERRORS, Acks
+from mirror_core.replication.assignment import Assignment
+from mirror_core.replication.batch import Batch, PartitionMode, PartitionState
+from mirror_core.replication.commit import ProgressCommitter
 from mirror_core.stores.internal_topics import ensure_internal_topic
 
-if TYPE_CHECKING:
-    from mirror_core.replication.replicator import FlowReplicator
-
 log = logging.getLogger(__name__)
-RECORD_ERRORS_TXN = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD,
-                               KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_MSG,
-                               KafkaError.INVALID_MSG_SIZE})
 
 
 def slot_of(topic: str, partition: int, slots: int) -> int:
@@ -56,27 +54,40 @@ def ensure_slot_topic(admin: AdminClient, topic: str, slots: int, replication_fa
 
 
 class SlotManager:
-    def __init__(self, replicator: FlowReplicator) -> None:
-        self.r = replicator
-        flow = replicator.flow
+    """Owns the slots this process holds: their transactional producers and open transactions.
+
+    Its collaborators are handed in: the assignment (which partitions are replicated, and with which
+    producer), the acknowledgement side (collect, rewind, pause) and the progress committer (offset-map
+    entries and progress inside a transaction).
+    """
+
+    def __init__(self, flow: FlowConfig, target: ClusterConfig, metrics: Metrics, target_health: ClusterHealth,
+                 assignment: Assignment, acks: Acks, committer: ProgressCommitter) -> None:
         self.flow = flow
         self.slots = flow.exactly_once_slots
-        self.target = replicator.config.cluster(flow.target)
+        self.target = target
+        self.metrics = metrics
+        self.target_health = target_health
+        self.assignment = assignment
+        self.acks = acks
+        self.committer = committer
         self.topic = slot_topic(flow.source, flow.target)
         ensure_slot_topic(make_admin(self.target), self.topic, self.slots, flow.internal_replication_factor)
         self.producers: dict[int, Producer] = {}
         self.open: set[int] = set()
-        self.membership: Consumer = make_consumer(self.target, f"{flow.worker_group_id}.slots",
-                                                  health=replicator.target_health)
-        guard = replicator.guarded
+        self.membership: Consumer = make_consumer(self.target, f"{flow.worker_group_id}.slots", health=target_health)
+        guard = assignment.guarded
         self.membership.subscribe([self.topic], on_assign=guard(self._on_assign), on_revoke=guard(self._on_revoke),
                                   on_lost=guard(self._on_lost))
+
+    def _states(self, k: int) -> list[PartitionState]:
+        return [st for st in self.assignment.states.values() if st.slot == k]
 
     # -- membership ---------------------------------------------------------------------------------
     def poll(self) -> None:
         """Serve membership rebalances (the slot topic holds no records)."""
         self.membership.consume(1, 0)
-        self.r.raise_callback_error()
+        self.assignment.raise_callback_error()
 
     def owned(self) -> list[int]:
         return sorted(self.producers)
@@ -84,14 +95,14 @@ class SlotManager:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             k = tp.partition
-            producer = make_producer(self.target, self.flow.producer_overrides, self.r.target_health, enforced={
+            producer = make_producer(self.target, self.flow.producer_overrides, self.target_health, enforced={
                 "transactional.id": f"mirror-core.{self.flow.source}-{self.flow.target}.slot-{k}",
                 "transaction.timeout.ms": "60000", "message.timeout.ms": "55000"})
             producer.init_transactions(60)  # fences and aborts any previous owner of this slot
             self.producers[k] = producer
             log.info("flow %s: took exactly-once slot %d", self.flow.name, k)
         consumer.incremental_assign(partitions)
-        self.reconcile(self.r.partition_counts)
+        self.reconcile(self.assignment.partition_counts)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
@@ -105,7 +116,7 @@ class SlotManager:
         consumer.incremental_unassign(partitions)
 
     def _release(self, k: int, graceful: bool) -> None:
-        self.r.drop_states([st for st in self.r.states.values() if st.slot == k])
+        self.assignment.release_states(self._states(k))
         producer = self.producers.pop(k, None)
         if producer is not None and k in self.open and not graceful:
             # Fenced already (the new owner aborted it) is fine too.
@@ -116,17 +127,17 @@ class SlotManager:
 
     def reconcile(self, counts: dict[str, int]) -> None:
         """Replicate exactly the source partitions of owned slots (new topics/partitions included)."""
+        states = self.assignment.states
         wanted: dict[int, list[TopicPartition]] = {}
         for topic, count in counts.items():
             for p in range(count):
                 k = slot_of(topic, p, self.slots)
-                if k in self.producers and (topic, p) not in self.r.states:
+                if k in self.producers and (topic, p) not in states:
                     wanted.setdefault(k, []).append(TopicPartition(topic, p))
-        gone = [st for st in self.r.states.values() if st.topic not in counts or st.partition >= counts[st.topic]]
-        if gone:
-            self.r.drop_states(gone)
+        self.assignment.release_states([st for st in states.values()
+                                        if st.topic not in counts or st.partition >= counts[st.topic]])
         for k, tps in sorted(wanted.items()):
-            self.r.take(tps, self.producers[k], k)
+            self.assignment.take(tps, self.producers[k], k)
 
     # -- transactions -------------------------------------------------------------------------------
     def ensure_txn(self, st: PartitionState) -> None:
@@ -144,7 +155,7 @@ class SlotManager:
         if k is None or k not in self.producers:
             return
         producer = self.producers[k]
-        states = [st for st in self.r.states.values() if st.slot == k]
+        states = self._states(k)
         if k not in self.open:
             if not any(st.acked is not None and st.acked != st.committed for st in states):
                 return
@@ -158,13 +169,13 @@ class SlotManager:
         if remaining != 0:
             self._abort(k, None, None, "flush timed out")
             return
-        self.r.collect()
+        self.acks.collect()
         if k not in self.open:  # a failed batch aborted the transaction during collect
             return
         written = {}
         for st in states:
             if st.acked is not None and st.acked != st.committed and not st.pending:
-                written[id(st)] = (st, self.r.write_progress(st, producer))
+                written[id(st)] = (st, self.committer.write_in_transaction(st, producer))
         try:
             producer.commit_transaction(60)
         except KafkaException as exc:
@@ -182,7 +193,7 @@ class SlotManager:
         if k is None or k not in self.producers:
             return
         producer = self.producers[k]
-        self.r.metrics.errors.labels(self.flow.name, "transaction_aborted").inc()
+        self.metrics.errors.labels(self.flow.name, "transaction_aborted").inc()
         log.warning("flow %s: slot %d: aborting transaction (%s)", self.flow.name, k, reason)
         try:
             if k in self.open:
@@ -195,23 +206,31 @@ class SlotManager:
                 self._release(k, graceful=False)
                 return
         self.open.discard(k)
-        for st in [s for s in self.r.states.values() if s.slot == k]:
+        for st in self._states(k):
             st.forget_map()
             st.acked = st.committed
             pos = st.committed if st.committed is not None else st.origin
-            record_error = b is not None and b.err is not None and b.err.code() in RECORD_ERRORS_TXN
+            record_error = b is not None and b.err is not None and b.err.code() in RECORD_ERRORS
             if st is failed and record_error and st.careful and b is not None and b.count <= 1:
-                self.r.pause(st, f"record at offset {b.first} rejected by target topic {st.remote}: {reason} "
+                self.acks.pause(st, f"record at offset {b.first} rejected by target topic {st.remote}: {reason} "
                                  "(partition paused; fix the target limit, e.g. max.message.bytes, and restart)")
                 continue
             if pos is None:
                 st.pending.clear()
                 continue
-            self.r.rewind_to(st, pos, careful=st is failed and (record_error or b is not None),
+            self.acks.rewind_to(st, pos, careful=st is failed and (record_error or b is not None),
                              backoff=st is failed and not record_error and b is not None and b.err is not None)
 
     def in_flight(self) -> int:
         return sum(len(p) for p in self.producers.values())
+
+    def after_careful_record(self, st: PartitionState) -> bool:
+        """One transaction per careful record, so that a bad record aborts only itself."""
+        self.commit(st.slot)
+        if not st.careful or st.mode is PartitionMode.PAUSED:
+            return False
+        self.ensure_txn(st)
+        return True
 
     def close(self, graceful: bool) -> None:
         """Commit (graceful) and release every slot; always leave the membership group, so the

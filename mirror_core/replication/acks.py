@@ -1,0 +1,182 @@
+"""Acknowledgements: finished batches advance a partition's ``acked`` position; failures rewind it.
+
+Invariant (owned here): ``acked`` only moves over batches whose delivery reports prove every record
+landed (batch.py), in source order. A failed batch never advances it: the partition is rewound to
+``acked`` and re-read — in careful mode (one record at a time) after a record-level or contiguity
+failure, after a backoff for anything else — or paused at a record the target refuses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from mirror_core.metrics import Metrics
+from mirror_core.replication.batch import Batch, PartitionMode, PartitionState
+
+log = logging.getLogger(__name__)
+
+# Errors tied to one record: the partition is paused at that record and reported, never skipped.
+RECORD_ERRORS = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD,
+                           KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_MSG,
+                           KafkaError.INVALID_MSG_SIZE})
+TARGET_TOPIC_ERRORS = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION,
+                                 KafkaError._UNKNOWN_TOPIC})
+MAX_BACKOFF_S = 30.0
+
+
+class Acks:
+    """The acknowledgement side of one flow's replicator: collects delivery results of the partitions
+    with batches in flight, rewinds, backs off and pauses. ``on_failure`` decides what a failed batch
+    means (at-least-once: :meth:`handle_failure`; exactly-once: abort the slot's transaction)."""
+
+    def __init__(self, flow_name: str, consumer: Consumer, metrics: Metrics,
+                 request_refresh: Callable[[], None]) -> None:
+        self.flow_name = flow_name
+        self.consumer = consumer
+        self.metrics = metrics
+        self.request_refresh = request_refresh
+        self.on_failure: Callable[[PartitionState, Batch], None] = self.handle_failure
+        self.active: set[PartitionState] = set()  # partitions with batches awaiting acknowledgement
+        self.waiting: set[PartitionState] = set()  # partitions in retry backoff
+        self.last_heartbeat_ms = 0
+
+    def forget(self, st: PartitionState) -> None:
+        self.active.discard(st)
+        self.waiting.discard(st)
+
+    def clear(self) -> None:
+        self.active.clear()
+        self.waiting.clear()
+
+    def collect(self) -> None:
+        """Advance ``acked`` over finished batches, in source order; handle failed ones."""
+        if not self.active:
+            return
+        lbl = self.flow_name
+        finished = []
+        for st in self.active:
+            q = st.pending
+            while q:
+                b = q[0]
+                if not b.done:
+                    break
+                q.popleft()
+                if b.landed:
+                    st.acked = b.next
+                    st.map_landed(b)
+                    if b.count:
+                        st.backoff = 0.5  # records landed: the target is healthy again
+                        part = str(st.partition)
+                        self.metrics.records.labels(lbl, st.topic, part).inc(b.count)
+                        self.metrics.bytes.labels(lbl, st.topic, part).inc(b.size)
+                        if b.ts_last > 0 and b.acked_at:
+                            self.metrics.latency.labels(lbl).observe(max(0.0, b.acked_at - b.ts_last / 1000.0))
+                            if st.is_heartbeat:
+                                self.last_heartbeat_ms = max(self.last_heartbeat_ms, b.ts_last)
+                    continue
+                self.on_failure(st, b)
+                break
+            if not q:
+                finished.append(st)
+        for st in finished:
+            self.active.discard(st)
+
+    def handle_failure(self, st: PartitionState, b: Batch) -> None:
+        """At-least-once: what a failed batch means for its partition."""
+        err = b.err
+        code = err.code() if err is not None else None
+        where = f"{st.topic}[{st.partition}]"
+        if code in RECORD_ERRORS:
+            if st.careful and b.count <= 1:
+                # Every record before this one is acknowledged (careful mode is one record at a time).
+                st.acked = b.first
+                self.pause(st, f"record at offset {b.first} rejected by target topic {st.remote}: "
+                               f"{err.str() if err else ''} (partition paused; fix the target limit, "
+                               "e.g. max.message.bytes, and restart)")
+                return
+            log.warning("flow %s: %s: %s; replaying in careful mode", self.flow_name, where,
+                        err.str() if err else "")
+            self.rewind(st, b, careful=True, backoff=False)
+            return
+        if err is None:
+            # Both ends acknowledged but the target offsets are not contiguous: another writer
+            # interleaved or a record in the middle failed. Replay record by record to be sure.
+            self.metrics.errors.labels(self.flow_name, "non_contiguous").inc()
+            log.warning("flow %s: %s: target offsets %d..%d for %d records; replaying in careful mode",
+                        self.flow_name, where, b.t_first, b.t_last, b.count)
+            self.rewind(st, b, careful=True, backoff=False)
+            return
+        self.metrics.errors.labels(self.flow_name, "produce").inc()
+        if code in TARGET_TOPIC_ERRORS:
+            self.request_refresh()  # recreate the remote topic on the next loop
+            with contextlib.suppress(KafkaException):
+                st.producer.list_topics(st.remote, timeout=5)  # and refresh the producer's view of it
+        log.warning("flow %s: %s: delivery failed (%s); retrying from offset %s in %.1fs",
+                    self.flow_name, where, err.str(), st.acked, st.backoff)
+        self.rewind(st, b, careful=False, backoff=True)
+
+    def rewind(self, st: PartitionState, failed: Batch | None, careful: bool, backoff: bool,
+               to: int | None = None) -> None:
+        """Forget in-flight batches and re-read from ``to`` (default: the last acknowledged offset).
+
+        ``failed`` is the oldest unacknowledged batch: where to restart when nothing was acked yet.
+        """
+        st.gen += 1
+        if to is not None:
+            pos = to
+        elif st.acked is not None:
+            pos = st.acked
+        else:
+            assert failed is not None
+            pos = failed.first
+        st.pending.clear()
+        st.careful = careful
+        st.next = pos
+        tp = TopicPartition(st.topic, st.partition, pos)
+        if backoff:
+            st.reopen(retry_at=time.monotonic() + st.backoff)
+            st.backoff = min(st.backoff * 2, MAX_BACKOFF_S)
+            self.waiting.add(st)
+            self.consumer.pause([tp])
+        else:
+            st.reopen()
+        self.seek(tp)
+
+    def rewind_to(self, st: PartitionState, pos: int, careful: bool, backoff: bool) -> None:
+        self.rewind(st, None, careful=careful, backoff=backoff, to=pos)
+
+    def seek(self, tp: TopicPartition) -> None:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.consumer.seek(tp)
+                return
+            except KafkaException:
+                # The fetcher may not have started yet for a fresh assignment.
+                if time.monotonic() > deadline:
+                    raise
+                self.consumer.consume(0, 0.1)
+
+    def resume_due(self, now: float, owned: Callable[[PartitionState], bool]) -> None:
+        """Resume the partitions whose backoff is over (and that are still owned and not paused)."""
+        for st in [s for s in self.waiting if now >= s.retry_at]:
+            self.waiting.discard(st)
+            # (COPYING too: rewound again since, without a backoff, its consumer is still paused.)
+            if st.mode in (PartitionMode.BACKOFF, PartitionMode.COPYING) and owned(st):
+                st.reopen()
+                self.consumer.resume([st.tp])
+
+    def pause(self, st: PartitionState, reason: str) -> None:
+        st.mode = PartitionMode.PAUSED
+        st.paused_reason = reason
+        st.gen += 1
+        st.pending.clear()
+        self.consumer.pause([st.tp])
+        self.metrics.paused.labels(self.flow_name, st.topic, str(st.partition)).set(1)
+        self.metrics.errors.labels(self.flow_name, "partition_paused").inc()
+        log.error("flow %s: %s[%d] paused: %s", self.flow_name, st.topic, st.partition, reason)

@@ -1,0 +1,272 @@
+"""Which source partitions this process replicates: topic discovery, subscription, rebalances, and
+source topics that disappear or are recreated.
+
+Invariant (owned here): a partition is replicated only once its remote topic (with at least as many
+partitions) exists on the target, and it resumes from the progress stored on the target — unless
+that progress belongs to a deleted topic of the same name (Kafka topic IDs differ), in which case the
+new topic is copied from its beginning: never a silent skip, never a silent reset.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
+
+from mirror_core.clients import ClusterHealth, explain_failure
+from mirror_core.config.model import FlowConfig
+from mirror_core.errors import ClusterUnavailable, MirrorError
+from mirror_core.metrics import Metrics
+from mirror_core.replication.acks import Acks
+from mirror_core.replication.batch import PartitionState
+from mirror_core.replication.reporting import Reporter
+from mirror_core.replication.topics import TopicManager
+from mirror_core.stores.progress import ProgressStore
+
+log = logging.getLogger(__name__)
+Key = tuple[str, int]
+Rebalance = Callable[[Consumer, list[TopicPartition]], None]
+
+
+class Assignment:
+    def __init__(self, flow: FlowConfig, consumer: Consumer, topics: TopicManager, progress: ProgressStore,
+                 acks: Acks, reporter: Reporter, metrics: Metrics, source_health: ClusterHealth,
+                 target_health: ClusterHealth, stop: threading.Event, topic_ids: dict[str, str] | None = None,
+                 missing_topics: dict[str, float] | None = None) -> None:
+        self.flow = flow
+        self.consumer = consumer
+        self.topics = topics
+        self.progress = progress
+        self.acks = acks
+        self.reporter = reporter
+        self.metrics = metrics
+        self.source_health = source_health
+        self.target_health = target_health
+        self.stop = stop
+        self.states: dict[Key, PartitionState] = {}
+        self.subscribed: frozenset[str] = frozenset()
+        #: source topic -> partition count, of the topics whose remote topic exists
+        self.partition_counts: dict[str, int] = {}
+        # Both outlive one run of the replicator (it restarts its pipeline after an unexpected error).
+        self.missing_topics: dict[str, float] = {} if missing_topics is None else missing_topics
+        #: source topic -> Kafka topic ID (recreation detection)
+        self.topic_ids: dict[str, str] = {} if topic_ids is None else topic_ids
+        self.next_refresh = 0.0
+        self._next_config_sync = 0.0
+        self._callback_error: Exception | None = None
+        self._lbl = flow.name
+
+    def owns(self, st: PartitionState) -> bool:
+        return (st.topic, st.partition) in self.states
+
+    def request_refresh(self, within_s: float = 0.0) -> None:
+        self.next_refresh = min(self.next_refresh, time.monotonic() + within_s) if within_s else 0.0
+
+    # -- topics -------------------------------------------------------------------------------------
+    def refresh(self, now: float, on_topics: Callable[[dict[str, int]], None]) -> None:
+        """Discover source topics, create/grow their remote topics, hand the ready ones to
+        ``on_topics`` (subscribe, or exactly-once: the owned slots' partitions), then sync configs.
+
+        A topic the target rejects (one of its configs, or the topic itself) is reported per topic
+        (log, errors metric, /status event) and never stops the others: configs are synced after
+        subscribing, and a remote topic the target refuses to create is left out.
+        """
+        topics = self.topics
+        try:
+            wanted = topics.source_topics()
+            topics.ensure_remote(wanted)
+            for remote in topics.recreated_remote:
+                self.reporter.report("remote_topic_recreated", {
+                    "at": time.time(), "topic": remote, "event": "remote topic recreated",
+                    "detail": f"{remote} was missing on {self.flow.target}"})
+            topics.recreated_remote.clear()
+            self.source_health.mark_ok()
+            self.target_health.mark_ok()
+        except (ClusterUnavailable, KafkaException) as exc:
+            self.metrics.errors.labels(self._lbl, "topic_refresh").inc()
+            why = explain_failure(exc, (topics.source, self.source_health), (topics.target, self.target_health))
+            log.warning("flow %s: topic refresh failed (%s); retrying in 5s", self.flow.name, why)
+            self.next_refresh = now + 5.0
+            return
+        try:
+            ids = topics.source_topic_ids(sorted(wanted))
+        except KafkaException as exc:
+            log.warning("flow %s: topic IDs unavailable (%s)", self.flow.name, exc)
+            ids = {}
+        self._note_topic_ids(ids)
+        for gone in sorted(self.subscribed - set(wanted)):
+            if gone not in self.missing_topics:
+                self.missing_topics[gone] = time.time()
+                self.metrics.errors.labels(self._lbl, "source_topic_missing").inc()
+                log.error("flow %s: source topic %s disappeared (or no longer matches the filters); "
+                          "it is no longer mirrored", self.flow.name, gone)
+        for back in set(wanted) & set(self.missing_topics):
+            del self.missing_topics[back]
+        self.metrics.topics.labels(self._lbl).set(len(wanted))
+        # No remote topic, no replication (records must land in the same partition of an existing topic).
+        ready = {t: n for t, n in wanted.items() if t not in topics.uncreatable}
+        self.partition_counts = ready
+        on_topics(ready)
+        if now >= self._next_config_sync:
+            try:
+                topics.sync_configs(sorted(ready))
+                self._next_config_sync = now + self.flow.sync_topic_configs_interval_s
+            except (ClusterUnavailable, KafkaException) as exc:  # retried at the next refresh
+                self.metrics.errors.labels(self._lbl, "topic_config").inc()
+                log.warning("flow %s: topic config sync failed (%s); retrying at the next refresh", self.flow.name,
+                            exc)
+        self.reporter.report_problems(topics)  # configs or topics the target rejected
+        interval = self.flow.refresh_topics_interval_s if self.flow.refresh_topics else 3600.0
+        if topics.uncreatable:  # the cause may pass (a target broker down): try again soon
+            interval = min(interval, 30.0)
+        self.next_refresh = now + interval
+
+    def subscribe(self, ready: dict[str, int], producer: Producer,
+                  before_revoke: Callable[[list[PartitionState]], None]) -> None:
+        """At-least-once: share the ready topics' partitions with the other processes through the
+        worker group (cooperative: a rebalance moves only some partitions)."""
+        if frozenset(ready) == self.subscribed:
+            return
+        self.subscribed = frozenset(ready)
+
+        def on_assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            self.take(partitions, producer)
+
+        def on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            """Cooperative revocation: finish in-flight work and commit before the next owner starts."""
+            before_revoke([st for k in ((tp.topic, tp.partition) for tp in partitions)
+                           if (st := self.states.get(k)) is not None])
+            self.release(partitions, "revoked")
+
+        def on_lost(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            """Lost (session timeout): another instance may own them already, so commit nothing."""
+            self.release(partitions, "lost")
+
+        if ready:
+            self.consumer.subscribe(sorted(ready), on_assign=self.guarded(on_assign),
+                                    on_revoke=self.guarded(on_revoke), on_lost=self.guarded(on_lost))
+        else:
+            self.consumer.unsubscribe()
+        log.info("flow %s: subscribed to %d topics", self.flow.name, len(ready))
+
+    # -- partitions ---------------------------------------------------------------------------------
+    def take(self, partitions: list[TopicPartition], producer: Producer, slot: int | None = None) -> None:
+        """Start replicating ``partitions``: remote partitions first, then resume from stored progress."""
+        needed: dict[str, int] = {}
+        for tp in partitions:
+            needed[tp.topic] = max(needed.get(tp.topic, 0), tp.partition + 1, self.partition_counts.get(tp.topic, 0))
+        # Remote partitions must exist before a record can land in the same partition number.
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                self.topics.ensure_remote(needed)
+                refused = sorted(t for t in needed if t in self.topics.uncreatable)
+                if refused:
+                    raise MirrorError(f"the target refuses to create the remote topics of {', '.join(refused)}")
+                # The producer must know the partitions too (they may have grown since it last looked).
+                for topic in needed:
+                    producer.list_topics(self.flow.remote_topic(topic), timeout=10)
+                entries = self.progress.refresh()
+                ids = self.topics.source_topic_ids(sorted(needed))
+                break
+            except Exception as exc:
+                if time.monotonic() > deadline or self.stop.is_set():
+                    raise
+                log.warning("flow %s: cannot prepare assigned partitions (%s); retrying", self.flow.name, exc)
+                time.sleep(2)
+            finally:
+                self.reporter.report_problems(self.topics)  # e.g. a remote topic created without a config
+        # Partitions of a topic we already own were read from the old topic if it changed.
+        self._note_topic_ids(ids)
+        for tp in partitions:
+            resume = entries.get((tp.topic, tp.partition))
+            stored_id, current_id = self.progress.topic_id(tp.topic, tp.partition), self.topic_ids.get(tp.topic)
+            if resume is not None and stored_id and current_id and stored_id != current_id:
+                # The stored position belongs to a deleted topic of the same name: resuming there would
+                # silently skip (or, past the end, silently reset). Copy the new topic from its start.
+                self.reporter.report_recreated(tp.topic, stored_id, current_id, self.flow.remote_topic(tp.topic),
+                                               [tp.partition])
+                resume = None
+                tp.offset = OFFSET_BEGINNING
+            else:
+                tp.offset = resume if resume is not None else (
+                    OFFSET_BEGINNING if self.flow.start_position == "earliest" else OFFSET_END)
+            self.states[(tp.topic, tp.partition)] = PartitionState(
+                tp.topic, tp.partition, self.flow.remote_topic(tp.topic), resume,
+                self.flow.policy.is_heartbeats_topic(tp.topic), producer, slot)
+        self.consumer.incremental_assign(partitions)
+        self.metrics.assigned.labels(self._lbl).set(len(self.states))
+        log.info("flow %s: assigned %s", self.flow.name, describe(partitions))
+
+    def release(self, partitions: list[TopicPartition], how: str) -> None:
+        """Stop replicating ``partitions`` (revoked, lost, or their exactly-once slot released)."""
+        self._drop(partitions)
+        self.consumer.incremental_unassign(partitions)
+        (log.warning if how == "lost" else log.info)("flow %s: %s %s", self.flow.name, how, describe(partitions))
+
+    def release_states(self, states: list[PartitionState]) -> None:
+        if states:
+            self.release([TopicPartition(st.topic, st.partition) for st in states], "released")
+
+    def _drop(self, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            st = self.states.pop((tp.topic, tp.partition), None)
+            if st is not None:
+                self.acks.forget(st)
+                self.reporter.forget_partition(st)
+        self.metrics.assigned.labels(self._lbl).set(len(self.states))
+
+    def clear(self) -> None:
+        self.states.clear()
+        self.subscribed = frozenset()
+        self.next_refresh = 0.0
+
+    def _note_topic_ids(self, ids: dict[str, str]) -> None:
+        for topic, tid in ids.items():
+            old_id = self.topic_ids.get(topic)
+            if old_id is not None and old_id != tid:
+                self._on_recreated(topic, old_id, tid)
+        self.topic_ids.update(ids)
+
+    def _on_recreated(self, topic: str, old_id: str, new_id: str) -> None:
+        """A topic we own was recreated while we ran: restart its partitions at the new beginning."""
+        owned = [st for st in self.states.values() if st.topic == topic]
+        self.reporter.report_recreated(topic, old_id, new_id, self.flow.remote_topic(topic),
+                                       [st.partition for st in owned])
+        for st in owned:
+            try:
+                low, _ = self.consumer.get_watermark_offsets(st.tp, timeout=10)
+            except KafkaException:
+                low = 0
+            # Positions of the old topic mean nothing now: forget them before the explicit rewind.
+            st.acked = st.committed = st.origin = None
+            st.forget_map()
+            self.acks.rewind_to(st, max(low, 0), careful=False, backoff=False)
+
+    # -- rebalance callbacks ------------------------------------------------------------------------
+    def guarded(self, callback: Rebalance) -> Rebalance:
+        """Wrap a rebalance callback: librdkafka would mangle an exception raised inside it, so it is
+        kept and re-raised by :meth:`raise_callback_error` once ``consume`` returns."""
+
+        def wrapper(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            try:
+                callback(consumer, partitions)
+            except Exception as exc:
+                self._callback_error = exc
+
+        return wrapper
+
+    def raise_callback_error(self) -> None:
+        exc, self._callback_error = self._callback_error, None
+        if exc is not None:
+            raise MirrorError(f"rebalance callback failed: {exc}") from exc
+
+
+def describe(partitions: list[TopicPartition]) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return ", ".join(f"{t}{sorted(p)}" for t, p in sorted(by_topic.items())) or "nothing"

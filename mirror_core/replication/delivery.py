@@ -1,0 +1,149 @@
+"""The delivery guarantee of a flow, as one small protocol the replicator calls: at-least-once (one
+idempotent producer; progress after acknowledgement, see commit.py) or exactly-once (a transactional
+producer per slot; records, offset map and progress in one transaction, see exactly_once.py).
+
+The replicator's loop has no branch on the guarantee: it calls these methods, and produce.py and
+acks.py receive the same object as their hooks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from confluent_kafka import Consumer, Producer
+
+from mirror_core.replication.acks import Acks
+from mirror_core.replication.assignment import Assignment
+from mirror_core.replication.batch import Batch, PartitionState
+from mirror_core.replication.commit import ProgressCommitter, remote_log_end
+from mirror_core.replication.exactly_once import SlotManager
+
+
+class Delivery(Protocol):
+    def poll(self) -> None:
+        """Serve whatever the guarantee needs served in the loop (exactly-once: slot membership)."""
+
+    def in_flight(self) -> int:
+        """Records produced and not yet acknowledged (back-pressure)."""
+
+    def poll_producers(self, timeout: float) -> None:
+        """Serve delivery reports, waiting up to ``timeout`` (back-pressure)."""
+
+    def on_topics(self, ready: dict[str, int]) -> None:
+        """The source topics (with partition counts) whose remote topics exist: replicate their share."""
+
+    def commit(self) -> None:
+        """Make what the target acknowledged durable (progress; exactly-once: commit the transactions)."""
+
+    def visible(self, st: PartitionState) -> int | None:
+        """How far a read_committed reader of the target sees ``st``."""
+
+    def log_end_fallback(self) -> Callable[[PartitionState], int | None] | None:
+        """Where the next record of a partition lands when nothing landed since assignment, if known."""
+
+    def before_produce(self, st: PartitionState) -> None: ...
+
+    def after_careful_record(self, st: PartitionState) -> bool: ...
+
+    def on_failure(self, st: PartitionState, b: Batch) -> None:
+        """A batch failed (acks.py found it): rewind, back off, pause — or abort the transaction."""
+
+    def close(self, graceful: bool) -> None:
+        """Graceful: make everything acknowledged durable first."""
+
+
+class AtLeastOnce:
+    def __init__(self, producer: Producer, assignment: Assignment, acks: Acks, committer: ProgressCommitter,
+                 target_meta: Consumer, exact_reports: bool) -> None:
+        self.producer = producer
+        self.assignment = assignment
+        self.acks = acks
+        self.committer = committer
+        # (Not with provenance/identity: applications may write the remote topic too.)
+        self._fallback = None if exact_reports else remote_log_end(target_meta)
+
+    def poll(self) -> None:
+        pass
+
+    def in_flight(self) -> int:
+        return len(self.producer)
+
+    def poll_producers(self, timeout: float) -> None:
+        self.producer.poll(timeout)
+
+    def on_topics(self, ready: dict[str, int]) -> None:
+        self.assignment.subscribe(ready, self.producer, self.commit_durably)
+
+    def commit(self) -> None:
+        self.committer.commit(self.producer, list(self.assignment.states.values()))
+
+    def commit_durably(self, states: list[PartitionState] | None = None) -> None:
+        """Until progress covers every acknowledged record of ``states`` (default: all), bounded."""
+        todo = states if states is not None else list(self.assignment.states.values())
+        self.committer.commit_durably(self.producer, todo, self.acks.collect)
+
+    def visible(self, st: PartitionState) -> int | None:
+        return st.acked
+
+    def log_end_fallback(self) -> Callable[[PartitionState], int | None] | None:
+        return self._fallback
+
+    def before_produce(self, st: PartitionState) -> None:
+        pass
+
+    def after_careful_record(self, st: PartitionState) -> bool:
+        return True
+
+    def on_failure(self, st: PartitionState, b: Batch) -> None:
+        self.acks.handle_failure(st, b)
+
+    def close(self, graceful: bool) -> None:
+        if graceful:
+            self.commit_durably()
+
+
+class ExactlyOnce:
+    def __init__(self, slots: SlotManager, assignment: Assignment) -> None:
+        self.slots = slots
+        self.assignment = assignment
+
+    def poll(self) -> None:
+        self.slots.poll()
+
+    def in_flight(self) -> int:
+        return self.slots.in_flight()
+
+    def poll_producers(self, timeout: float) -> None:
+        for p in self.slots.producers.values():
+            p.poll(0)
+        if timeout:
+            time.sleep(timeout)
+
+    def on_topics(self, ready: dict[str, int]) -> None:
+        self.assignment.subscribed = frozenset(ready)
+        self.slots.reconcile(ready)
+
+    def commit(self) -> None:
+        self.slots.commit_all()
+
+    def visible(self, st: PartitionState) -> int | None:
+        # Only committed records are visible to read_committed consumers, so lag counts from the
+        # committed position, not from what the open transaction holds.
+        return st.committed
+
+    def log_end_fallback(self) -> Callable[[PartitionState], int | None] | None:
+        return None  # an open transaction may hold records below the log end
+
+    def before_produce(self, st: PartitionState) -> None:
+        self.slots.ensure_txn(st)
+
+    def after_careful_record(self, st: PartitionState) -> bool:
+        return self.slots.after_careful_record(st)
+
+    def on_failure(self, st: PartitionState, b: Batch) -> None:
+        self.slots.fail(st, b)
+
+    def close(self, graceful: bool) -> None:
+        self.slots.close(graceful)

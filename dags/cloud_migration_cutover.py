@@ -17,16 +17,23 @@ from datetime import datetime
 from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
-from mirror_airflow.dag_helpers import ApprovalGate, ChoiceGate, names, responder
+from airflow.sdk.exceptions import AirflowSkipException
+from mirror_airflow.dag_helpers import (
+    ApprovalGate,
+    ChoiceGate,
+    answer,
+    clusters_for_params,
+    failing_fast,
+    responder,
+    run_params,
+    state_store,
+)
 
-from mirror_core.airflow_support import config_path, load_mirror_config
+from mirror_core.airflow_support import load_mirror_config
+from mirror_core.workflows.params import CutoverParams
+from mirror_core.workflows.plans import CutoverPlan
 
-try:
-    CLUSTERS = list(load_mirror_config().clusters)
-    CONFIG_ERROR = None
-except Exception as exc:  # the DAG must parse; runs then fail with the reason
-    CLUSTERS, CONFIG_ERROR = [], f"{config_path()}: {exc}"
+CLUSTERS, CONFIG_ERROR = clusters_for_params()  # the DAG parses even with a broken config
 STOPPED = "Producers are stopped on the source"
 ROLL_BACK = "Roll back"
 
@@ -54,32 +61,11 @@ ROLL_BACK = "Roll back"
 def cloud_migration_cutover() -> None:
     @task
     def preflight() -> dict[str, Any]:
-        from mirror_core.state.store import StateStore
-        from mirror_core.workflows.control import WorkflowError
-        from mirror_core.workflows.cutover import preflight as check
-        from mirror_core.workflows.cutover import render_cutover
+        from mirror_core.workflows.steps import open_cutover
 
-        if CONFIG_ERROR:
-            raise AirflowFailException(f"mirror config invalid: {CONFIG_ERROR}")
-        context = get_current_context()
-        params = context["params"]
-        config = load_mirror_config()
-        for key in ("source", "target"):
-            if params.get(key) not in config.clusters:
-                raise AirflowFailException(f"Param '{key}': unknown cluster {params.get(key)!r}")
-        topics, groups, apps = names(params, "topics", required=True), names(params, "groups"), names(params, "apps")
-        store = StateStore()
-        store.migrate()
-        try:
-            plan = check(config, store, params["source"], params["target"], topics, groups, apps,
-                         int(params["max_lag"]))
-        except WorkflowError as exc:
-            raise AirflowFailException(str(exc)) from None
-        plan["deny_writes"] = bool(params["deny_writes"])
-        plan["record_id"] = store.start_cutover(plan["source"], plan["target"], context["run_id"], plan)
-        plan["body"] = render_cutover(plan)
-        print(plan["body"])
-        return plan
+        config, params = run_params(CutoverParams, CONFIG_ERROR)
+        with failing_fast():
+            return open_cutover(config, state_store(migrate=True), params, get_current_context()["run_id"]).to_xcom()
 
     plan = preflight()
     approve_start = ApprovalGate(
@@ -90,11 +76,9 @@ def cloud_migration_cutover() -> None:
 
     @task
     def deny_writes(plan: dict[str, Any]) -> list[str]:
-        from mirror_core.workflows.cutover import deny_writes as deny
+        from mirror_core.workflows.steps import deny_source_writes
 
-        if not plan["deny_writes"]:
-            return []
-        return deny(load_mirror_config(), plan["source"], plan["topics"])
+        return deny_source_writes(load_mirror_config(), CutoverPlan.from_xcom(plan))
 
     quiesce = ChoiceGate(
         task_id="quiesce",
@@ -114,16 +98,14 @@ def cloud_migration_cutover() -> None:
         chosen, who = responder(context["ti"], "quiesce")
         if chosen != STOPPED:
             raise AirflowSkipException(f"{who} chose to roll back")
-        return drain_and_stop(load_mirror_config(), _store(), plan, who, context["run_id"],
-                              float(context["params"]["drain_timeout_s"]))
+        return drain_and_stop(load_mirror_config(), state_store(), CutoverPlan.from_xcom(plan), who,
+                              context["run_id"], float(context["params"]["drain_timeout_s"]))
 
     @task
     def completeness(plan: dict[str, Any], drained: dict[str, Any]) -> dict[str, Any]:
-        from mirror_core.workflows.cutover import completeness as check
+        from mirror_core.workflows.steps import check_completeness
 
-        report = check(load_mirror_config(), plan)
-        print(f"complete: {report['records']} records accounted for on {plan['target']}")
-        return report
+        return check_completeness(load_mirror_config(), CutoverPlan.from_xcom(plan))
 
     @task
     def switch(plan: dict[str, Any], complete: dict[str, Any]) -> dict[str, Any]:
@@ -131,7 +113,7 @@ def cloud_migration_cutover() -> None:
 
         context = get_current_context()
         _, who = responder(context["ti"], "quiesce")
-        return do_switch(load_mirror_config(), _store(), plan, who, context["run_id"])
+        return do_switch(load_mirror_config(), state_store(), CutoverPlan.from_xcom(plan), who, context["run_id"])
 
     final_approval = ApprovalGate(
         task_id="final_approval",
@@ -143,37 +125,28 @@ def cloud_migration_cutover() -> None:
 
     @task
     def done(plan: dict[str, Any], complete: dict[str, Any], switched: dict[str, Any]) -> bool:
-        context = get_current_context()
-        _, who = responder(context["ti"], "final_approval")
-        _store().finish_cutover(plan["record_id"], "done", approved_by=who, completeness=complete, switch=switched)
-        return True
+        from mirror_core.workflows.steps import record_cutover_done
+
+        _, who = responder(get_current_context()["ti"], "final_approval")
+        return record_cutover_done(state_store(), CutoverPlan.from_xcom(plan), who, complete, switched)
 
     @task(trigger_rule="all_done")
     def rollback() -> None:
         """Undo whatever ran unless the final approval was given; record the outcome."""
-        from mirror_core.workflows.cutover import rollback as undo
+        from mirror_core.workflows.steps import CutoverAnswers, close_cutover
 
         context = get_current_context()
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids="preflight")
-        if not plan:
-            raise AirflowFailException("preflight failed (see its log); nothing was changed")
-        final, who = responder(ti, "final_approval")
-        if final == ApprovalGate.APPROVE:
-            if not ti.xcom_pull(task_ids="done"):
-                raise AirflowFailException("approved, but recording the cutover failed (see the 'done' log)")
-            return
+        answers = CutoverAnswers(answer(ti, "approve_start", ApprovalGate.APPROVE, ApprovalGate.REJECT),
+                                 answer(ti, "quiesce", STOPPED, ROLL_BACK),
+                                 answer(ti, "final_approval", ApprovalGate.APPROVE, ApprovalGate.REJECT))
         steps = {"denied": ti.xcom_pull(task_ids="deny_writes"), "stopped": ti.xcom_pull(task_ids="drain"),
                  "switched": ti.xcom_pull(task_ids="switch")}
-        started, _ = responder(ti, "approve_start")
-        quiesced, _ = responder(ti, "quiesce")
-        declined = started == ApprovalGate.REJECT or quiesced == ROLL_BACK or final == ApprovalGate.REJECT
-        undone = undo(load_mirror_config(), _store(), plan, steps, who, context["run_id"])
-        status = "rejected" if started == ApprovalGate.REJECT else "rolled-back" if declined else "failed"
-        _store().finish_cutover(plan["record_id"], status, undone=undone)
-        print(f"cutover {status}; undone: {undone or 'nothing to undo'}")
-        if not declined:
-            raise AirflowFailException(f"a cutover step failed; rolled back: {undone}")
+        with failing_fast():
+            close_cutover(load_mirror_config(), state_store(), CutoverPlan.from_xcom(plan) if plan else None, answers,
+                          steps, bool(ti.xcom_pull(task_ids="done")), responder(ti, "final_approval")[1],
+                          context["run_id"])
 
     denied = deny_writes(plan)
     drained = drain(plan)
@@ -181,12 +154,6 @@ def cloud_migration_cutover() -> None:
     switched = switch(plan, complete)
     plan >> approve_start >> denied >> quiesce >> drained
     switched >> final_approval >> done(plan, complete, switched) >> rollback()
-
-
-def _store() -> Any:
-    from mirror_core.state.store import StateStore
-
-    return StateStore()
 
 
 cloud_migration_cutover()

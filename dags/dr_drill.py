@@ -25,10 +25,10 @@ from datetime import datetime
 from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException
-from mirror_airflow.dag_helpers import flows_for_params
+from mirror_airflow.dag_helpers import failing_fast, flows_for_params, mirror_config, state_store
 
 from mirror_core.airflow_support import config_path, load_mirror_config
+from mirror_core.workflows.plans import DrillOutcome
 
 FLOWS, CONFIG_ERROR = flows_for_params()  # the DAG parses even with a broken config
 
@@ -67,44 +67,28 @@ def dr_drill() -> None:
     @task
     def plan() -> dict[str, Any]:
         """Validate the Params against the mirror config before any cluster is touched."""
-        from mirror_core.workflows.control import WorkflowError
         from mirror_core.workflows.drill import plan_drill
 
-        if CONFIG_ERROR:
-            raise AirflowFailException(f"mirror config invalid: {CONFIG_ERROR}")
-        try:
-            return plan_drill(load_mirror_config(), dict(get_current_context()["params"])).as_dict()
-        except WorkflowError as exc:
-            raise AirflowFailException(str(exc)) from exc
+        with failing_fast():
+            return plan_drill(mirror_config(CONFIG_ERROR), get_current_context()["params"]).to_xcom()
 
     @task
     def drill(planned: dict[str, Any]) -> dict[str, Any]:
         """Run the drill (failover and failback) and record it, whatever its outcome."""
-        from mirror_core.state.store import StateStore
-        from mirror_core.workflows.drill import plan_drill, run_drill
+        from mirror_core.workflows.drill import DrillPlan
+        from mirror_core.workflows.steps import drill_and_record
 
-        context = get_current_context()
-        config = load_mirror_config()
-        params = {**context["params"], "seed": planned["seed"]}  # the seed the plan drew, if it drew one
-        result = run_drill(config, config_path(), plan_drill(config, params))
-        store = StateStore()
-        store.migrate()
-        store.record_config(config)
-        store.record_drill(result.plan.flow, context["run_id"], result.status, result.started_at,
-                           result.rpo_records, result.rto_seconds, result.duplicates, result.losses, result.report)
-        print(f"DR drill {result.status}: RPO {result.rpo_records} records, RTO {result.rto_seconds}s, "
-              f"duplicates {result.duplicates}, losses {result.losses}")
-        if result.error:
-            raise AirflowFailException(f"drill could not complete: {result.error}")
-        return {"status": result.status, "missed": result.missed, "rpo_records": result.rpo_records,
-                "rto_seconds": result.rto_seconds, "duplicates": result.duplicates, "losses": result.losses}
+        with failing_fast():
+            return drill_and_record(load_mirror_config(), config_path(), DrillPlan.from_xcom(planned),
+                                    state_store(migrate=True), get_current_context()["run_id"]).to_xcom()
 
     @task
     def objectives(outcome: dict[str, Any]) -> dict[str, Any]:
         """Fail the run when an objective was missed (the drill is already recorded)."""
-        if outcome["missed"]:
-            raise AirflowFailException("DR drill objectives missed: " + "; ".join(outcome["missed"]))
-        return outcome
+        from mirror_core.workflows.steps import check_objectives
+
+        with failing_fast():
+            return check_objectives(DrillOutcome.from_xcom(outcome)).to_xcom()
 
     objectives(drill(plan()))
 

@@ -16,23 +16,28 @@ from datetime import datetime
 from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowSkipException
 from mirror_airflow.dag_helpers import (
     ChoiceGate,
+    failing,
+    failing_fast,
     finalize_failover,
     flows_for_params,
     responder,
-    verify_and_record,
-    workflow_inputs,
+    run_params,
+    state_store,
 )
 from mirror_airflow.sensors import ReplicationLagSensor
 
 from mirror_core.airflow_support import load_mirror_config
+from mirror_core.workflows.params import FailbackParams
+from mirror_core.workflows.plans import Execution, FailbackPlan
 
 FLOWS, CONFIG_ERROR = flows_for_params()
 REPLAY = "Fail back; consumers replay the unreplicated records"
 SKIP = "Fail back; consumers skip the unreplicated records (kept and listed)"
 REJECT = "Reject"
+ACTIONS = {REPLAY: "replay", SKIP: "skip"}  # execute_failback's unreplicated_action for each choice
 
 
 @dag(
@@ -59,15 +64,11 @@ def failback() -> None:
     @task
     def check() -> str:
         """The Params, checked before any cluster is touched; the reverse flow to wait for."""
-        from mirror_core.workflows.control import WorkflowError
-        from mirror_core.workflows.failover import flow_of, required_reverse
+        from mirror_core.workflows.steps import failback_reverse_flow
 
-        params = get_current_context()["params"]
-        config, _, _, _ = workflow_inputs(params, CONFIG_ERROR)
-        try:
-            return required_reverse(config, flow_of(config, params["flow"])).name
-        except WorkflowError as exc:
-            raise AirflowFailException(str(exc)) from None
+        config, params = run_params(FailbackParams, CONFIG_ERROR)
+        with failing_fast():
+            return failback_reverse_flow(config, params)
 
     catch_up = ReplicationLagSensor(
         task_id="catch_up",
@@ -79,23 +80,11 @@ def failback() -> None:
 
     @task
     def assess() -> dict[str, Any]:
-        from mirror_core.workflows.control import WorkflowError
-        from mirror_core.workflows.failover import assess_failback, render_plan
+        from mirror_core.workflows.steps import open_failback
 
-        context = get_current_context()
-        params = context["params"]
-        config, apps, groups, store = workflow_inputs(params, CONFIG_ERROR)
-        try:
-            plan = assess_failback(config, params["flow"], apps, groups, store)
-        except WorkflowError as exc:
-            raise AirflowFailException(str(exc)) from None
-        if plan["reverse_lag"] is None or plan["reverse_lag"] > int(params["max_reverse_lag"]):
-            raise AirflowFailException(f"reverse flow {plan['reverse_flow']} lag {plan['reverse_lag']} is above "
-                                       f"max_reverse_lag={params['max_reverse_lag']}; retry when it caught up")
-        plan["record_id"] = store.start_failover("failback", plan["flow"], True, context["run_id"], plan)
-        plan["body"] = render_plan(plan)
-        print(plan["body"])
-        return plan
+        config, params = run_params(FailbackParams, CONFIG_ERROR)
+        with failing_fast():
+            return open_failback(config, state_store(migrate=True), params, get_current_context()["run_id"]).to_xcom()
 
     plan = assess()
     check() >> catch_up >> plan
@@ -109,30 +98,28 @@ def failback() -> None:
 
     @task
     def execute(plan: dict[str, Any]) -> dict[str, Any]:
-        from mirror_core.state.store import StateStore
-        from mirror_core.workflows.failover import execute_failback
+        from mirror_core.workflows.steps import run_failback
 
         context = get_current_context()
         chosen, who = responder(context["ti"], "decide")
-        if chosen not in (REPLAY, SKIP):
+        action = ACTIONS.get(chosen or "")
+        if action is None:
             raise AirflowSkipException(f"rejected by {who}")
-        store = StateStore()
-        try:
-            steps = execute_failback(load_mirror_config(), store, plan, "replay" if chosen == REPLAY else "skip",
-                                     who, context["run_id"], float(context["params"]["drain_timeout_s"]))
-        except Exception as exc:
-            store.finish_failover(plan["record_id"], "failed", who, error=str(exc))
-            raise AirflowFailException(f"failback failed: {exc}") from exc
-        print(steps)
-        return {"who": who, "steps": steps}
+        with failing("failback failed"):
+            return run_failback(load_mirror_config(), state_store(), FailbackPlan.from_xcom(plan), action, who,
+                                context["run_id"], float(context["params"]["drain_timeout_s"])).to_xcom()
 
     @task
     def verify(plan: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-        return verify_and_record(plan, result, "primary")
+        from mirror_core.workflows.steps import verify_moved_groups
+
+        with failing("verification failed"):
+            return verify_moved_groups(load_mirror_config(), state_store(), FailbackPlan.from_xcom(plan),
+                                       Execution.from_xcom(result))
 
     @task(trigger_rule="all_done")
     def finalize() -> None:
-        finalize_failover(get_current_context()["ti"], "decide", REJECT, "failback")
+        finalize_failover(get_current_context()["ti"], "decide", REJECT, FailbackPlan)
 
     result = execute(plan)
     plan >> decide >> result

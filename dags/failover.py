@@ -15,17 +15,20 @@ from datetime import datetime
 from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException
 from mirror_airflow.dag_helpers import (
     ApprovalGate,
+    failing,
+    failing_fast,
     finalize_failover,
     flows_for_params,
     responder,
-    verify_and_record,
-    workflow_inputs,
+    run_params,
+    state_store,
 )
 
 from mirror_core.airflow_support import load_mirror_config
+from mirror_core.workflows.params import FailoverParams
+from mirror_core.workflows.plans import Execution, FailoverPlan
 
 FLOWS, CONFIG_ERROR = flows_for_params()
 
@@ -53,22 +56,11 @@ FLOWS, CONFIG_ERROR = flows_for_params()
 def failover() -> None:
     @task
     def assess() -> dict[str, Any]:
-        from mirror_core.workflows.control import WorkflowError
-        from mirror_core.workflows.failover import assess_failover, render_plan
+        from mirror_core.workflows.steps import open_failover
 
-        context = get_current_context()
-        params = context["params"]
-        if params.get("mode") not in ("planned", "unplanned"):
-            raise AirflowFailException(f"Param 'mode' must be planned or unplanned, got {params.get('mode')!r}")
-        config, apps, groups, store = workflow_inputs(params, CONFIG_ERROR)
-        try:
-            plan = assess_failover(config, params["flow"], apps, groups, params["mode"] == "planned", store)
-        except WorkflowError as exc:
-            raise AirflowFailException(str(exc)) from None
-        plan["record_id"] = store.start_failover("failover", plan["flow"], plan["planned"], context["run_id"], plan)
-        plan["body"] = render_plan(plan)
-        print(plan["body"])
-        return plan
+        config, params = run_params(FailoverParams, CONFIG_ERROR)
+        with failing_fast():
+            return open_failover(config, state_store(migrate=True), params, get_current_context()["run_id"]).to_xcom()
 
     plan = assess()
     approve = ApprovalGate(
@@ -79,28 +71,25 @@ def failover() -> None:
 
     @task
     def execute(plan: dict[str, Any]) -> dict[str, Any]:
-        from mirror_core.state.store import StateStore
-        from mirror_core.workflows.failover import execute_failover
+        from mirror_core.workflows.steps import run_failover
 
         context = get_current_context()
         _, who = responder(context["ti"], "approve")
-        store = StateStore()
-        try:
-            steps = execute_failover(load_mirror_config(), store, plan, who, context["run_id"],
-                                     float(context["params"]["drain_timeout_s"]))
-        except Exception as exc:
-            store.finish_failover(plan["record_id"], "failed", who, error=str(exc))
-            raise AirflowFailException(f"failover failed: {exc}") from exc
-        print(steps)
-        return {"who": who, "steps": steps}
+        with failing("failover failed"):
+            return run_failover(load_mirror_config(), state_store(), FailoverPlan.from_xcom(plan), who,
+                                context["run_id"], float(context["params"]["drain_timeout_s"])).to_xcom()
 
     @task
     def verify(plan: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-        return verify_and_record(plan, result, "standby")
+        from mirror_core.workflows.steps import verify_moved_groups
+
+        with failing("verification failed"):
+            return verify_moved_groups(load_mirror_config(), state_store(), FailoverPlan.from_xcom(plan),
+                                       Execution.from_xcom(result))
 
     @task(trigger_rule="all_done")
     def finalize() -> None:
-        finalize_failover(get_current_context()["ti"], "approve", ApprovalGate.REJECT, "failover")
+        finalize_failover(get_current_context()["ti"], "approve", ApprovalGate.REJECT, FailoverPlan)
 
     result = execute(plan)
     plan >> approve >> result

@@ -11,10 +11,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException
-from mirror_airflow.dag_helpers import flows_for_params
+from mirror_airflow.dag_helpers import failing_fast, flows_for_params, run_params, state_store
 
 from mirror_core.airflow_support import load_mirror_config
+from mirror_core.workflows.params import TopicSyncParams
 
 FLOWS, CONFIG_ERROR = flows_for_params()  # the DAG parses even with a broken config
 
@@ -37,35 +37,17 @@ def topic_config_sync() -> None:
     @task
     def plan() -> list[str]:
         """Validate the Params against the mirror config before any cluster is touched."""
-        if CONFIG_ERROR:
-            raise AirflowFailException(f"mirror config invalid: {CONFIG_ERROR}")
-        params = get_current_context()["params"]
-        flow = params.get("flow") or ""
-        config = load_mirror_config()
-        names = [f.name for f in config.flows]
-        if flow and flow not in names:
-            raise AirflowFailException(f"Param 'flow': unknown flow {flow!r} (enabled flows: {', '.join(names)})")
-        if not isinstance(params.get("dry_run"), bool):
-            raise AirflowFailException(f"Param 'dry_run' must be true or false, got {params.get('dry_run')!r}")
-        return [flow] if flow else names
+        config, params = run_params(TopicSyncParams, CONFIG_ERROR)
+        return params.flows(config)
 
     @task
     def sync(flow: str) -> dict[str, Any]:
-        from mirror_core.state.store import StateStore
-        from mirror_core.topic_sync import sync_flow
+        from mirror_core.workflows.steps import sync_topics
 
         context = get_current_context()
-        config = load_mirror_config()
-        store = StateStore()
-        store.migrate()
-        store.record_config(config)
-        result = sync_flow(config, config.flow(flow), bool(context["params"]["dry_run"]), store,
-                           run_id=context["run_id"])
-        for change in result.changes:
-            print(f"{'proposed' if result.dry_run else 'applied'}: {change.kind} {change.topic}: {change.detail}")
-        if result.refused:
-            raise AirflowFailException("drift refused: " + "; ".join(f"{c.topic}: {c.detail}" for c in result.refused))
-        return result.as_dict()
+        with failing_fast():
+            return sync_topics(load_mirror_config(), state_store(migrate=True), flow,
+                               bool(context["params"]["dry_run"]), context["run_id"])
 
     sync.expand(flow=plan())
 

@@ -13,7 +13,9 @@ window never includes records the mirror has not copied yet.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from mirror_core.clients import make_admin, make_consumer
 from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig
+from mirror_core.errors import MirrorError
 from mirror_core.kafka_io import QUIET
 from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
 from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
@@ -32,6 +35,12 @@ from mirror_core.state.store import StateStore
 REPO = Path(__file__).resolve().parents[1]
 JOB = REPO / "spark_jobs" / "reconcile_checkpoints.py"
 WINDOWS = ("since_last_success", "all_retained")
+
+
+
+class Discrepancies(MirrorError):
+    """The reconciliation found missing, mismatched or extra records, or wrong group offsets."""
+
 
 # Settings Spark's Kafka source manages itself and refuses as options.
 _SPARK_MANAGED = frozenset({"group.id", "auto.offset.reset", "key.deserializer", "value.deserializer",
@@ -156,8 +165,6 @@ def snapshot_groups(config: MirrorConfig, flow: FlowConfig, timeout: float = 30)
 
 def write_plan(plan: dict[str, Any], path: Path) -> Path:
     """Write the plan readable by its owner only: it carries the clusters' client credentials."""
-    import json
-
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
@@ -213,3 +220,62 @@ def commit_corrections(config: MirrorConfig, flow: FlowConfig, report: dict[str,
         done.append({"group": group, "committed": True,
                      "offsets": {f"{t}:{p}": o for (t, p), o in sorted(offsets.items())}})
     return done
+
+
+# -- the DAG's steps -----------------------------------------------------------------------------------
+def work_dir(run_id: str, flow: str) -> Path:
+    """Where one run writes the plan and the job its report (``MIRROR_CORE_RECONCILE_DIR``, default
+    ``$AIRFLOW_HOME/mirror-core-reconcile``)."""
+    base = Path(os.environ.get("MIRROR_CORE_RECONCILE_DIR", Path(os.environ.get("AIRFLOW_HOME", ".")) /
+                                "mirror-core-reconcile"))
+    return base / re.sub(r"[^\w.-]+", "_", f"{run_id}-{flow}")
+
+
+def snapshot(config: MirrorConfig, store: StateStore, flow: FlowConfig, window: str,
+             start_offsets: Mapping[str, int], end_offsets: Mapping[str, int], work: Path) -> list[str]:
+    """Snapshot ``flow`` just before the Spark job and write its plan; the job's arguments."""
+    store.record_config(config)
+    plan = build_plan(config, flow, store, window, start_offsets, end_offsets)
+    for note in plan["notes"]:
+        print(f"note: {note}")
+    print(f"{flow.name}: {len(plan['partitions'])} partitions, "
+          f"{sum(x['end'] - x['start'] for x in plan['partitions'])} source offsets, {len(plan['groups'])} group "
+          "offsets to verify")
+    write_plan(plan, work / "plan.json")
+    return ["--plan", str(work / "plan.json"), "--report", str(work / "report.json")]
+
+
+def _job_arg(args: list[str], name: str) -> Path:
+    return Path(args[args.index(name) + 1])
+
+
+def load_report(config: MirrorConfig, store: StateStore, args: list[str], run_id: str | None,
+                correct: bool) -> dict[str, Any]:
+    """Record the job's report (after committing corrections if ``correct``); raise Discrepancies
+    naming the first ten when anything is wrong. Returns the report's summary."""
+    report = json.loads(_job_arg(args, "--report").read_text())
+    summary = report["summary"]
+    flow = summary["flow"]
+    if correct:
+        summary["corrections"] = commit_corrections(config, config.flow(flow), report)
+        for c in summary["corrections"]:
+            print(f"correction: {c}")
+    row = record_report(store, report, run_id)
+    print(f"{flow}: {summary['status']}: {summary['checked']} records checked in {summary['seconds']} s, "
+          f"{summary['missing_count']} missing, {summary['mismatched_count']} mismatched, "
+          f"{summary['extra_count']} extra, {summary['groups_wrong']}/{summary['groups_checked']} group offsets "
+          f"wrong (report {row.id})")
+    for g in report.get("groups", []):
+        for note in g["notes"]:
+            print(f"group {g['group']} {g['topic']}[{g['partition']}]: {note}")
+    failures = report_failures(report)
+    for line in failures:
+        print(f"DISCREPANCY {line}")
+    if failures:
+        raise Discrepancies(f"{flow}: {len(failures)} discrepancies: " + "; ".join(failures[:10]))
+    return dict(summary)
+
+
+def remove_plan(args: list[str]) -> None:
+    """The plan holds client credentials: remove it whatever happened to the job."""
+    _job_arg(args, "--plan").unlink(missing_ok=True)

@@ -7,14 +7,12 @@ import time
 from typing import Any
 
 from mirror_core.config.model import MirrorConfig
-from mirror_core.errors import MirrorError
 from mirror_core.state.store import StateStore
+from mirror_core.workflows.errors import WorkflowError
 
 log = logging.getLogger(__name__)
 
-
-class WorkflowError(MirrorError):
-    """A workflow step cannot go on; the message says what to check."""
+__all__ = ["WorkflowError", "active_cluster", "set_flow"]
 
 
 def set_flow(store: StateStore, flow: str, desired: str, who: str, why: str, run_id: str | None,

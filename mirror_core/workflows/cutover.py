@@ -32,13 +32,14 @@ from mirror_core.state.store import StateStore
 from mirror_core.status import flow_status
 from mirror_core.topic_sync import sync_flow
 from mirror_core.workflows.control import WorkflowError, set_flow
-from mirror_core.workflows.failover import _commit, _require_idle, first_visible, flow_of, reachable
+from mirror_core.workflows.failover import _commit, _require_idle, first_visible, flow_of, reachable, registry_moves
+from mirror_core.workflows.plans import CutoverPlan, DataLag, PartitionLag, group_offsets
 
 log = logging.getLogger(__name__)
 DENY_PRINCIPAL = "User:*"
 
 
-def _topic_lag(config: MirrorConfig, flow: FlowConfig, topics: list[str]) -> dict[str, Any]:
+def _topic_lag(config: MirrorConfig, flow: FlowConfig, topics: tuple[str, ...] | list[str]) -> DataLag:
     status = flow_status(config, flow)
     if not status.reachable:
         raise WorkflowError(f"flow {flow.name}: status unavailable: {status.error}")
@@ -46,14 +47,14 @@ def _topic_lag(config: MirrorConfig, flow: FlowConfig, topics: list[str]) -> dic
     missing = sorted(set(topics) - {p.topic for p in parts})
     if missing:
         raise WorkflowError(f"topic(s) not replicated by flow {flow.name}: {', '.join(missing)}")
-    unknown = [f"{p.topic}[{p.partition}]" for p in parts if p.lag is None]
+    unknown = tuple(f"{p.topic}[{p.partition}]" for p in parts if p.lag is None)
     total = None if unknown else sum(p.lag or 0 for p in parts)
-    return {"total": total, "unknown": unknown,
-            "partitions": [{"topic": p.topic, "partition": p.partition, "lag": p.lag} for p in parts]}
+    return DataLag(total, unknown, tuple(PartitionLag(p.topic, p.partition, p.lag, p.position, p.source_end)
+                                         for p in parts))
 
 
 def preflight(config: MirrorConfig, store: StateStore, source: str, target: str, topics: list[str],
-              groups: list[str], apps: list[str], max_lag: int) -> dict[str, Any]:
+              groups: list[str], apps: list[str], max_lag: int, deny_writes: bool = False) -> CutoverPlan:
     """Everything checked before anyone is asked; raises WorkflowError naming what is not ready."""
     flow = flow_of(config, f"{source}->{target}")
     if not topics:
@@ -71,23 +72,18 @@ def preflight(config: MirrorConfig, store: StateStore, source: str, target: str,
     if drift:
         raise WorkflowError("topic configs/ACLs not in sync (run the topic_config_sync DAG first): " + "; ".join(drift))
     lag = _topic_lag(config, flow, topics)
-    if lag["total"] is None or lag["total"] > max_lag:
-        raise WorkflowError(f"replication lag {lag['total']} on {', '.join(topics)} is above the threshold "
-                            f"{max_lag} (or unknown: {', '.join(lag['unknown'])})")
+    if lag.total is None or lag.total > max_lag:
+        raise WorkflowError(f"replication lag {lag.total} on {', '.join(topics)} is above the threshold "
+                            f"{max_lag} (or unknown: {', '.join(lag.unknown)})")
     warnings = _write_acl_warnings(config, flow, topics)
     others = sorted(p.topic for p in flow_status(config, flow).partitions
                     if p.topic not in topics and not flow.policy.is_heartbeats_topic(p.topic))
     if others:
         warnings.append(f"the flow {flow.name} also replicates {', '.join(sorted(set(others)))}: the cutover stops "
                         "the whole flow, so those stop being replicated too")
-    translations = {g: [r.as_dict() for r in translate_group(config, g, source, target)] for g in groups}
-    registry = {}
-    for alias in apps:
-        row = store.active_cluster(alias)
-        registry[alias] = {"from": row.cluster if row else None, "to": target}
-    return {"kind": "cutover", "flow": flow.name, "source": source, "target": target, "topics": topics,
-            "remote_topics": {t: flow.remote_topic(t) for t in topics}, "lag": lag, "groups": translations,
-            "apps": registry, "warnings": warnings}
+    translations = {g: translate_group(config, g, source, target) for g in groups}
+    return CutoverPlan(flow.name, source, target, tuple(topics), {t: flow.remote_topic(t) for t in topics}, lag,
+                       group_offsets(translations), registry_moves(store, apps, target), tuple(warnings), deny_writes)
 
 
 def _write_acl_warnings(config: MirrorConfig, flow: FlowConfig, topics: list[str]) -> list[str]:
@@ -112,30 +108,12 @@ def _write_acl_warnings(config: MirrorConfig, flow: FlowConfig, topics: list[str
     return out
 
 
-def render_cutover(plan: dict[str, Any]) -> str:
-    lines = [f"### Cloud-migration cutover {plan['source']} → {plan['target']}", "",
-             f"- topics: {', '.join(f'`{t}` → `{r}`' for t, r in plan['remote_topics'].items())}",
-             f"- replication lag now: {plan['lag']['total']} records",
-             "- next: producers on the source must stop (you confirm it at the next gate); the flow then drains "
-             "to lag 0 and stops; completeness is checked; consumer groups get exact offsets on the target",
-             "", "| application | from | to |", "|---|---|---|"]
-    lines += [f"| {a} | {v['from'] or '(unregistered)'} | {v['to']} |" for a, v in plan["apps"].items()]
-    lines += ["", "| group | topic | partition | source offset | target offset (now) |", "|---|---|---|---|---|"]
-    for g, rows in plan["groups"].items():
-        lines += [f"| {g} | {r['topic']} | {r['partition']} | {r['source_offset']} | {r['target_offset']} |"
-                  for r in rows]
-    if plan.get("warnings"):
-        lines += ["", "**Warnings**", *[f"- {w}" for w in plan["warnings"]]]
-    lines += ["", "Reject changes nothing."]
-    return "\n".join(lines)
-
-
 def _deny_binding(topic: str) -> AclBinding:
     return AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, DENY_PRINCIPAL, "*",
                       AclOperation.WRITE, AclPermissionType.DENY)
 
 
-def deny_writes(config: MirrorConfig, source: str, topics: list[str]) -> list[str]:
+def deny_writes(config: MirrorConfig, source: str, topics: tuple[str, ...] | list[str]) -> list[str]:
     """DENY WRITE for every principal on the source topics (super users, e.g. the mirror, are exempt)."""
     admin = make_admin(config.cluster(source))
     futures = admin.create_acls([_deny_binding(t) for t in topics], request_timeout=15)
@@ -144,7 +122,7 @@ def deny_writes(config: MirrorConfig, source: str, topics: list[str]) -> list[st
     return list(topics)
 
 
-def allow_writes_again(config: MirrorConfig, source: str, topics: list[str]) -> None:
+def allow_writes_again(config: MirrorConfig, source: str, topics: tuple[str, ...] | list[str]) -> None:
     admin = make_admin(config.cluster(source))
     filters = [AclBindingFilter(ResourceType.TOPIC, t, ResourcePatternType.LITERAL, DENY_PRINCIPAL, "*",
                                 AclOperation.WRITE, AclPermissionType.DENY) for t in topics]
@@ -152,18 +130,18 @@ def allow_writes_again(config: MirrorConfig, source: str, topics: list[str]) -> 
         f.result(15)
 
 
-def drain_and_stop(config: MirrorConfig, store: StateStore, plan: dict[str, Any], who: str, run_id: str | None,
+def drain_and_stop(config: MirrorConfig, store: StateStore, plan: CutoverPlan, who: str, run_id: str | None,
                    timeout: float) -> dict[str, Any]:
-    flow = flow_of(config, plan["flow"])
+    flow = flow_of(config, plan.flow)
     deadline = time.monotonic() + timeout
-    while (lag := _topic_lag(config, flow, plan["topics"])["total"]) != 0:
+    while (lag := _topic_lag(config, flow, plan.topics).total) != 0:
         if time.monotonic() > deadline:
             raise WorkflowError(f"lag still {lag} after {timeout:.0f}s: are producers really stopped on "
                                 f"{flow.source}?")
         time.sleep(1.0)
     stopped = set_flow(store, flow.name, "stopped", who, f"cutover {flow.source} -> {flow.target}", run_id)
     try:
-        residual = _topic_lag(config, flow, plan["topics"])["total"]
+        residual = _topic_lag(config, flow, plan.topics).total
     except Exception:
         set_flow(store, flow.name, "running", who, "cutover: status unavailable after the stop; flow restored",
                  run_id)
@@ -175,13 +153,13 @@ def drain_and_stop(config: MirrorConfig, store: StateStore, plan: dict[str, Any]
     return stopped
 
 
-def completeness(config: MirrorConfig, plan: dict[str, Any]) -> dict[str, Any]:
+def completeness(config: MirrorConfig, plan: CutoverPlan) -> dict[str, Any]:
     """Every source record of the cutover topics accounted for on the target, by the exact offset map.
 
     Per partition: the flow's committed progress is the source end, and the offset map translates
     the source end to the remote topic's end (no record missing, none extra after the last one).
     """
-    flow = flow_of(config, plan["flow"])
+    flow = flow_of(config, plan.flow)
     status = flow_status(config, flow)
     offsets = FlowOffsets.load(config, flow)
     reader = make_consumer(config.cluster(flow.target), "mirror-core.cutover", {"log_level": "0"})
@@ -191,11 +169,11 @@ def completeness(config: MirrorConfig, plan: dict[str, Any]) -> dict[str, Any]:
         reader.close()
 
 
-def _completeness(plan: dict[str, Any], flow: FlowConfig, status: Any, offsets: FlowOffsets,
+def _completeness(plan: CutoverPlan, flow: FlowConfig, status: Any, offsets: FlowOffsets,
                   reader: Any) -> dict[str, Any]:
     rows, problems = [], []
     for p in status.partitions:
-        if p.topic not in plan["topics"]:
+        if p.topic not in plan.topics:
             continue
         expected = None
         if p.source_end is not None:
@@ -221,21 +199,21 @@ def _completeness(plan: dict[str, Any], flow: FlowConfig, status: Any, offsets: 
     return {"partitions": rows, "records": sum((r["source_end"] or 0) for r in rows)}
 
 
-def switch(config: MirrorConfig, store: StateStore, plan: dict[str, Any], who: str,
+def switch(config: MirrorConfig, store: StateStore, plan: CutoverPlan, who: str,
            run_id: str | None) -> dict[str, Any]:
     """Commit translated offsets for the groups on the target, then point the applications there."""
-    source, target = plan["source"], plan["target"]
-    groups = list(plan["groups"])
+    source, target = plan.source, plan.target
+    groups = list(plan.groups)
     _require_idle(config, target, groups)
-    final = {g: [r for r in translate_group(config, g, source, target) if r.topic in plan["topics"]] for g in groups}
+    final = {g: [r for r in translate_group(config, g, source, target) if r.topic in plan.topics] for g in groups}
     committed = _commit(config, target, final)
-    previous = {a: v["from"] for a, v in plan["apps"].items()}
-    for alias in plan["apps"]:
+    previous = {a: m.current for a, m in plan.apps.items()}
+    for alias in plan.apps:
         store.set_active_cluster(alias, target, who, f"cutover {source} -> {target}", run_id)
     return {"committed": committed, "registry_previous": previous}
 
 
-def rollback(config: MirrorConfig, store: StateStore, plan: dict[str, Any], done: dict[str, Any], who: str,
+def rollback(config: MirrorConfig, store: StateStore, plan: CutoverPlan, done: dict[str, Any], who: str,
              run_id: str | None) -> list[str]:
     """Undo what this run changed, latest first; every step is attempted even when one fails.
 
@@ -254,16 +232,16 @@ def rollback(config: MirrorConfig, store: StateStore, plan: dict[str, Any], done
             errors.append(f"{what}: {exc}")
 
     def registry() -> None:
-        for alias, info in plan["apps"].items():
+        for alias, move in plan.apps.items():
             row = store.active_cluster(alias)
-            before = info["from"] or plan["source"]  # not registered before: it used the source
+            before = move.current or plan.source  # not registered before: it used the source
             if row is not None and row.cluster != before:
                 store.set_active_cluster(alias, before, who, "cutover rolled back", run_id)
 
     def groups() -> None:
         # Back to what the groups had on the target before the switch: their previous offsets, or
         # no group at all (so they do not resume from the cutover's positions later by surprise).
-        admin = make_admin(config.cluster(plan["target"]))
+        admin = make_admin(config.cluster(plan.target))
         restore: dict[str, dict[tuple[str, int], int]] = {}
         for c in (done.get("switched") or {}).get("committed", []):
             offsets = restore.setdefault(c["group"], {})
@@ -275,16 +253,16 @@ def rollback(config: MirrorConfig, store: StateStore, plan: dict[str, Any], done
             else:
                 admin.delete_consumer_groups([group], request_timeout=15)[group].result(15)
 
-    control = store.flow_controls().get(plan["flow"])
+    control = store.flow_controls().get(plan.flow)
     attempt("registry restored", registry)
     if done.get("switched"):
         attempt("group offsets on the target restored", groups)
     if control is not None and control.desired == "stopped" and control.run_id == run_id:
-        attempt(f"flow {plan['flow']} running again",
-                lambda: set_flow(store, plan["flow"], "running", who, "cutover rolled back", run_id))
-    if plan.get("deny_writes"):
+        attempt(f"flow {plan.flow} running again",
+                lambda: set_flow(store, plan.flow, "running", who, "cutover rolled back", run_id))
+    if plan.deny_writes:
         attempt("DENY WRITE ACLs removed from the source topics",
-                lambda: allow_writes_again(config, plan["source"], plan["topics"]))
+                lambda: allow_writes_again(config, plan.source, plan.topics))
     if errors:
         raise WorkflowError("rollback incomplete: " + "; ".join(errors) + f" (done: {', '.join(undone) or 'nothing'})")
     return undone

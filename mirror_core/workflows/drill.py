@@ -45,7 +45,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,8 @@ from mirror_core.offsets.translate import _from_checkpoints, apply_translation
 from mirror_core.stores.progress import ProgressStore
 from mirror_core.workflows.control import WorkflowError
 from mirror_core.workflows.drill_config import DrillNames, write_drill_properties
+from mirror_core.workflows.errors import ParamError
+from mirror_core.workflows.params import DrillParams, validate_params
 
 log = logging.getLogger(__name__)
 QUIET = {"log_level": "3"}
@@ -102,57 +105,37 @@ class DrillPlan:
     cleanup: bool = True
     timeout_s: float = 120.0
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_xcom(self) -> dict[str, Any]:
+        """The plan as XCom and the drill report carry it (``timeout_s`` is not part of it)."""
         return {"flow": self.flow, "records": self.records, "consume_before_failure": self.consume_before_failure,
                 "unreplicated_at_failure": self.unreplicated_at_failure, "failure_at": self.failure_at,
                 "seed": self.seed, "partitions": self.partitions, "rate": self.rate, "cleanup": self.cleanup,
-                "objectives": self.objectives.__dict__}
+                "objectives": asdict(self.objectives)}
+
+    @classmethod
+    def from_xcom(cls, data: Mapping[str, Any]) -> DrillPlan:
+        return cls(data["flow"], data["records"], data["consume_before_failure"], data["unreplicated_at_failure"],
+                   data["failure_at"], data["seed"], data["partitions"], data["rate"],
+                   Objectives(**data["objectives"]), data["cleanup"])
 
 
-def _int(params: dict[str, Any], name: str, low: int, high: int | None = None) -> int:
-    value = params.get(name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise WorkflowError(f"Param '{name}' must be an integer, got {value!r}")
-    if value < low or (high is not None and value > high):
-        bound = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise WorkflowError(f"Param '{name}' must be {bound}, got {value}")
-    return value
-
-
-def plan_drill(config: MirrorConfig, params: dict[str, Any]) -> DrillPlan:
+def plan_drill(config: MirrorConfig, params: Mapping[str, Any]) -> DrillPlan:
     """Validate the Params against the config (no cluster is contacted); errors name the Param."""
-    flow = params.get("flow") or ""
-    names = [f.name for f in config.flows]
-    if flow not in names:
-        raise WorkflowError(f"Param 'flow': unknown flow {flow!r} (enabled flows: {', '.join(names)})")
-    records = _int(params, "records", 2, 1_000_000)
-    consume = _int(params, "consume_before_failure", 1, records - 1)
-    unreplicated = _int(params, "unreplicated_at_failure", -1, records - consume)
-    partitions = _int(params, "partitions", 1, 64)
-    seed = random.SystemRandom().randrange(2**31) if params.get("seed") is None else _int(params, "seed", 0)
-    rate = params.get("rate")
-    if isinstance(rate, bool) or not isinstance(rate, int | float) or rate <= 0:
-        raise WorkflowError(f"Param 'rate' must be a positive number of records per second, got {rate!r}")
-    rto = params.get("max_rto_seconds")
-    if isinstance(rto, bool) or not isinstance(rto, int | float) or rto <= 0:
-        raise WorkflowError(f"Param 'max_rto_seconds' must be a positive number, got {rto!r}")
-    objectives = Objectives(_int(params, "max_rpo_records", 0), float(rto), _int(params, "max_duplicates", 0),
-                            _int(params, "max_losses", 0))
-    cleanup = params.get("cleanup", True)
-    if not isinstance(cleanup, bool):
-        raise WorkflowError(f"Param 'cleanup' must be true or false, got {cleanup!r}")
-    failure_at = random.Random(seed).randint(consume + max(unreplicated, 1), records)
-    f = config.flow(flow)
+    p = validate_params(DrillParams, params, config)
+    seed = random.SystemRandom().randrange(2**31) if p.seed is None else p.seed
+    failure_at = random.Random(seed).randint(p.consume_before_failure + max(p.unreplicated_at_failure, 1), p.records)
+    f = config.flow(p.flow)
     drill_topic = DrillNames("x", f.source, f.target).topic
     for other in config.flows:
         if other.source == f.source and other.should_replicate(drill_topic):
-            raise WorkflowError(f"Param 'flow': production flow {other.name} would also mirror the drill topics "
-                                f"({drill_topic}); add 'mirror-core\\\\.drill\\\\..*' to {other.name}.topics.exclude")
+            raise ParamError(f"Param 'flow': production flow {other.name} would also mirror the drill topics "
+                             f"({drill_topic}); add 'mirror-core\\\\.drill\\\\..*' to {other.name}.topics.exclude")
     if DrillNames("x", f.source, f.target).alias in config.clusters:
-        raise WorkflowError(f"Param 'flow': the drill needs the cluster alias 'drill-{f.source}', which the "
-                            "mirror config already uses")
-    return DrillPlan(flow, records, consume, unreplicated, failure_at, seed, partitions, float(rate), objectives,
-                     cleanup)
+        raise ParamError(f"Param 'flow': the drill needs the cluster alias 'drill-{f.source}', which the "
+                         "mirror config already uses")
+    objectives = Objectives(p.max_rpo_records, p.max_rto_seconds, p.max_duplicates, p.max_losses)
+    return DrillPlan(p.flow, p.records, p.consume_before_failure, p.unreplicated_at_failure, failure_at, seed,
+                     p.partitions, p.rate, objectives, p.cleanup)
 
 
 # -- the drill mirror process ------------------------------------------------------------------------
@@ -344,7 +327,7 @@ def run_drill(config: MirrorConfig, properties_path: str | Path, plan: DrillPlan
     work = work_dir or Path(tempfile.mkdtemp(prefix="dr-drill-"))
     mirrors: list[DrillMirror] = []
     report = result.report
-    report.update({"plan": plan.as_dict(), "topic": names.topic, "canary_group": names.canary_group,
+    report.update({"plan": plan.to_xcom(), "topic": names.topic, "canary_group": names.canary_group,
                    "drill_flow": names.flow, "work_dir": str(work)})
     try:
         _drill(config, properties_path, plan, names, work, mirrors, result)

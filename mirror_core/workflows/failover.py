@@ -31,6 +31,16 @@ from mirror_core.offsets.translate import (
 from mirror_core.state.store import StateStore
 from mirror_core.status import FlowStatus, flow_status
 from mirror_core.workflows.control import WorkflowError, set_flow
+from mirror_core.workflows.plans import (
+    DataLag,
+    FailbackPlan,
+    FailoverPlan,
+    PartitionLag,
+    RegistryMove,
+    SampleRecord,
+    StrandedRange,
+    group_offsets,
+)
 
 log = logging.getLogger(__name__)
 QUIET = {"log_level": "0"}
@@ -60,14 +70,14 @@ def required_reverse(config: MirrorConfig, flow: FlowConfig) -> FlowConfig:
     return reverse
 
 
-def data_lag(status: FlowStatus, flow: FlowConfig) -> dict[str, Any]:
-    """Lag of the flow's data topics (heartbeats excluded: they never stop while a flow runs)."""
+def data_lag(status: FlowStatus, flow: FlowConfig) -> DataLag:
+    """Lag of the flow's data topics (heartbeats excluded: they never stop while a flow runs); the
+    partitions listed are those lagging."""
     parts = [p for p in status.partitions if not flow.policy.is_heartbeats_topic(p.topic)]
-    unknown = [f"{p.topic}[{p.partition}]" for p in parts if p.lag is None]
+    unknown = tuple(f"{p.topic}[{p.partition}]" for p in parts if p.lag is None)
     total = None if unknown or not status.reachable else sum(p.lag or 0 for p in parts)
-    return {"total": total, "unknown": unknown,
-            "partitions": [{"topic": p.topic, "partition": p.partition, "lag": p.lag, "position": p.position,
-                            "end": p.source_end} for p in parts if p.lag]}
+    return DataLag(total, unknown, tuple(PartitionLag(p.topic, p.partition, p.lag, p.position, p.source_end)
+                                         for p in parts if p.lag))
 
 
 def reachable(config: MirrorConfig, alias: str) -> tuple[bool, str]:
@@ -81,7 +91,7 @@ def reachable(config: MirrorConfig, alias: str) -> tuple[bool, str]:
 def wait_data_lag(config: MirrorConfig, flow: FlowConfig, timeout: float) -> int:
     deadline = time.monotonic() + timeout
     while True:
-        current = data_lag(flow_status(config, flow), flow)["total"]
+        current = data_lag(flow_status(config, flow), flow).total
         if current == 0:
             return 0
         if time.monotonic() > deadline:
@@ -99,8 +109,13 @@ def _require_idle(config: MirrorConfig, cluster: str, groups: list[str]) -> None
                             + "; stop those consumers before switching them")
 
 
-def _translations_dict(rows: list[PartitionTranslation]) -> list[dict[str, Any]]:
-    return [r.as_dict() for r in rows]
+def registry_moves(store: StateStore | None, apps: list[str], to: str) -> dict[str, RegistryMove]:
+    """Where each application alias points now (per the registry) and where it will point."""
+    moves = {}
+    for alias in apps:
+        row = store.active_cluster(alias) if store is not None else None
+        moves[alias] = RegistryMove(row.cluster if row else None, to)
+    return moves
 
 
 def _commit(config: MirrorConfig, cluster: str, groups: dict[str, list[PartitionTranslation]]) -> list[dict[str, Any]]:
@@ -177,7 +192,7 @@ def first_visible(consumer: Any, topic: str, partition: int, start: int, end: in
 
 # -- failover -----------------------------------------------------------------------------------------
 def assess_failover(config: MirrorConfig, flow_name: str, apps: list[str], groups: list[str], planned: bool,
-                    store: StateStore | None = None) -> dict[str, Any]:
+                    store: StateStore | None = None) -> FailoverPlan:
     """What a failover would do and cost, computed without changing anything."""
     flow = flow_of(config, flow_name)
     standby_ok, standby_note = reachable(config, flow.target)
@@ -188,10 +203,10 @@ def assess_failover(config: MirrorConfig, flow_name: str, apps: list[str], group
         raise WorkflowError(f"planned failover needs the primary {flow.source}, which is unreachable "
                             f"({primary_note}); run an unplanned failover")
     warnings: list[str] = []
-    lag: dict[str, Any] = {"total": None, "partitions": []}
+    lag = DataLag(None)
     if primary_ok:
         lag = data_lag(flow_status(config, flow), flow)
-        rpo: int | None = lag["total"]
+        rpo: int | None = lag.total
         rpo_note = "records on the primary not yet replicated (0 once a planned failover drains)" if planned \
             else "records on the primary not yet replicated; they stay there for failback to report"
     else:
@@ -199,79 +214,39 @@ def assess_failover(config: MirrorConfig, flow_name: str, apps: list[str], group
                                "failback workflow when it returns")
     translations = {}
     for g in groups:
-        rows = translate_group(config, g, flow.source, flow.target)
+        translations[g] = rows = translate_group(config, g, flow.source, flow.target)
         if not rows:
             warnings.append(f"group {g}: no committed offsets for the flow's topics (nothing to translate)")
-        translations[g] = _translations_dict(rows)
     reverse = reverse_of(config, flow)
     if reverse is None:
         warnings.append(f"no reverse flow {flow.target}->{flow.source} is configured (add "
                         f"'{flow.target}->{flow.source}.enabled = false'): new data will not flow back")
-    registry = {}
-    for alias in apps:
-        row = store.active_cluster(alias) if store is not None else None
-        registry[alias] = {"from": row.cluster if row else None, "to": flow.target}
-        if row is not None and row.cluster == flow.target:
-            warnings.append(f"application {alias} already uses {flow.target}")
-    return {"kind": "failover", "flow": flow.name, "primary": flow.source, "standby": flow.target,
-            "planned": planned, "primary_reachable": primary_ok, "primary_note": primary_note,
-            "lag": lag, "rpo_records": rpo, "rpo_note": rpo_note, "groups": translations, "apps": registry,
-            "reverse_flow": reverse.name if reverse else None, "warnings": warnings}
+    registry = registry_moves(store, apps, flow.target)
+    warnings += [f"application {alias} already uses {flow.target}" for alias, move in registry.items()
+                 if move.current == flow.target]
+    return FailoverPlan(flow.name, flow.source, flow.target, planned, primary_ok, primary_note, lag, rpo, rpo_note,
+                        group_offsets(translations), registry, reverse.name if reverse else None, tuple(warnings))
 
 
-def render_plan(plan: dict[str, Any]) -> str:
-    """Markdown for the approval gate: what will happen and what it costs."""
-    kind = plan["kind"]
-    lines = [f"### {kind.capitalize()} of flow `{plan['flow']}` "
-             f"({'planned' if plan.get('planned') else 'unplanned'})" if kind == "failover"
-             else f"### {kind.capitalize()} of flow `{plan['flow']}`", ""]
-    if kind == "failover":
-        rpo = plan["rpo_records"] if plan["rpo_records"] is not None else "unknown"
-        lines += [f"- primary **{plan['primary']}**: {'reachable' if plan['primary_reachable'] else 'UNREACHABLE'}"
-                  f" ({plan['primary_note']})",
-                  f"- standby **{plan['standby']}** becomes active",
-                  f"- replication lag now: {plan['lag']['total'] if plan['lag']['total'] is not None else 'unknown'}",
-                  f"- estimated data at risk (RPO): **{rpo} records** — {plan['rpo_note']}",
-                  f"- reverse flow started after the switch: {plan['reverse_flow'] or 'none configured'}"]
-    else:
-        lines += [f"- old primary **{plan['primary']}** becomes active again; reverse flow `{plan['reverse_flow']}` "
-                  f"lag now: {plan['reverse_lag']}",
-                  f"- records only the old primary holds (never replicated before the failure): "
-                  f"**{plan['unreplicated_total']}**"]
-        for r in plan["unreplicated"][:20]:
-            lines.append(f"  - `{r['topic']}[{r['partition']}]` offsets {r['first']}..{r['end'] - 1} ({r['count']})")
-    lines += ["", "| application | from | to |", "|---|---|---|"]
-    lines += [f"| {a} | {v['from'] or '(unregistered)'} | {v['to']} |" for a, v in plan["apps"].items()]
-    lines += ["", "| group | topic | partition | from offset | to offset | exact |", "|---|---|---|---|---|---|"]
-    for g, rows in plan["groups"].items():
-        lines += [f"| {g} | {r['topic']} → {r['remote_topic']} | {r['partition']} | {r['source_offset']} | "
-                  f"{r['target_offset']} | "
-                  f"{'yes' if r['exact'] else 'no: ' + r['note']} |" for r in rows]
-    if plan.get("warnings"):
-        lines += ["", "**Warnings**", *[f"- {w}" for w in plan["warnings"]]]
-    lines += ["", "Rejecting changes nothing."]
-    return "\n".join(lines)
-
-
-def execute_failover(config: MirrorConfig, store: StateStore, plan: dict[str, Any], who: str, run_id: str | None,
+def execute_failover(config: MirrorConfig, store: StateStore, plan: FailoverPlan, who: str, run_id: str | None,
                      drain_timeout: float = 300.0) -> dict[str, Any]:
     """Stop forward, commit translated offsets on the standby, switch the registry, start reverse.
 
     Any failure before the registry switch restores the forward flow (nothing else has changed).
     """
-    flow = flow_of(config, plan["flow"])
-    groups = list(plan["groups"])
-    why = f"{'planned' if plan['planned'] else 'unplanned'} failover {flow.source} -> {flow.target}"
+    flow = flow_of(config, plan.flow)
+    groups = list(plan.groups)
+    why = f"{'planned' if plan.planned else 'unplanned'} failover {flow.source} -> {flow.target}"
     _require_idle(config, flow.target, groups)
     steps: dict[str, Any] = {}
-    if plan["planned"]:
+    if plan.planned:
         wait_data_lag(config, flow, drain_timeout)
         steps["drained"] = True
     reverse = reverse_of(config, flow)
     try:
         steps["stop_forward"] = set_flow(store, flow.name, "stopped", who, why, run_id)
-        if plan["planned"]:
-            residual = data_lag(flow_status(config, flow), flow)["total"]
+        if plan.planned:
+            residual = data_lag(flow_status(config, flow), flow).total
             if residual:
                 raise WorkflowError(f"{residual} records arrived on the primary after the drain; stop the producers "
                                     "and run the failover again")
@@ -286,9 +261,9 @@ def execute_failover(config: MirrorConfig, store: StateStore, plan: dict[str, An
     except Exception:
         set_flow(store, flow.name, "running", who, f"rollback of {why}", run_id)
         raise
-    for alias in plan["apps"]:
+    for alias in plan.apps:
         store.set_active_cluster(alias, flow.target, who, why, run_id)
-    steps["registry"] = {alias: flow.target for alias in plan["apps"]}
+    steps["registry"] = {alias: flow.target for alias in plan.apps}
     if reverse is not None:
         steps["start_reverse"] = set_flow(store, reverse.name, "running", who, why, run_id)
     return steps
@@ -332,40 +307,36 @@ def translate_back(config: MirrorConfig, forward: FlowConfig, reverse: FlowConfi
 
 
 def assess_failback(config: MirrorConfig, flow_name: str, apps: list[str], groups: list[str],
-                    store: StateStore | None = None) -> dict[str, Any]:
+                    store: StateStore | None = None) -> FailbackPlan:
+    """What a failback would do, computed without changing anything."""
     forward = flow_of(config, flow_name)
     reverse = required_reverse(config, forward)
     for alias in (forward.source, forward.target):
         ok, note = reachable(config, alias)
         if not ok:
             raise WorkflowError(f"failback needs both clusters; {alias} is unreachable ({note})")
-    ranges = [r.as_dict() for r in unreplicated(config, forward)]
+    ranges = [StrandedRange(r.topic, r.partition, r.first, r.end,
+                            tuple(SampleRecord(x["offset"], x["timestamp"], x["key"]) for x in r.records))
+              for r in unreplicated(config, forward)]
     if forward.policy.uses_provenance:
         # Same topic on both sides: beyond the forward progress, the old primary also holds what the
         # reverse flow copied back; only the records before the first such copy were never replicated.
         rev_map = FlowOffsets.load(config, reverse).offset_map
-        for r in ranges:
-            pm = rev_map.partitions.get((r["topic"], r["partition"]))
+        for i, r in enumerate(ranges):
+            pm = rev_map.partitions.get((r.topic, r.partition))
             if pm is not None and pm.targets:
-                r["end"] = max(r["first"], min(r["end"], pm.targets[0]))
-                r["records"] = [x for x in r["records"] if x["offset"] < r["end"]]
-                r["count"] = r["end"] - r["first"]
-        ranges = [r for r in ranges if r["count"] > 0]
-    translations = {g: _translations_dict(translate_back(config, forward, reverse, g)) for g in groups}
-    registry = {}
-    for alias in apps:
-        row = store.active_cluster(alias) if store is not None else None
-        registry[alias] = {"from": row.cluster if row else None, "to": forward.source}
-    return {"kind": "failback", "flow": forward.name, "reverse_flow": reverse.name, "primary": forward.source,
-            "standby": forward.target, "reverse_lag": data_lag(flow_status(config, reverse), reverse)["total"],
-            "unreplicated": ranges, "unreplicated_total": sum(r["count"] for r in ranges),
-            "groups": translations, "apps": registry, "warnings": []}
+                ranges[i] = r.ending_at(pm.targets[0])
+        ranges = [r for r in ranges if r.count > 0]
+    translations = {g: translate_back(config, forward, reverse, g) for g in groups}
+    return FailbackPlan(forward.name, reverse.name, forward.source, forward.target,
+                        data_lag(flow_status(config, reverse), reverse).total, tuple(ranges),
+                        group_offsets(translations), registry_moves(store, apps, forward.source))
 
 
 SKIP, REPLAY = "skip", "replay"
 
 
-def execute_failback(config: MirrorConfig, store: StateStore, plan: dict[str, Any], unreplicated_action: str,
+def execute_failback(config: MirrorConfig, store: StateStore, plan: FailbackPlan, unreplicated_action: str,
                      who: str, run_id: str | None, drain_timeout: float = 300.0) -> dict[str, Any]:
     """Drain and stop the reverse flow, move the groups home, switch back, restore the forward flow.
 
@@ -375,22 +346,22 @@ def execute_failback(config: MirrorConfig, store: StateStore, plan: dict[str, An
     """
     if unreplicated_action not in (SKIP, REPLAY):
         raise WorkflowError(f"unreplicated_action must be '{SKIP}' or '{REPLAY}', got {unreplicated_action!r}")
-    forward = flow_of(config, plan["flow"])
-    reverse = flow_of(config, plan["reverse_flow"])
-    groups = list(plan["groups"])
+    forward = flow_of(config, plan.flow)
+    reverse = flow_of(config, plan.reverse_flow)
+    groups = list(plan.groups)
     why = f"failback {forward.target} -> {forward.source}"
     _require_idle(config, forward.source, groups)
     steps: dict[str, Any] = {}
     wait_data_lag(config, reverse, drain_timeout)
     try:
         steps["stop_reverse"] = set_flow(store, reverse.name, "stopped", who, why, run_id)
-        residual = data_lag(flow_status(config, reverse), reverse)["total"]
+        residual = data_lag(flow_status(config, reverse), reverse).total
         if residual:
             raise WorkflowError(f"{residual} records arrived on {forward.target} after the drain; stop the "
                                 "applications there and run the failback again")
         final = {g: translate_back(config, forward, reverse, g) for g in groups}
         if unreplicated_action == SKIP:
-            ends = {(r["topic"], r["partition"]): (r["first"], r["end"]) for r in plan["unreplicated"]}
+            ends = {(r.topic, r.partition): (r.first, r.end) for r in plan.unreplicated}
             for rows in final.values():
                 for row in rows:
                     first_end = ends.get((row.remote_topic, row.partition))
@@ -402,9 +373,9 @@ def execute_failback(config: MirrorConfig, store: StateStore, plan: dict[str, An
     except Exception:
         set_flow(store, reverse.name, "running", who, f"rollback of {why}", run_id)
         raise
-    for alias in plan["apps"]:
+    for alias in plan.apps:
         store.set_active_cluster(alias, forward.source, who, why, run_id)
-    steps["registry"] = {alias: forward.source for alias in plan["apps"]}
+    steps["registry"] = {alias: forward.source for alias in plan.apps}
     steps["start_forward"] = set_flow(store, forward.name, "running", who, why, run_id)
     steps["unreplicated_action"] = unreplicated_action
     return steps

@@ -1,13 +1,18 @@
-"""Helpers the operator-workflow DAGs share: Param validation and reading HITL gate results."""
+"""Airflow glue the workflow DAGs share: Params to typed specs, errors to failed tasks, gate answers."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLOperator
+from airflow.sdk import get_current_context
 from airflow.sdk.exceptions import AirflowFailException
 
 from mirror_core.airflow_support import config_path, load_mirror_config
+
+S = TypeVar("S")
 
 
 def flows_for_params() -> tuple[list[str], str | None]:
@@ -18,34 +23,58 @@ def flows_for_params() -> tuple[list[str], str | None]:
         return [], f"{config_path()}: {exc}"
 
 
-def names(params: dict[str, Any], key: str, required: bool = False) -> list[str]:
-    """A list-of-names Param, validated: strings, non-empty, no duplicates."""
-    value = params.get(key) or []
-    if isinstance(value, str):
-        value = [v.strip() for v in value.split(",") if v.strip()]
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise AirflowFailException(f"Param '{key}' must be a list of names, got {value!r}")
-    if len(set(value)) != len(value):
-        raise AirflowFailException(f"Param '{key}' lists a name twice: {value}")
-    if required and not value:
-        raise AirflowFailException(f"Param '{key}' needs at least one name")
-    return [v.strip() for v in value]
+def clusters_for_params() -> tuple[list[str], str | None]:
+    """Cluster aliases for Param enums, like :func:`flows_for_params`."""
+    try:
+        return list(load_mirror_config().clusters), None
+    except Exception as exc:
+        return [], f"{config_path()}: {exc}"
 
 
-def workflow_inputs(params: dict[str, Any], config_error: str | None) -> tuple[Any, list[str], list[str], Any]:
-    """(config, apps, groups, state store) of the failover/failback DAGs, with their Params checked
-    before any cluster is touched."""
-    from mirror_core.state.store import StateStore
+@contextmanager
+def failing_fast(*errors: type[Exception]) -> Iterator[None]:
+    """A WorkflowError (or one of ``errors``) fails the task at once: retrying cannot help."""
+    from mirror_core.workflows.errors import WorkflowError
 
+    try:
+        yield
+    except (WorkflowError, *errors) as exc:
+        raise AirflowFailException(str(exc)) from None
+
+
+@contextmanager
+def failing(what: str) -> Iterator[None]:
+    """Any error fails the task at once as ``what: error`` (the step recorded it already)."""
+    try:
+        yield
+    except Exception as exc:
+        raise AirflowFailException(f"{what}: {exc}") from exc
+
+
+def mirror_config(config_error: str | None) -> Any:
+    """The mirror config; fails the task when it was broken when the DAG was parsed (``config_error``)."""
     if config_error:
         raise AirflowFailException(f"mirror config invalid: {config_error}")
-    config = load_mirror_config()
-    if params.get("flow") not in [f.name for f in config.flows]:
-        raise AirflowFailException(f"Param 'flow': unknown flow {params.get('flow')!r}")
-    apps, groups = names(params, "apps"), names(params, "groups")
+    return load_mirror_config()
+
+
+def run_params(spec: type[S], config_error: str | None) -> tuple[Any, S]:
+    """(mirror config, this run's Params as ``spec``), checked before any cluster is touched."""
+    from mirror_core.workflows.params import validate_params
+
+    config = mirror_config(config_error)
+    with failing_fast():
+        return config, validate_params(spec, get_current_context()["params"], config)
+
+
+def state_store(migrate: bool = False) -> Any:
+    """The state store (``MIRROR_CORE_DB_URL``), its schema brought up to date if ``migrate``."""
+    from mirror_core.state.store import StateStore
+
     store = StateStore()
-    store.migrate()
-    return config, apps, groups, store
+    if migrate:
+        store.migrate()
+    return store
 
 
 DECISION_KEY = "decision"
@@ -64,6 +93,12 @@ def responder(ti: Any, gate: str) -> tuple[str | None, str]:
     return decision.get("chosen"), decision.get("who", "unknown")
 
 
+def answer(ti: Any, gate: str, yes: str, no: str) -> bool | None:
+    """A two-way gate's answer: True for ``yes``, False for ``no``, None when nobody answered it."""
+    chosen, _ = responder(ti, gate)
+    return True if chosen == yes else False if chosen == no else None
+
+
 class ApprovalGate(ApprovalOperator):
     """Approve/Reject that records the decision and the approver for the tasks after it."""
 
@@ -80,35 +115,12 @@ class ChoiceGate(HITLOperator):
         return super().execute_complete(context, event)
 
 
-def verify_and_record(plan: dict[str, Any], result: dict[str, Any], cluster: str) -> dict[str, Any]:
-    """Canary consumers on ``cluster`` resume where the groups were moved; record done or failed."""
-    from mirror_core.state.store import StateStore
-    from mirror_core.workflows.failover import canary
-
-    store = StateStore()
-    try:
-        checked = canary(load_mirror_config(), plan[cluster], list(plan["groups"]))
-    except Exception as exc:
-        store.finish_failover(plan["record_id"], "failed", result["who"], steps=result["steps"], error=str(exc))
-        raise AirflowFailException(f"verification failed: {exc}") from exc
-    store.finish_failover(plan["record_id"], "done", result["who"], steps=result["steps"], canary=checked)
-    return checked
-
-
-def finalize_failover(ti: Any, gate: str, reject: str, kind: str) -> None:
-    """Record a rejection; make the run fail when the workflow did not complete (a trigger-rule
-    ``all_done`` leaf would otherwise let a failed run look successful)."""
-    from mirror_core.state.store import StateStore
+def finalize_failover(ti: Any, gate: str, reject: str, plan_type: Any) -> None:
+    """The failover/failback DAGs' last task: record a rejection, fail a run that did not complete."""
+    from mirror_core.workflows.steps import close_failover
 
     plan = ti.xcom_pull(task_ids="assess")
-    if not plan:
-        raise AirflowFailException("the assessment did not complete (see the log of the task that failed before "
-                                   "it); nothing was changed")
     chosen, who = responder(ti, gate)
-    if chosen == reject:
-        StateStore().finish_failover(plan["record_id"], "rejected", who)
-        print(f"rejected by {who}: nothing was changed")
-        return
-    if ti.xcom_pull(task_ids="verify") is None:
-        raise AirflowFailException(f"the {kind} did not complete (see the execute/verify logs; the state store "
-                                   "records where it stopped)")
+    with failing_fast():
+        close_failover(state_store(), plan_type.from_xcom(plan) if plan else None, chosen == reject, who,
+                       ti.xcom_pull(task_ids="verify") is not None)

@@ -62,8 +62,8 @@ class ReplicationLagSensor(BaseSensorOperator):
             self.log.warning("flow %s: %s", self.flow, status.error)
             return False
         lag = data_lag(status, flow)
-        self.last_lag = lag["total"]
-        self.last_note = (str(lag["total"]) if lag["total"] is not None
-                          else f"unknown (no watermarks for {', '.join(lag['unknown'])})")
+        self.last_lag = lag.total
+        self.last_note = (str(lag.total) if lag.total is not None
+                          else f"unknown (no watermarks for {', '.join(lag.unknown)})")
         self.log.info("flow %s: data lag %s (want <= %s)", self.flow, self.last_note, self.max_lag)
         return self.last_lag is not None and self.last_lag <= int(self.max_lag)

@@ -1,0 +1,65 @@
+"""Markdown for the approval gates: what the approver sees is what the plan will do and what it costs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mirror_core.workflows.plans import Apps, CutoverPlan, FailbackPlan, FailoverPlan, Groups
+
+
+def failover_plan(plan: FailoverPlan) -> str:
+    rpo = plan.rpo_records if plan.rpo_records is not None else "unknown"
+    lines = [f"### Failover of flow `{plan.flow}` ({'planned' if plan.planned else 'unplanned'})", "",
+             f"- primary **{plan.primary}**: {'reachable' if plan.primary_reachable else 'UNREACHABLE'}"
+             f" ({plan.primary_note})",
+             f"- standby **{plan.standby}** becomes active",
+             f"- replication lag now: {plan.lag.total if plan.lag.total is not None else 'unknown'}",
+             f"- estimated data at risk (RPO): **{rpo} records** — {plan.rpo_note}",
+             f"- reverse flow started after the switch: {plan.reverse_flow or 'none configured'}"]
+    return "\n".join(lines + _moves(plan.apps, plan.groups, plan.warnings))
+
+
+def failback_plan(plan: FailbackPlan) -> str:
+    lines = [f"### Failback of flow `{plan.flow}`", "",
+             f"- old primary **{plan.primary}** becomes active again; reverse flow `{plan.reverse_flow}` "
+             f"lag now: {plan.reverse_lag}",
+             f"- records only the old primary holds (never replicated before the failure): "
+             f"**{plan.unreplicated_total}**"]
+    for r in plan.unreplicated[:20]:
+        lines.append(f"  - `{r.topic}[{r.partition}]` offsets {r.first}..{r.end - 1} ({r.count})")
+    return "\n".join(lines + _moves(plan.apps, plan.groups, plan.warnings))
+
+
+def _moves(apps: Apps, groups: Groups, warnings: tuple[str, ...]) -> list[str]:
+    lines = ["", *_apps_table(apps)]
+    lines += ["", "| group | topic | partition | from offset | to offset | exact |", "|---|---|---|---|---|---|"]
+    for g, rows in groups.items():
+        lines += [f"| {g} | {r.topic} → {r.remote_topic} | {r.partition} | {r.source_offset} | "
+                  f"{r.target_offset} | {'yes' if r.exact else 'no: ' + r.note} |" for r in rows]
+    return lines + _warnings(warnings) + ["", "Rejecting changes nothing."]
+
+
+def cutover_plan(plan: CutoverPlan) -> str:
+    lines = [f"### Cloud-migration cutover {plan.source} → {plan.target}", "",
+             f"- topics: {', '.join(f'`{t}` → `{r}`' for t, r in plan.remote_topics.items())}",
+             f"- replication lag now: {plan.lag.total} records",
+             "- next: producers on the source must stop (you confirm it at the next gate); the flow then drains "
+             "to lag 0 and stops; completeness is checked; consumer groups get exact offsets on the target",
+             "", *_apps_table(plan.apps)]
+    lines += ["", "| group | topic | partition | source offset | target offset (now) |", "|---|---|---|---|---|"]
+    for g, rows in plan.groups.items():
+        lines += [f"| {g} | {r.topic} | {r.partition} | {r.source_offset} | {r.target_offset} |" for r in rows]
+    lines += _warnings(plan.warnings)
+    lines += ["", "Reject changes nothing."]
+    return "\n".join(lines)
+
+
+def _apps_table(apps: Apps) -> list[str]:
+    return ["| application | from | to |", "|---|---|---|",
+            *[f"| {a} | {m.current or '(unregistered)'} | {m.to} |" for a, m in apps.items()]]
+
+
+def _warnings(warnings: tuple[str, ...] | list[str]) -> list[str]:
+    return ["", "**Warnings**", *[f"- {w}" for w in warnings]] if warnings else []
+

@@ -1,0 +1,202 @@
+"""What each task of the workflow DAGs does, from its validated Params to its recorded outcome.
+
+A DAG task reads its Airflow context (the Params as a spec from :mod:`.params`, the run id, who
+answered a gate), calls one function here and returns the result's ``to_xcom()``. These functions
+record in the state store and print what an operator reads in the task log. A step that cannot go on
+raises WorkflowError (the DAG fails the task without retry); an execution that fails is recorded
+(``failed``, with the error) before its error propagates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mirror_core.config.model import MirrorConfig
+from mirror_core.state.store import StateStore
+from mirror_core.topic_sync import sync_flow
+from mirror_core.workflows import cutover, failover
+from mirror_core.workflows.drill import DrillPlan, run_drill
+from mirror_core.workflows.errors import WorkflowError
+from mirror_core.workflows.params import CutoverParams, FailbackParams, FailoverParams
+from mirror_core.workflows.plans import CutoverPlan, DrillOutcome, Execution, FailbackPlan, FailoverPlan
+
+
+def _record_id(plan: FailoverPlan | FailbackPlan | CutoverPlan) -> int:
+    if plan.record_id is None:
+        raise WorkflowError(f"the {plan.kind} plan of {plan.flow} was never recorded")
+    return plan.record_id
+
+
+# -- failover and failback -----------------------------------------------------------------------------
+def open_failover(config: MirrorConfig, store: StateStore, params: FailoverParams, run_id: str | None) -> FailoverPlan:
+    """Assess the failover and record it as awaiting approval."""
+    plan = failover.assess_failover(config, params.flow, list(params.apps), list(params.groups), params.planned,
+                                    store)
+    plan = plan.with_record(store.start_failover("failover", plan.flow, plan.planned, run_id, plan.record()))
+    print(plan.render())
+    return plan
+
+
+def failback_reverse_flow(config: MirrorConfig, params: FailbackParams) -> str:
+    """The reverse flow a failback of ``params.flow`` waits for (configured, usually as a standby flow)."""
+    return failover.required_reverse(config, failover.flow_of(config, params.flow)).name
+
+
+def open_failback(config: MirrorConfig, store: StateStore, params: FailbackParams, run_id: str | None) -> FailbackPlan:
+    """Assess the failback (the reverse flow caught up to ``max_reverse_lag``) and record it."""
+    plan = failover.assess_failback(config, params.flow, list(params.apps), list(params.groups), store)
+    if plan.reverse_lag is None or plan.reverse_lag > params.max_reverse_lag:
+        raise WorkflowError(f"reverse flow {plan.reverse_flow} lag {plan.reverse_lag} is above "
+                            f"max_reverse_lag={params.max_reverse_lag}; retry when it caught up")
+    plan = plan.with_record(store.start_failover("failback", plan.flow, True, run_id, plan.record()))
+    print(plan.render())
+    return plan
+
+
+def run_failover(config: MirrorConfig, store: StateStore, plan: FailoverPlan, who: str, run_id: str | None,
+                 drain_timeout: float) -> Execution:
+    try:
+        steps = failover.execute_failover(config, store, plan, who, run_id, drain_timeout)
+    except Exception as exc:
+        store.finish_failover(_record_id(plan), "failed", who, error=str(exc))
+        raise
+    print(steps)
+    return Execution(who, steps)
+
+
+def run_failback(config: MirrorConfig, store: StateStore, plan: FailbackPlan, unreplicated_action: str, who: str,
+                 run_id: str | None, drain_timeout: float) -> Execution:
+    try:
+        steps = failover.execute_failback(config, store, plan, unreplicated_action, who, run_id, drain_timeout)
+    except Exception as exc:
+        store.finish_failover(_record_id(plan), "failed", who, error=str(exc))
+        raise
+    print(steps)
+    return Execution(who, steps)
+
+
+def verify_moved_groups(config: MirrorConfig, store: StateStore, plan: FailoverPlan | FailbackPlan,
+                        done: Execution) -> dict[str, Any]:
+    """Canary consumers resume where the groups were moved; records the workflow done, or failed."""
+    try:
+        checked = failover.canary(config, plan.destination, list(plan.groups))
+    except Exception as exc:
+        store.finish_failover(_record_id(plan), "failed", done.who, steps=dict(done.steps), error=str(exc))
+        raise
+    store.finish_failover(_record_id(plan), "done", done.who, steps=dict(done.steps), canary=checked)
+    return checked
+
+
+def close_failover(store: StateStore, plan: FailoverPlan | FailbackPlan | None, rejected: bool, who: str,
+                   verified: bool) -> None:
+    """The last task, whatever happened: record a rejection; fail when the workflow did not complete (a
+    trigger-rule ``all_done`` leaf would otherwise let a failed run look successful)."""
+    if plan is None:
+        raise WorkflowError("the assessment did not complete (see the log of the task that failed before it); "
+                            "nothing was changed")
+    if rejected:
+        store.finish_failover(_record_id(plan), "rejected", who)
+        print(f"rejected by {who}: nothing was changed")
+        return
+    if not verified:
+        raise WorkflowError(f"the {plan.kind} did not complete (see the execute/verify logs; the state store "
+                            "records where it stopped)")
+
+
+# -- cutover ---------------------------------------------------------------------------------------------
+def open_cutover(config: MirrorConfig, store: StateStore, params: CutoverParams, run_id: str | None) -> CutoverPlan:
+    """The preflight, recorded as a running cutover."""
+    plan = cutover.preflight(config, store, params.source, params.target, list(params.topics), list(params.groups),
+                             list(params.apps), params.max_lag, params.deny_writes)
+    plan = plan.with_record(store.start_cutover(plan.source, plan.target, run_id, plan.record()))
+    print(plan.render())
+    return plan
+
+
+def deny_source_writes(config: MirrorConfig, plan: CutoverPlan) -> list[str]:
+    """DENY WRITE on the source topics if the plan asks for it; the topics denied."""
+    return cutover.deny_writes(config, plan.source, plan.topics) if plan.deny_writes else []
+
+
+def check_completeness(config: MirrorConfig, plan: CutoverPlan) -> dict[str, Any]:
+    report = cutover.completeness(config, plan)
+    print(f"complete: {report['records']} records accounted for on {plan.target}")
+    return report
+
+
+def record_cutover_done(store: StateStore, plan: CutoverPlan, who: str, complete: Mapping[str, Any],
+                        switched: Mapping[str, Any]) -> bool:
+    store.finish_cutover(_record_id(plan), "done", approved_by=who, completeness=dict(complete), switch=dict(switched))
+    return True
+
+
+@dataclass(frozen=True)
+class CutoverAnswers:
+    """The approvers' answers at the cutover's gates: True yes, False no, None not asked or not answered."""
+
+    started: bool | None  # approve_start
+    producers_stopped: bool | None  # quiesce (False: roll back)
+    kept: bool | None  # final_approval
+
+    @property
+    def declined(self) -> bool:
+        return False in (self.started, self.producers_stopped, self.kept)
+
+
+def close_cutover(config: MirrorConfig, store: StateStore, plan: CutoverPlan | None, answers: CutoverAnswers,
+                  done: Mapping[str, Any], recorded: bool, who: str, run_id: str | None) -> list[str]:
+    """The last task, whatever happened: unless the cutover was approved to the end, undo what ran
+    (``done``: what the steps returned) and record rejected / rolled-back / failed; fail the run when a
+    step failed (a decline is a successful run). Returns what was undone."""
+    if plan is None:
+        raise WorkflowError("preflight failed (see its log); nothing was changed")
+    if answers.kept:
+        if not recorded:
+            raise WorkflowError("approved, but recording the cutover failed (see the 'done' log)")
+        return []
+    undone = cutover.rollback(config, store, plan, dict(done), who, run_id)
+    status = "rejected" if answers.started is False else "rolled-back" if answers.declined else "failed"
+    store.finish_cutover(_record_id(plan), status, undone=undone)
+    print(f"cutover {status}; undone: {undone or 'nothing to undo'}")
+    if not answers.declined:
+        raise WorkflowError(f"a cutover step failed; rolled back: {undone}")
+    return undone
+
+
+# -- DR drill ------------------------------------------------------------------------------------------
+def drill_and_record(config: MirrorConfig, properties_path: str | Path, plan: DrillPlan, store: StateStore,
+                     run_id: str | None) -> DrillOutcome:
+    """Run the drill (failover and failback) and record it, whatever its outcome."""
+    result = run_drill(config, properties_path, plan)
+    store.record_config(config)
+    store.record_drill(result.plan.flow, run_id, result.status, result.started_at, result.rpo_records,
+                       result.rto_seconds, result.duplicates, result.losses, result.report)
+    print(f"DR drill {result.status}: RPO {result.rpo_records} records, RTO {result.rto_seconds}s, "
+          f"duplicates {result.duplicates}, losses {result.losses}")
+    if result.error:
+        raise WorkflowError(f"drill could not complete: {result.error}")
+    return DrillOutcome(result.status, tuple(result.missed), result.rpo_records, result.rto_seconds,
+                        result.duplicates, result.losses)
+
+
+def check_objectives(outcome: DrillOutcome) -> DrillOutcome:
+    """Fail when an objective was missed (the drill is recorded already)."""
+    if outcome.missed:
+        raise WorkflowError("DR drill objectives missed: " + "; ".join(outcome.missed))
+    return outcome
+
+
+# -- topic config sync ---------------------------------------------------------------------------------
+def sync_topics(config: MirrorConfig, store: StateStore, flow: str, dry_run: bool,
+                run_id: str | None) -> dict[str, Any]:
+    """One flow's partitions, configs and read-only ACLs, recorded; drift it refuses fails the step."""
+    store.record_config(config)
+    result = sync_flow(config, config.flow(flow), dry_run, store, run_id=run_id)
+    for change in result.changes:
+        print(f"{'proposed' if result.dry_run else 'applied'}: {change.kind} {change.topic}: {change.detail}")
+    if result.refused:
+        raise WorkflowError("drift refused: " + "; ".join(f"{c.topic}: {c.detail}" for c in result.refused))
+    return result.as_dict()

@@ -35,7 +35,7 @@ class Acks:
     means (at-least-once: :meth:`handle_failure`; exactly-once: abort the slot's transaction)."""
 
     def __init__(self, flow_name: str, consumer: Consumer, metrics: Metrics,
-                 request_refresh: Callable[[], None]) -> None:
+                 request_refresh: Callable[[], None], last_heartbeat_ms: int = 0) -> None:
         self.flow_name = flow_name
         self.consumer = consumer
         self.metrics = metrics
@@ -43,15 +43,20 @@ class Acks:
         self.on_failure: Callable[[PartitionState, Batch], None] = self.handle_failure
         self.active: set[PartitionState] = set()  # partitions with batches awaiting acknowledgement
         self.waiting: set[PartitionState] = set()  # partitions in retry backoff
-        self.last_heartbeat_ms = 0
+        #: partitions rewound or paused since the replicator last cleared it: records of theirs consumed
+        #: before that are stale (the consumer re-reads from the new position)
+        self.rewound: set[PartitionState] = set()
+        self.last_heartbeat_ms = last_heartbeat_ms
 
     def forget(self, st: PartitionState) -> None:
         self.active.discard(st)
         self.waiting.discard(st)
+        self.rewound.discard(st)
 
     def clear(self) -> None:
         self.active.clear()
         self.waiting.clear()
+        self.rewound.clear()
 
     def collect(self) -> None:
         """Advance ``acked`` over finished batches, in source order; handle failed ones."""
@@ -127,6 +132,7 @@ class Acks:
         ``failed`` is the oldest unacknowledged batch: where to restart when nothing was acked yet.
         """
         st.gen += 1
+        self.rewound.add(st)
         if to is not None:
             pos = to
         elif st.acked is not None:
@@ -175,6 +181,7 @@ class Acks:
         st.mode = PartitionMode.PAUSED
         st.paused_reason = reason
         st.gen += 1
+        self.rewound.add(st)
         st.pending.clear()
         self.consumer.pause([st.tp])
         self.metrics.paused.labels(self.flow_name, st.topic, str(st.partition)).set(1)

@@ -154,6 +154,7 @@ class PartitionState:
         """No more records until the failure just seen is handled (see acks.py)."""
         if self.mode is not PartitionMode.PAUSED:
             self.mode = PartitionMode.BLOCKED
+            self.retry_at = float("inf")  # never due for a resume: only handling the failure reopens it
 
     def reopen(self, retry_at: float | None = None) -> None:
         """After a rewind: copy again now, or (``retry_at``) after a backoff. A paused partition stays paused."""

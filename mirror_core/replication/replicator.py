@@ -59,6 +59,8 @@ class FlowReplicator:
         self.source_health = ClusterHealth(flow.source, self._on_reachability)
         self.target_health = ClusterHealth(flow.target, self._on_reachability)
         self.reporter = Reporter(flow.name, metrics)
+        # These outlive one run of the pipeline (it is recreated after an unexpected error).
+        self._last_heartbeat_ms = 0
         self._topic_ids: dict[str, str] = {}
         self._missing_topics: dict[str, float] = {}
         # The pipeline of one run (recreated after an unexpected error); None between runs.
@@ -129,7 +131,8 @@ class FlowReplicator:
         self._consumer = consumer = make_consumer(
             src, flow.worker_group_id, flow.consumer_overrides, self.source_health,
             enforced={"topic.metadata.refresh.interval.ms": refresh_ms, "auto.offset.reset": flow.start_position})
-        self._acks = acks = Acks(flow.name, consumer, self.metrics, request_refresh=lambda: None)
+        self._acks = acks = Acks(flow.name, consumer, self.metrics, request_refresh=lambda: None,
+                                 last_heartbeat_ms=self._last_heartbeat_ms)
         self._assignment = assignment = Assignment(flow, consumer, topics, progress, acks, self.reporter,
                                                    self.metrics, self.source_health, self.target_health, self.stop,
                                                    self._topic_ids, self._missing_topics)
@@ -200,8 +203,13 @@ class FlowReplicator:
 
     def _dispatch(self, msgs: list[Message]) -> None:
         """Split a consumed batch into runs of one partition and produce each (the hot path)."""
-        assert self._assignment is not None and self._producing is not None
+        assert self._assignment is not None and self._producing is not None and self._acks is not None
         states, produce_run = self._assignment.states, self._producing.produce_run
+        # A partition rewound while this batch is dispatched (exactly-once: a careful record's transaction
+        # failed and the slot's partitions went back to their committed progress) is re-read from its
+        # new position: the rest of this batch's records of it must not be produced.
+        rewound = self._acks.rewound
+        rewound.clear()
         n = len(msgs)
         i = 0
         while i < n:
@@ -220,7 +228,7 @@ class FlowReplicator:
                     break
                 j += 1
             st = states.get((topic, partition))
-            if st is not None and st.copying:
+            if st is not None and st.copying and st not in rewound:
                 produce_run(st, msgs[i:j])
             i = j
 
@@ -260,6 +268,7 @@ class FlowReplicator:
             if self._assignment is not None:
                 self._assignment.clear()
             if self._acks is not None:
+                self._last_heartbeat_ms = self._acks.last_heartbeat_ms
                 self._acks.clear()
             self._assignment = self._acks = self._producing = None
             self.reporter.set_state("stopped" if graceful else self.reporter.status.get("state", "stopped"))

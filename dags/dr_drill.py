@@ -67,7 +67,7 @@ def dr_drill() -> None:
     @task
     def plan() -> dict[str, Any]:
         """Validate the Params against the mirror config before any cluster is touched."""
-        from mirror_core.workflows.drill import plan_drill
+        from mirror_core.workflows.drill_plan import plan_drill
 
         with failing_fast():
             return plan_drill(mirror_config(CONFIG_ERROR), get_current_context()["params"]).to_xcom()
@@ -75,7 +75,7 @@ def dr_drill() -> None:
     @task
     def drill(planned: dict[str, Any]) -> dict[str, Any]:
         """Run the drill (failover and failback) and record it, whatever its outcome."""
-        from mirror_core.workflows.drill import DrillPlan
+        from mirror_core.workflows.drill_plan import DrillPlan
         from mirror_core.workflows.steps import drill_and_record
 
         with failing_fast():

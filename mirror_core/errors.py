@@ -11,3 +11,7 @@ class ClusterUnavailable(MirrorError):
 
 class ProgressError(MirrorError):
     """The progress store on the target could not be read or written."""
+
+
+class ReadIncomplete(MirrorError):
+    """A read of a partition could tell neither a record nor its end within its time limit."""

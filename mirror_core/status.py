@@ -11,6 +11,7 @@ from confluent_kafka import TopicPartition
 
 from mirror_core.clients import ClusterHealth, explain_failure, make_admin, make_consumer
 from mirror_core.config.model import FlowConfig, MirrorConfig
+from mirror_core.kafka_io import SILENT
 from mirror_core.replication.topics import TopicManager
 from mirror_core.stores.progress import ProgressStore
 
@@ -48,9 +49,8 @@ class FlowStatus:
 def flow_status(config: MirrorConfig, flow: FlowConfig, timeout: float = 10.0) -> FlowStatus:
     src = config.cluster(flow.source)
     tgt = config.cluster(flow.target)
-    quiet = {"log_level": "0"}
     src_health, tgt_health = ClusterHealth(src.alias), ClusterHealth(tgt.alias)
-    src_admin, tgt_admin = make_admin(src, src_health, quiet), make_admin(tgt, tgt_health, quiet)
+    src_admin, tgt_admin = make_admin(src, src_health, SILENT), make_admin(tgt, tgt_health, SILENT)
     manager = TopicManager(flow, src_admin, tgt_admin, timeout=timeout)
     try:
         topics = manager.source_topics()
@@ -62,8 +62,8 @@ def flow_status(config: MirrorConfig, flow: FlowConfig, timeout: float = 10.0) -
         has_progress = flow.progress_topic in manager.remote_partitions()
     except Exception as exc:
         return FlowStatus(flow.name, False, explain_failure(exc, (tgt_admin, tgt_health)), [], tgt.alias)
-    src_consumer = make_consumer(src, "mirror-core.status", quiet)
-    tgt_consumer = make_consumer(tgt, "mirror-core.status", quiet, tgt_health)
+    src_consumer = make_consumer(src, "mirror-core.status", SILENT)
+    tgt_consumer = make_consumer(tgt, "mirror-core.status", SILENT, tgt_health)
     try:
         progress: dict[tuple[str, int], int] = {}
         if has_progress:  # no progress topic yet: the flow has replicated nothing so far

@@ -22,7 +22,8 @@ from mirror_core.clients import make_admin
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.errors import MirrorError
 from mirror_core.replication.acls import create_acls, missing_remote_acls, topic_acls
-from mirror_core.replication.topics import TopicChange, TopicManager
+from mirror_core.replication.topic_changes import TopicChange
+from mirror_core.replication.topics import TopicManager
 from mirror_core.state.models import DriftEvent, TopicSnapshot
 from mirror_core.state.store import StateStore
 
@@ -72,7 +73,7 @@ def sync_flow(config: MirrorConfig, flow: FlowConfig, dry_run: bool = False, sto
                     f"remote has {have} partitions, source {topic} has {count}: partitions are never decreased; "
                     "fix by hand (recreate the remote topic, or add partitions on the source)"))
         result.changes += manager.ensure_remote(wanted, dry_run=dry_run)
-        result.changes += manager.sync_configs(sorted(t for t in wanted if t not in manager.uncreatable),
+        result.changes += manager.configs.sync(sorted(t for t in wanted if t not in manager.uncreatable),
                                                dry_run=dry_run)
         result.refused += manager.take_problems()  # configs or topics the target rejected
         if sync_acls:
@@ -113,7 +114,7 @@ def _record(store: StateStore, sync_id: int, flow: FlowConfig, result: FlowSyncR
     rows += [DriftEvent(sync_run_id=sync_id, flow=flow.name, topic=c.topic, kind=c.kind, detail=c.detail,
                         action="refused") for c in result.refused]
     remote_counts = manager.remote_partitions()
-    source_configs = manager.source_configs(sorted(wanted))
+    source_configs = manager.configs.source_configs(sorted(wanted))
     for topic, count in sorted(wanted.items()):
         remote = flow.remote_topic(topic)
         rows.append(TopicSnapshot(sync_run_id=sync_id, topic=topic, remote_topic=remote, partitions=count,

@@ -117,14 +117,19 @@ class MirrorConfig:
     def all_flows(self) -> tuple[FlowConfig, ...]:
         return self.flows + self.standby_flows
 
-    def flow(self, name: str) -> FlowConfig:
-        for f in self.all_flows:
+    def flow(self, name: str, standby: bool = True) -> FlowConfig:
+        """The flow ``name`` (``source->target``), a standby flow too unless ``standby`` is False.
+
+        The one "unknown flow" check: the KeyError's message is what every caller reports
+        (``unknown flow '<name>' (enabled flows: ...)``, and the standby flows it looked at).
+        """
+        for f in self.all_flows if standby else self.flows:
             if f.name == name:
                 return f
         known = ", ".join(f.name for f in self.flows) or "none"
-        standby = ", ".join(f.name for f in self.standby_flows)
-        standby = f"; standby: {standby}" if standby else ""
-        raise KeyError(f"unknown flow '{name}' (enabled flows: {known}{standby})")
+        others = ", ".join(f.name for f in self.standby_flows) if standby else ""
+        others = f"; standby: {others}" if others else ""
+        raise KeyError(f"unknown flow '{name}' (enabled flows: {known}{others})")
 
     def cluster(self, alias: str) -> ClusterConfig:
         try:

@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from mirror_core.kafka_io import log_end
+from mirror_core.kafka_io import QUIET, log_end
 from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
 from mirror_core.stores.internal_topics import TopicTail, ensure_internal_topic
 from mirror_core.stores.records import (
@@ -114,15 +114,14 @@ class CheckpointEmitter(threading.Thread):
 
         if self._clients is None:
             src, tgt = self.config.cluster(self.flow.source), self.config.cluster(self.flow.target)
-            quiet = {"log_level": "3"}
             self._clients = {
                 "src_admin": make_admin(src), "tgt_admin": make_admin(tgt),
                 "producer": make_producer(tgt, enforced={"linger.ms": "5"}),
-                "syncs": OffsetSyncReader(make_consumer(tgt, "mirror-core.checkpoints", quiet),
+                "syncs": OffsetSyncReader(make_consumer(tgt, "mirror-core.checkpoints", QUIET),
                                           offset_syncs_topic(self.flow.source)),
-                "ends": make_consumer(tgt, "mirror-core.checkpoints", quiet),
+                "ends": make_consumer(tgt, "mirror-core.checkpoints", QUIET),
                 "progress": ProgressStore(self.flow.progress_topic,
-                                          make_consumer(tgt, "mirror-core.checkpoints", quiet), "checkpoints"),
+                                          make_consumer(tgt, "mirror-core.checkpoints", QUIET), "checkpoints"),
             }
             ensure_checkpoints_topic(self._clients["tgt_admin"], checkpoints_topic(self.flow.source),
                                      self.flow.checkpoints_replication_factor)

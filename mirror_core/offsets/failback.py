@@ -11,7 +11,7 @@ from confluent_kafka import TopicPartition
 
 from mirror_core.clients import make_admin, make_consumer, make_producer
 from mirror_core.config.model import FlowConfig, MirrorConfig
-from mirror_core.kafka_io import QUIET
+from mirror_core.kafka_io import QUIET, read_range
 from mirror_core.replication.topics import TopicManager
 from mirror_core.stores.offset_syncs import OffsetSyncReader, offset_syncs_topic
 from mirror_core.stores.progress import ProgressStore, ensure_progress_topic
@@ -82,27 +82,6 @@ def unreplicated(config: MirrorConfig, flow: FlowConfig, sample: int = 20,
         target.close()
 
 
-def _read(consumer: Any, topic: str, partition: int, start: int, end: int, limit: int,
-          timeout: float) -> tuple[list[Any], bool]:
-    """Up to ``limit`` records of ``topic[partition]`` in ``[start, end)``, and whether the reader
-    got to ``end`` (a slow broker or an open transaction can stop a read_committed reader early)."""
-    consumer.assign([TopicPartition(topic, partition, start)])
-    out: list[Any] = []
-    try:
-        while len(out) < limit:
-            msgs = consumer.consume(min(limit, 10_000), timeout=min(timeout, 5))
-            if not msgs:
-                break
-            out += [m for m in msgs if m.error() is None and m.offset() < end]
-            if msgs[-1].offset() >= end - 1:
-                break
-        pos = consumer.position([TopicPartition(topic, partition)])[0].offset
-        reached = pos is not None and pos >= end
-    finally:
-        consumer.unassign()
-    return out[:limit], reached
-
-
 def _copied_beyond(source: Any, target: Any, topic: str, remote: str, partition: int, first: int, high: int,
                    there: int, timeout: float, limit: int = 10_000) -> int:
     """The first source offset from ``first`` on whose copy is not on the target.
@@ -115,8 +94,8 @@ def _copied_beyond(source: Any, target: Any, topic: str, remote: str, partition:
     _, t_end = target.get_watermark_offsets(TopicPartition(remote, partition), timeout=timeout)
     if t_end <= there:
         return first
-    copies, _ = _read(target, remote, partition, there, t_end, min(limit, t_end - there, high - first), timeout)
-    originals, source_done = _read(source, topic, partition, first, high, len(copies) + 1, timeout)
+    copies, _ = read_range(target, remote, partition, there, t_end, min(limit, t_end - there, high - first), timeout)
+    originals, source_done = read_range(source, topic, partition, first, high, len(copies) + 1, timeout)
     for original, copy in zip(originals, copies, strict=False):
         if (original.timestamp()[1], original.key(), original.value()) != \
                 (copy.timestamp()[1], copy.key(), copy.value()):
@@ -130,7 +109,7 @@ def _sample(consumer: Any, topic: str, partition: int, first: int, end: int, lim
             timeout: float) -> list[dict[str, Any]]:
     if limit <= 0:
         return []
-    records, _ = _read(consumer, topic, partition, first, end, limit, timeout)
+    records, _ = read_range(consumer, topic, partition, first, end, limit, timeout)
     return [{"offset": m.offset(), "timestamp": m.timestamp()[1],
              "key": m.key().decode(errors="replace") if m.key() is not None else None} for m in records]
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -21,7 +20,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from mirror_core.clients import make_admin, make_consumer
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.errors import MirrorError
-from mirror_core.kafka_io import QUIET, log_end
+from mirror_core.kafka_io import QUIET, log_ends
 from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
 from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
 from mirror_core.stores.offset_map import OffsetMap
@@ -70,11 +69,6 @@ class FlowOffsets:
             store.close()
 
 
-def _target_ends(consumer: Consumer, keys: Iterable[tuple[str, int]], timeout: float) -> dict[tuple[str, int], int]:
-    ends = {key: log_end(consumer, *key, timeout=timeout) for key in keys}
-    return {key: end for key, end in ends.items() if end is not None}
-
-
 def _time_index_fallback(source: Consumer, target: Consumer, topic: str, remote: str, partition: int,
                          offset: int, timeout: float) -> tuple[int | None, str]:
     """Approximate: the target offset of the first record at or after the source record's timestamp."""
@@ -100,7 +94,7 @@ def translate_group(config: MirrorConfig, group: str, source: str, target: str, 
     except (KafkaException, concurrent.futures.TimeoutError) as exc:  # a dead primary may just time out
         log.warning("group %s: committed offsets unavailable on %s (%s); using the latest checkpoints",
                     group, source, exc)
-        return _from_checkpoints(config, flow, group, topic, timeout)
+        return translate_from_checkpoints(config, flow, group, topic, timeout)
     committed = {k: v for k, v in committed.items()
                  if flow.should_replicate(k[0]) and (topic is None or k[0] == topic)}
     if not committed:
@@ -109,7 +103,7 @@ def translate_group(config: MirrorConfig, group: str, source: str, target: str, 
     tgt_consumer = make_consumer(tgt_cluster, "mirror-core.translate", QUIET)
     src_consumer = make_consumer(src_cluster, "mirror-core.translate", QUIET)
     try:
-        ends = _target_ends(tgt_consumer, ((flow.remote_topic(t), p) for t, p in committed), timeout)
+        ends = log_ends(tgt_consumer, ((flow.remote_topic(t), p) for t, p in committed), timeout)
         out = []
         for (t, p), offset in sorted(committed.items()):
             remote = flow.remote_topic(t)
@@ -126,9 +120,10 @@ def translate_group(config: MirrorConfig, group: str, source: str, target: str, 
         src_consumer.close()
 
 
-def _from_checkpoints(config: MirrorConfig, flow: FlowConfig, group: str, topic: str | None,
-                      timeout: float) -> list[PartitionTranslation]:
-    """Source unreachable: use the newest checkpoints the mirror published on the target."""
+def translate_from_checkpoints(config: MirrorConfig, flow: FlowConfig, group: str, topic: str | None,
+                               timeout: float) -> list[PartitionTranslation]:
+    """Source unreachable: use the newest checkpoints the mirror published on the target (the primary
+    is not asked; a DR drill translates this way on purpose)."""
     tgt = config.cluster(flow.target)
     reader = CheckpointReader(make_consumer(tgt, "mirror-core.translate", QUIET), checkpoints_topic(flow.source))
     try:
@@ -146,7 +141,7 @@ def _from_checkpoints(config: MirrorConfig, flow: FlowConfig, group: str, topic:
         # Never past the remote log end (a consumer would reset), whatever an older mirror published.
         consumer = make_consumer(tgt, "mirror-core.translate", QUIET)
         try:
-            ends = _target_ends(consumer, ((r.remote_topic, r.partition) for r in rows), timeout)
+            ends = log_ends(consumer, ((r.remote_topic, r.partition) for r in rows), timeout)
         finally:
             consumer.close()
         for r in rows:

@@ -112,7 +112,7 @@ class Assignment:
         on_topics(ready)
         if now >= self._next_config_sync:
             try:
-                topics.sync_configs(sorted(ready))
+                topics.configs.sync(sorted(ready))
                 self._next_config_sync = now + self.flow.sync_topic_configs_interval_s
             except (ClusterUnavailable, KafkaException) as exc:  # retried at the next refresh
                 self.metrics.errors.labels(self._lbl, "topic_config").inc()

@@ -12,8 +12,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
+from mirror_core.kafka_io import log_end
 from mirror_core.metrics import Metrics
 from mirror_core.replication.batch import PartitionState
 from mirror_core.stores.offset_syncs import write_sync
@@ -169,9 +170,6 @@ def remote_log_end(target_meta: Consumer) -> Callable[[PartitionState], int | No
     applications may write the remote topic too)."""
 
     def look_up(st: PartitionState) -> int | None:
-        try:
-            return int(target_meta.get_watermark_offsets(TopicPartition(st.remote, st.partition), timeout=5)[1])
-        except KafkaException:
-            return None
+        return log_end(target_meta, st.remote, st.partition, timeout=5)
 
     return look_up

@@ -20,10 +20,10 @@ from confluent_kafka import (
     KafkaException,
     Message,
     Producer,
-    TopicPartition,
 )
 
 from mirror_core.config.model import FlowConfig
+from mirror_core.kafka_io import log_end
 from mirror_core.replication.acks import RECORD_ERRORS
 from mirror_core.replication.batch import Batch, PartitionState
 
@@ -218,12 +218,7 @@ class Producing:
             st.producer.flush(30)
             verified = False
             if batch.err is None and batch.done and batch.t_first >= 0:
-                try:
-                    _, high = self.target_meta.get_watermark_offsets(
-                        TopicPartition(st.remote, st.partition), timeout=10)
-                    verified = high == batch.t_first + k
-                except KafkaException:
-                    verified = False
+                verified = log_end(self.target_meta, st.remote, st.partition, timeout=10) == batch.t_first + k
             if verified:
                 batch.t_last = batch.t_first + k - 1
                 batch.acked_at = time.time()

@@ -6,13 +6,22 @@ import logging
 import time
 from typing import Any
 
-from mirror_core.config.model import MirrorConfig
+from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.state.store import StateStore
 from mirror_core.workflows.errors import WorkflowError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["WorkflowError", "active_cluster", "set_flow"]
+__all__ = ["WorkflowError", "active_cluster", "flow_of", "set_flow"]
+
+
+def flow_of(config: MirrorConfig, name: str) -> FlowConfig:
+    """The flow ``name`` (standby flows too); an unknown one is a WorkflowError with the config's own words
+    (:meth:`MirrorConfig.flow`: ``unknown flow '<name>' (enabled flows: ...)``)."""
+    try:
+        return config.flow(name)
+    except KeyError as exc:
+        raise WorkflowError(str(exc.args[0])) from None
 
 
 def set_flow(store: StateStore, flow: str, desired: str, who: str, why: str, run_id: str | None,

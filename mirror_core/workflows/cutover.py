@@ -25,14 +25,21 @@ from confluent_kafka.admin import (
 
 from mirror_core.clients import make_admin, make_consumer
 from mirror_core.config.model import FlowConfig, MirrorConfig
+from mirror_core.errors import ReadIncomplete
+from mirror_core.kafka_io import QUIET, first_visible
 from mirror_core.offsets.groups import commit_offsets
 from mirror_core.offsets.translate import FlowOffsets, translate_group
 from mirror_core.replication.acls import topic_acls
 from mirror_core.state.store import StateStore
 from mirror_core.status import flow_status
 from mirror_core.topic_sync import sync_flow
-from mirror_core.workflows.control import WorkflowError, set_flow
-from mirror_core.workflows.failover import _commit, _require_idle, first_visible, flow_of, reachable, registry_moves
+from mirror_core.workflows.control import WorkflowError, flow_of, set_flow
+from mirror_core.workflows.failover import (
+    commit_translations,
+    reachable,
+    registry_moves,
+    require_idle,
+)
 from mirror_core.workflows.plans import CutoverPlan, DataLag, PartitionLag, group_offsets
 
 log = logging.getLogger(__name__)
@@ -162,9 +169,11 @@ def completeness(config: MirrorConfig, plan: CutoverPlan) -> dict[str, Any]:
     flow = flow_of(config, plan.flow)
     status = flow_status(config, flow)
     offsets = FlowOffsets.load(config, flow)
-    reader = make_consumer(config.cluster(flow.target), "mirror-core.cutover", {"log_level": "0"})
+    reader = make_consumer(config.cluster(flow.target), "mirror-core.cutover", QUIET)
     try:
         return _completeness(plan, flow, status, offsets, reader)
+    except ReadIncomplete as exc:
+        raise WorkflowError(str(exc)) from None
     finally:
         reader.close()
 
@@ -204,9 +213,9 @@ def switch(config: MirrorConfig, store: StateStore, plan: CutoverPlan, who: str,
     """Commit translated offsets for the groups on the target, then point the applications there."""
     source, target = plan.source, plan.target
     groups = list(plan.groups)
-    _require_idle(config, target, groups)
+    require_idle(config, target, groups)
     final = {g: [r for r in translate_group(config, g, source, target) if r.topic in plan.topics] for g in groups}
-    committed = _commit(config, target, final)
+    committed = commit_translations(config, target, final)
     previous = {a: m.current for a, m in plan.apps.items()}
     for alias in plan.apps:
         store.set_active_cluster(alias, target, who, f"cutover {source} -> {target}", run_id)

@@ -31,274 +31,42 @@ Measured (every record carries its sequence number):
 * ``duplicates``: records the canary processed more than once (primary and standby together);
 * ``losses``: sequence numbers in ``0..F-1`` the canary never processed, on either cluster, by the
   end of the failover (before failback recovers them).
+
+The plan (Params checked against the config, objectives) is :mod:`.drill_plan`; the generated drill
+config :mod:`.drill_config`; the drill mirror process :mod:`.drill_mirror`; the canary's records and
+positions :mod:`.drill_canary`. This module runs the drill and measures it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import random
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mirror_core.clients import make_admin, make_consumer, make_producer
+from mirror_core.clients import make_admin, make_consumer
 from mirror_core.config.loader import load_config
-from mirror_core.config.model import ClusterConfig, MirrorConfig
+from mirror_core.config.model import MirrorConfig
+from mirror_core.kafka_io import QUIET
 from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
-from mirror_core.offsets.groups import commit_offsets, committed_offsets
-from mirror_core.offsets.translate import _from_checkpoints, apply_translation
-from mirror_core.stores.progress import ProgressStore
-from mirror_core.workflows.control import WorkflowError
+from mirror_core.offsets.groups import committed_offsets
+from mirror_core.offsets.translate import apply_translation, translate_from_checkpoints
+from mirror_core.workflows.drill_canary import Canary, commit_positions, end_offsets, next_offsets, read_canary
 from mirror_core.workflows.drill_config import DrillNames, write_drill_properties
-from mirror_core.workflows.errors import ParamError
-from mirror_core.workflows.params import DrillParams, validate_params
+from mirror_core.workflows.drill_mirror import DrillMirror, wait_replicated, wait_until
+from mirror_core.workflows.drill_plan import DrillPlan
 
 log = logging.getLogger(__name__)
-QUIET = {"log_level": "3"}
 
 
-@dataclass(frozen=True)
-class Objectives:
-    max_rpo_records: int
-    max_rto_seconds: float
-    max_duplicates: int
-    max_losses: int
-
-    def missed(self, rpo: int, rto: float | None, duplicates: int, losses: int) -> list[str]:
-        out = []
-        if rpo > self.max_rpo_records:
-            out.append(f"max_rpo_records: RPO {rpo} records > {self.max_rpo_records}")
-        if rto is None or rto > self.max_rto_seconds:
-            out.append(f"max_rto_seconds: RTO {'unmeasured' if rto is None else f'{rto:.2f}s'} "
-                       f"> {self.max_rto_seconds}s")
-        if duplicates > self.max_duplicates:
-            out.append(f"max_duplicates: {duplicates} duplicates > {self.max_duplicates}")
-        if losses > self.max_losses:
-            out.append(f"max_losses: {losses} losses > {self.max_losses}")
-        return out
-
-
-@dataclass(frozen=True)
-class DrillPlan:
-    flow: str
-    records: int
-    consume_before_failure: int
-    unreplicated_at_failure: int  # -1: natural lag
-    failure_at: int  # F: records produced when the primary is lost
-    seed: int
-    partitions: int
-    rate: float
-    objectives: Objectives
-    cleanup: bool = True
-    timeout_s: float = 120.0
-
-    def to_xcom(self) -> dict[str, Any]:
-        """The plan as XCom and the drill report carry it (``timeout_s`` is not part of it)."""
-        return {"flow": self.flow, "records": self.records, "consume_before_failure": self.consume_before_failure,
-                "unreplicated_at_failure": self.unreplicated_at_failure, "failure_at": self.failure_at,
-                "seed": self.seed, "partitions": self.partitions, "rate": self.rate, "cleanup": self.cleanup,
-                "objectives": asdict(self.objectives)}
-
-    @classmethod
-    def from_xcom(cls, data: Mapping[str, Any]) -> DrillPlan:
-        return cls(data["flow"], data["records"], data["consume_before_failure"], data["unreplicated_at_failure"],
-                   data["failure_at"], data["seed"], data["partitions"], data["rate"],
-                   Objectives(**data["objectives"]), data["cleanup"])
-
-
-def plan_drill(config: MirrorConfig, params: Mapping[str, Any]) -> DrillPlan:
-    """Validate the Params against the config (no cluster is contacted); errors name the Param."""
-    p = validate_params(DrillParams, params, config)
-    seed = random.SystemRandom().randrange(2**31) if p.seed is None else p.seed
-    failure_at = random.Random(seed).randint(p.consume_before_failure + max(p.unreplicated_at_failure, 1), p.records)
-    f = config.flow(p.flow)
-    drill_topic = DrillNames("x", f.source, f.target).topic
-    for other in config.flows:
-        if other.source == f.source and other.should_replicate(drill_topic):
-            raise ParamError(f"Param 'flow': production flow {other.name} would also mirror the drill topics "
-                             f"({drill_topic}); add 'mirror-core\\\\.drill\\\\..*' to {other.name}.topics.exclude")
-    if DrillNames("x", f.source, f.target).alias in config.clusters:
-        raise ParamError(f"Param 'flow': the drill needs the cluster alias 'drill-{f.source}', which the "
-                         "mirror config already uses")
-    objectives = Objectives(p.max_rpo_records, p.max_rto_seconds, p.max_duplicates, p.max_losses)
-    return DrillPlan(p.flow, p.records, p.consume_before_failure, p.unreplicated_at_failure, failure_at, seed,
-                     p.partitions, p.rate, objectives, p.cleanup)
-
-
-# -- the drill mirror process ------------------------------------------------------------------------
-class DrillMirror:
-    """A real ``mirror-core run`` on the generated drill config, killed to simulate the disaster."""
-
-    def __init__(self, config_file: Path, log_path: Path) -> None:
-        self.config_file, self.log_path = config_file, log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> DrillMirror:
-        env = {k: v for k, v in os.environ.items() if k != "MIRROR_CORE_DB_URL"}  # never the control plane
-        with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "mirror_core", "run", "--config",
-                                          str(self.config_file)], stdout=out, stderr=subprocess.STDOUT,
-                                         env={**env, "PYTHONUNBUFFERED": "1"}, cwd=self.config_file.parent)
-        return self
-
-    def ensure_running(self) -> subprocess.Popen[bytes]:
-        if self.proc is None:
-            raise WorkflowError("drill mirror not started")
-        if self.proc.poll() is not None:
-            raise WorkflowError(f"drill mirror exited with {self.proc.returncode}: {self.log_tail()}")
-        return self.proc
-
-    def freeze(self) -> None:
-        self.ensure_running().send_signal(signal.SIGSTOP)
-
-    def kill(self) -> None:
-        proc = self.ensure_running()
-        proc.kill()
-        proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-    def log_tail(self, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-
-# -- canary records ------------------------------------------------------------------------------------
-class Canary:
-    """Produces sequence-numbered records and remembers where each landed on the primary."""
-
-    def __init__(self, cluster: ClusterConfig, topic: str, partitions: int, stamp: str) -> None:
-        self.topic, self.partitions, self.stamp = topic, partitions, stamp
-        self.producer: Producer = make_producer(cluster, {"linger.ms": "5"})
-        self.placed: dict[int, tuple[int, int]] = {}  # seq -> (partition, offset) on the primary
-        self.errors: list[str] = []
-        self.produced = 0
-
-    def _delivered(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self.errors.append(str(err))
-        else:
-            self.placed[int(msg.key())] = (msg.partition(), msg.offset())
-
-    def produce(self, count: int, rate: float | None = None) -> None:
-        start = time.monotonic()
-        for i in range(count):
-            seq = self.produced
-            value = json.dumps({"drill": self.stamp, "seq": seq}).encode()
-            self.producer.produce(self.topic, value=value, key=str(seq).encode(), partition=seq % self.partitions,
-                                  on_delivery=self._delivered)
-            self.produced += 1
-            self.producer.poll(0)
-            if rate:
-                delay = start + (i + 1) / rate - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-
-    def flush(self, timeout: float = 30) -> None:
-        if self.producer.flush(timeout) or self.errors or len(self.placed) != self.produced:
-            raise WorkflowError(f"canary producer: {self.produced - len(self.placed)} records not acknowledged "
-                                f"by the primary ({'; '.join(self.errors[:3])})")
-
-    def primary_offsets_after(self, seqs: list[int]) -> dict[int, int]:
-        """Per partition, the primary offset after the last of ``seqs`` there (the resume position)."""
-        out: dict[int, int] = {}
-        for s in seqs:
-            p, o = self.placed[s]
-            out[p] = max(out.get(p, 0), o + 1)
-        return out
-
-
-def _seq(value: bytes | None) -> int:
-    return int(json.loads(value or b"{}")["seq"])
-
-
-def _ends(consumer: Consumer, topic: str, partitions: int, timeout: float = 10) -> dict[int, int]:
-    out = {}
-    for p in range(partitions):
-        try:
-            out[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
-        except KafkaException:
-            out[p] = 0
-    return out
-
-
-def _read(consumer: Consumer, topic: str, starts: dict[int, int], ends: dict[int, int], timeout: float,
-          limit: int | None = None, first_at: list[float] | None = None) -> list[tuple[int, int, int]]:
-    """(partition, offset, seq) from ``starts`` up to ``ends`` (or ``limit`` records), in arrival order.
-
-    ``first_at`` receives the monotonic time of the first record (or of reaching the end if none)."""
-    pending = {p for p in ends if starts.get(p, 0) < ends[p]}
-    if not pending:
-        if first_at is not None:
-            first_at.append(time.monotonic())
-        return []
-    consumer.assign([TopicPartition(topic, p, starts.get(p, OFFSET_BEGINNING)) for p in ends])
-    out: list[tuple[int, int, int]] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while pending and (limit is None or len(out) < limit):
-            if time.monotonic() > deadline:
-                raise WorkflowError(f"timed out reading {topic}: partitions {sorted(pending)} not read to the end")
-            for m in consumer.consume(500, 0.2):
-                if m.error() is not None or m.offset() >= ends[m.partition()]:
-                    continue
-                if limit is not None and len(out) >= limit:
-                    break
-                if first_at is not None and not first_at:
-                    first_at.append(time.monotonic())
-                out.append((m.partition(), m.offset(), _seq(m.value())))
-                if m.offset() + 1 >= ends[m.partition()]:
-                    pending.discard(m.partition())
-    finally:
-        consumer.unassign()
-    return out
-
-
-def _commit(admin: AdminClient, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    if offsets:  # nothing consumed: nothing to commit
-        commit_offsets(admin, group, offsets)
-
-
-def _next_offsets(rows: list[tuple[int, int, int]]) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for p, o, _ in rows:
-        out[p] = max(out.get(p, 0), o + 1)
-    return out
-
-
-def _wait(predicate: Any, timeout: float, what: str, interval: float = 0.25) -> float:
-    start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > timeout:
-            raise WorkflowError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
-    return time.monotonic() - start
-
-
-# -- the drill -----------------------------------------------------------------------------------------
 @dataclass
 class DrillResult:
     plan: DrillPlan
@@ -376,10 +144,11 @@ def _drill(config: MirrorConfig, properties_path: str | Path, plan: DrillPlan, n
         # 1. canary consumes C records on the primary and commits; wait for its checkpoint on the standby
         canary.produce(consume_n)
         canary.flush()
-        consumed_primary = _read(src_reader, names.topic, {}, _ends(src_reader, names.topic, plan.partitions),
-                                 deadline, limit=consume_n)
-        committed = _next_offsets(consumed_primary)
-        _commit(src_admin, names.canary_group, {(names.topic, p): o for p, o in committed.items()})
+        consumed_primary = read_canary(src_reader, names.topic, {},
+                                       end_offsets(src_reader, names.topic, plan.partitions), deadline,
+                                       limit=consume_n)
+        committed = next_offsets(consumed_primary)
+        commit_positions(src_admin, names.canary_group, {(names.topic, p): o for p, o in committed.items()})
         want = {(names.canary_group, remote, p): o for p, o in committed.items()}
         reader = CheckpointReader(make_consumer(tgt, f"{names.canary_group}.checkpoints", QUIET),
                                   checkpoints_topic(drill_flow.source))
@@ -392,8 +161,8 @@ def _drill(config: MirrorConfig, properties_path: str | Path, plan: DrillPlan, n
                     return False
                 return all(latest.get(k, (-1, -1))[0] >= o for k, o in want.items())
 
-            report["checkpoint_published_after_s"] = round(_wait(checkpointed, deadline, "the canary's checkpoint"),
-                                                           3)
+            report["checkpoint_published_after_s"] = round(
+                wait_until(checkpointed, deadline, "the canary's checkpoint"), 3)
         finally:
             reader.close()
 
@@ -401,14 +170,15 @@ def _drill(config: MirrorConfig, properties_path: str | Path, plan: DrillPlan, n
         if unrep >= 0:
             canary.produce(fail_at - unrep - consume_n, plan.rate)
             canary.flush()
-            _wait_replicated(drill_config, names, mirror, _ends(src_reader, names.topic, plan.partitions), deadline)
+            wait_replicated(drill_config, names, mirror, end_offsets(src_reader, names.topic, plan.partitions),
+                            deadline)
             mirror.freeze()
             canary.produce(unrep, plan.rate)
         else:
             canary.produce(fail_at - consume_n, plan.rate)
         # 3. failure: the primary acknowledged F records; the drill flow loses its primary now
         canary.flush()
-        primary_ends = _ends(src_reader, names.topic, plan.partitions)
+        primary_ends = end_offsets(src_reader, names.topic, plan.partitions)
         mirror.kill()
         failed_at = time.monotonic()
         report["failure"] = {"at": datetime.now(UTC).isoformat(), "records_produced": fail_at,
@@ -416,19 +186,19 @@ def _drill(config: MirrorConfig, properties_path: str | Path, plan: DrillPlan, n
                              "mode": "frozen mirror" if unrep >= 0 else "natural lag"}
 
         # 4. failover: translate from the standby's checkpoints only, commit, resume the canary there
-        translations = _from_checkpoints(drill_config, drill_flow, names.canary_group, names.topic, 30)
+        translations = translate_from_checkpoints(drill_config, drill_flow, names.canary_group, names.topic, 30)
         applied = apply_translation(drill_config, flow.target, translations)
-        standby_ends = _ends(tgt_reader, remote, plan.partitions)
+        standby_ends = end_offsets(tgt_reader, remote, plan.partitions)
         canary_tgt = make_consumer(tgt, names.canary_group, QUIET)
         try:
             resume = committed_offsets(make_admin(tgt), names.canary_group)
             starts = {p: resume.get((remote, p), 0) for p in range(plan.partitions)}
             first_at: list[float] = []
-            consumed_standby = _read(canary_tgt, remote, starts, standby_ends, deadline, first_at=first_at)
+            consumed_standby = read_canary(canary_tgt, remote, starts, standby_ends, deadline, first_at=first_at)
         finally:
             canary_tgt.close()
         rto = first_at[0] - failed_at
-        standby_all = _read(tgt_reader, remote, {}, standby_ends, deadline)
+        standby_all = read_canary(tgt_reader, remote, {}, standby_ends, deadline)
 
         produced = set(range(fail_at))
         on_standby = {s for _, _, s in standby_all}
@@ -446,8 +216,8 @@ def _drill(config: MirrorConfig, properties_path: str | Path, plan: DrillPlan, n
             "standby_end_offsets": standby_ends,
             "translation": [t.as_dict() for t in translations], "committed_on_standby": applied,
         })
-        _commit(make_admin(tgt), names.canary_group,
-                       {(remote, p): o for p, o in _next_offsets(consumed_standby).items()})
+        commit_positions(make_admin(tgt), names.canary_group,
+                         {(remote, p): o for p, o in next_offsets(consumed_standby).items()})
 
         # 5. failback: a new drill mirror copies what the standby missed; the canary returns to the primary
         report["failback"] = _failback(config, properties_path, plan, names, work, mirrors, canary,
@@ -455,27 +225,6 @@ def _drill(config: MirrorConfig, properties_path: str | Path, plan: DrillPlan, n
     finally:
         src_reader.close()
         tgt_reader.close()
-
-
-def _wait_replicated(drill_config: MirrorConfig, names: DrillNames, mirror: DrillMirror, ends: dict[int, int],
-                     timeout: float) -> float:
-    """Wait until the drill mirror's progress on the standby covers ``ends`` (every record acknowledged)."""
-    flow = drill_config.flow(names.flow)
-    store = ProgressStore(flow.progress_topic, make_consumer(drill_config.cluster(flow.target),
-                                                             f"{names.canary_group}.progress", QUIET), "drill")
-
-    def covered() -> bool:
-        mirror.ensure_running()
-        try:
-            progress = store.refresh(5)
-        except Exception:  # the progress topic may not exist yet
-            return False
-        return all(progress.get((names.topic, p), 0) >= end for p, end in ends.items())
-
-    try:
-        return _wait(covered, timeout, f"the drill mirror to replicate {sum(ends.values())} records")
-    finally:
-        store.close()
 
 
 def _failback(config: MirrorConfig, properties_path: str | Path, plan: DrillPlan, names: DrillNames, work: Path,
@@ -489,16 +238,16 @@ def _failback(config: MirrorConfig, properties_path: str | Path, plan: DrillPlan
     drill_config = load_config(write_drill_properties(config, properties_path, names, "failback", work))
     mirror = DrillMirror(work / "drill-failback.properties", work / "drill-mirror-failback.log").start()
     mirrors.append(mirror)
-    caught_up_s = _wait_replicated(drill_config, names, mirror, primary_ends, plan.timeout_s)
+    caught_up_s = wait_replicated(drill_config, names, mirror, primary_ends, plan.timeout_s)
     mirror.stop()
     canary_src = make_consumer(src, names.canary_group, QUIET)
     admin = make_admin(src)
     try:
         seqs = [s for _, _, s in consumed]
         back = canary.primary_offsets_after(seqs)
-        _commit(admin, names.canary_group, {(names.topic, p): o for p, o in back.items()})
-        rest = _read(canary_src, names.topic, back, primary_ends, plan.timeout_s)
-        _commit(admin, names.canary_group, {(names.topic, p): o for p, o in _next_offsets(rest).items()})
+        commit_positions(admin, names.canary_group, {(names.topic, p): o for p, o in back.items()})
+        rest = read_canary(canary_src, names.topic, back, primary_ends, plan.timeout_s)
+        commit_positions(admin, names.canary_group, {(names.topic, p): o for p, o in next_offsets(rest).items()})
     finally:
         canary_src.close()
     seen = Counter(seqs + [s for _, _, s in rest])

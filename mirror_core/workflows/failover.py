@@ -19,6 +19,8 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from mirror_core.clients import make_admin, make_consumer
 from mirror_core.config.model import FlowConfig, MirrorConfig
+from mirror_core.errors import ReadIncomplete
+from mirror_core.kafka_io import QUIET, first_visible
 from mirror_core.offsets.failback import seed_progress, unreplicated
 from mirror_core.offsets.groups import active_members, committed_offsets
 from mirror_core.offsets.translate import (
@@ -30,7 +32,7 @@ from mirror_core.offsets.translate import (
 )
 from mirror_core.state.store import StateStore
 from mirror_core.status import FlowStatus, flow_status
-from mirror_core.workflows.control import WorkflowError, set_flow
+from mirror_core.workflows.control import WorkflowError, flow_of, set_flow
 from mirror_core.workflows.plans import (
     DataLag,
     FailbackPlan,
@@ -43,17 +45,9 @@ from mirror_core.workflows.plans import (
 )
 
 log = logging.getLogger(__name__)
-QUIET = {"log_level": "0"}
 
 
 # -- shared pieces ------------------------------------------------------------------------------------
-def flow_of(config: MirrorConfig, name: str) -> FlowConfig:
-    try:
-        return config.flow(name)
-    except KeyError as exc:
-        raise WorkflowError(str(exc.args[0])) from None
-
-
 def reverse_of(config: MirrorConfig, flow: FlowConfig) -> FlowConfig | None:
     try:
         return config.flow(f"{flow.target}->{flow.source}")
@@ -100,7 +94,8 @@ def wait_data_lag(config: MirrorConfig, flow: FlowConfig, timeout: float) -> int
         time.sleep(1.0)
 
 
-def _require_idle(config: MirrorConfig, cluster: str, groups: list[str]) -> None:
+def require_idle(config: MirrorConfig, cluster: str, groups: list[str]) -> None:
+    """Refuse (WorkflowError) while any of ``groups`` has active members on ``cluster``."""
     admin = make_admin(config.cluster(cluster))
     busy = {g: n for g in groups if (n := active_members(admin, g))}
     if busy:
@@ -118,7 +113,11 @@ def registry_moves(store: StateStore | None, apps: list[str], to: str) -> dict[s
     return moves
 
 
-def _commit(config: MirrorConfig, cluster: str, groups: dict[str, list[PartitionTranslation]]) -> list[dict[str, Any]]:
+def commit_translations(config: MirrorConfig, cluster: str,
+                        groups: dict[str, list[PartitionTranslation]]) -> list[dict[str, Any]]:
+    """Commit each group's translated offsets on ``cluster``, group by group. A group with a partition
+    left untranslated, or with active members there, raises WorkflowError before any of its offsets is
+    committed."""
     committed: list[dict[str, Any]] = []
     for group, rows in groups.items():
         missing = [f"{r.topic}[{r.partition}]" for r in rows if r.target_offset is None]
@@ -156,7 +155,10 @@ def canary(config: MirrorConfig, cluster: str, groups: list[str], timeout: float
                 elif offset < high:
                     # A read_committed consumer never skips a committed record: offsets before the
                     # first one it reads are markers or aborted records, nothing a consumer would miss.
-                    first = first_visible(consumer, topic, p, offset, high, timeout)
+                    try:
+                        first = first_visible(consumer, topic, p, offset, high, timeout)
+                    except ReadIncomplete as exc:
+                        raise WorkflowError(str(exc)) from None
                     skipped = (first if first is not None else high) - offset
                 rows.append({"topic": topic, "partition": p, "committed": offset, "first_read": first,
                              "end": high, "invisible_skipped": skipped})
@@ -166,28 +168,6 @@ def canary(config: MirrorConfig, cluster: str, groups: list[str], timeout: float
     if problems:
         raise WorkflowError("canary consumers did not resume where expected: " + "; ".join(problems))
     return out
-
-
-def first_visible(consumer: Any, topic: str, partition: int, start: int, end: int, timeout: float) -> int | None:
-    """Offset of the first record a read_committed consumer reads in ``[start, end)``, or None when
-    it reached ``end`` without one (only markers or aborted records). Raises WorkflowError when it can
-    tell neither within ``timeout`` (an error, a slow broker, an open transaction holding it back)."""
-    consumer.assign([TopicPartition(topic, partition, start)])
-    last_error = "no answer"
-    try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for m in consumer.consume(1, 1.0):
-                if m.error() is None:
-                    return int(m.offset()) if m.offset() < end else None
-                last_error = m.error().str()
-            pos = consumer.position([TopicPartition(topic, partition)])[0].offset
-            if pos is not None and pos >= end:
-                return None  # only markers or aborted records up to the end
-        raise WorkflowError(f"{topic}[{partition}]: no record readable from offset {start} and the end ({end}) "
-                            f"not reached within {timeout:.0f}s ({last_error}; an open transaction?)")
-    finally:
-        consumer.unassign()
 
 
 # -- failover -----------------------------------------------------------------------------------------
@@ -237,7 +217,7 @@ def execute_failover(config: MirrorConfig, store: StateStore, plan: FailoverPlan
     flow = flow_of(config, plan.flow)
     groups = list(plan.groups)
     why = f"{'planned' if plan.planned else 'unplanned'} failover {flow.source} -> {flow.target}"
-    _require_idle(config, flow.target, groups)
+    require_idle(config, flow.target, groups)
     steps: dict[str, Any] = {}
     if plan.planned:
         wait_data_lag(config, flow, drain_timeout)
@@ -252,7 +232,7 @@ def execute_failover(config: MirrorConfig, store: StateStore, plan: FailoverPlan
                                     "and run the failover again")
         # Positions are final now that the flow stopped: translate again rather than reuse the plan.
         final = {g: translate_group(config, g, flow.source, flow.target) for g in groups}
-        steps["committed"] = _commit(config, flow.target, final)
+        steps["committed"] = commit_translations(config, flow.target, final)
         if reverse is not None and reverse.policy.uses_provenance:
             # Same topic names on both sides: the reverse flow starts exactly at the failover point
             # (seeded before any application is pointed at the standby), so the standby's copies of
@@ -350,7 +330,7 @@ def execute_failback(config: MirrorConfig, store: StateStore, plan: FailbackPlan
     reverse = flow_of(config, plan.reverse_flow)
     groups = list(plan.groups)
     why = f"failback {forward.target} -> {forward.source}"
-    _require_idle(config, forward.source, groups)
+    require_idle(config, forward.source, groups)
     steps: dict[str, Any] = {}
     wait_data_lag(config, reverse, drain_timeout)
     try:
@@ -369,7 +349,7 @@ def execute_failback(config: MirrorConfig, store: StateStore, plan: FailbackPlan
                             first_end[0] <= row.target_offset < first_end[1]:
                         row.target_offset = max(row.target_offset, first_end[1])
                         row.note = "moved past the records never replicated (skip)"
-        steps["committed"] = _commit(config, forward.source, final)
+        steps["committed"] = commit_translations(config, forward.source, final)
     except Exception:
         set_flow(store, reverse.name, "running", who, f"rollback of {why}", run_id)
         raise

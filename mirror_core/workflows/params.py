@@ -115,11 +115,12 @@ def _number(name: str, value: Any, rule: Rule) -> float:
 
 def _text(name: str, value: Any, rule: Rule, config: MirrorConfig) -> str:
     if rule.of == "flow":
-        flows = [f.name for f in config.flows]
         if rule.empty_means_all and value in ("", None):
             return ""
-        if value not in flows:
-            raise ParamError(f"Param '{name}': unknown flow {value!r} (enabled flows: {', '.join(flows)})")
+        try:
+            config.flow(value, standby=False)  # Params name enabled flows only
+        except KeyError as exc:
+            raise ParamError(f"Param '{name}': {exc.args[0]}") from None
         return str(value)
     if rule.of == "cluster":
         if value not in config.clusters:

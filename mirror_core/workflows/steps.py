@@ -18,7 +18,9 @@ from mirror_core.config.model import MirrorConfig
 from mirror_core.state.store import StateStore
 from mirror_core.topic_sync import sync_flow
 from mirror_core.workflows import cutover, failover
-from mirror_core.workflows.drill import DrillPlan, run_drill
+from mirror_core.workflows.control import flow_of
+from mirror_core.workflows.drill import run_drill
+from mirror_core.workflows.drill_plan import DrillPlan
 from mirror_core.workflows.errors import WorkflowError
 from mirror_core.workflows.params import CutoverParams, FailbackParams, FailoverParams
 from mirror_core.workflows.plans import CutoverPlan, DrillOutcome, Execution, FailbackPlan, FailoverPlan
@@ -42,7 +44,7 @@ def open_failover(config: MirrorConfig, store: StateStore, params: FailoverParam
 
 def failback_reverse_flow(config: MirrorConfig, params: FailbackParams) -> str:
     """The reverse flow a failback of ``params.flow`` waits for (configured, usually as a standby flow)."""
-    return failover.required_reverse(config, failover.flow_of(config, params.flow)).name
+    return failover.required_reverse(config, flow_of(config, params.flow)).name
 
 
 def open_failback(config: MirrorConfig, store: StateStore, params: FailbackParams, run_id: str | None) -> FailbackPlan:

@@ -99,7 +99,7 @@ def test_bad_params_fail_before_any_cluster_is_touched(drill_env: StateStore) ->
 def test_plan_errors_name_the_param(tmp_path: Path) -> None:
     from mirror_core.config.loader import parse_text
     from mirror_core.workflows.control import WorkflowError
-    from mirror_core.workflows.drill import plan_drill
+    from mirror_core.workflows.drill_plan import plan_drill
 
     config = parse_text("clusters = dc1, dc2\ndc1.bootstrap.servers = a:1\ndc2.bootstrap.servers = b:2\n"
                         "dc1->dc2.enabled = true\ndc1->dc2.topics = orders\n", validate_clients=False)

@@ -6,7 +6,8 @@ from confluent_kafka import Producer
 
 from mirror_core.clients import make_consumer
 from mirror_core.config.loader import load_config
-from mirror_core.workflows.failover import canary, first_visible
+from mirror_core.kafka_io import first_visible
+from mirror_core.workflows.failover import canary
 from tests.integration.test_offsets import commit_source_group
 from tests.kafka_harness import create_topic, end_offsets, unique, write_config
 

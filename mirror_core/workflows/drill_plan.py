@@ -1,0 +1,84 @@
+"""DR drill planning: the drill's Params checked against the mirror config, and its objectives.
+
+What a drill is and how it runs: :mod:`mirror_core.workflows.drill`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from mirror_core.config.model import MirrorConfig
+from mirror_core.workflows.drill_config import DrillNames
+from mirror_core.workflows.errors import ParamError
+from mirror_core.workflows.params import DrillParams, validate_params
+
+
+@dataclass(frozen=True)
+class Objectives:
+    max_rpo_records: int
+    max_rto_seconds: float
+    max_duplicates: int
+    max_losses: int
+
+    def missed(self, rpo: int, rto: float | None, duplicates: int, losses: int) -> list[str]:
+        out = []
+        if rpo > self.max_rpo_records:
+            out.append(f"max_rpo_records: RPO {rpo} records > {self.max_rpo_records}")
+        if rto is None or rto > self.max_rto_seconds:
+            out.append(f"max_rto_seconds: RTO {'unmeasured' if rto is None else f'{rto:.2f}s'} "
+                       f"> {self.max_rto_seconds}s")
+        if duplicates > self.max_duplicates:
+            out.append(f"max_duplicates: {duplicates} duplicates > {self.max_duplicates}")
+        if losses > self.max_losses:
+            out.append(f"max_losses: {losses} losses > {self.max_losses}")
+        return out
+
+
+@dataclass(frozen=True)
+class DrillPlan:
+    flow: str
+    records: int
+    consume_before_failure: int
+    unreplicated_at_failure: int  # -1: natural lag
+    failure_at: int  # F: records produced when the primary is lost
+    seed: int
+    partitions: int
+    rate: float
+    objectives: Objectives
+    cleanup: bool = True
+    timeout_s: float = 120.0
+
+    def to_xcom(self) -> dict[str, Any]:
+        """The plan as XCom and the drill report carry it (``timeout_s`` is not part of it)."""
+        return {"flow": self.flow, "records": self.records, "consume_before_failure": self.consume_before_failure,
+                "unreplicated_at_failure": self.unreplicated_at_failure, "failure_at": self.failure_at,
+                "seed": self.seed, "partitions": self.partitions, "rate": self.rate, "cleanup": self.cleanup,
+                "objectives": asdict(self.objectives)}
+
+    @classmethod
+    def from_xcom(cls, data: Mapping[str, Any]) -> DrillPlan:
+        return cls(data["flow"], data["records"], data["consume_before_failure"], data["unreplicated_at_failure"],
+                   data["failure_at"], data["seed"], data["partitions"], data["rate"],
+                   Objectives(**data["objectives"]), data["cleanup"])
+
+
+def plan_drill(config: MirrorConfig, params: Mapping[str, Any]) -> DrillPlan:
+    """Validate the Params against the config (no cluster is contacted); errors name the Param."""
+    p = validate_params(DrillParams, params, config)
+    seed = random.SystemRandom().randrange(2**31) if p.seed is None else p.seed
+    failure_at = random.Random(seed).randint(p.consume_before_failure + max(p.unreplicated_at_failure, 1), p.records)
+    f = config.flow(p.flow)
+    drill_topic = DrillNames("x", f.source, f.target).topic
+    for other in config.flows:
+        if other.source == f.source and other.should_replicate(drill_topic):
+            raise ParamError(f"Param 'flow': production flow {other.name} would also mirror the drill topics "
+                             f"({drill_topic}); add 'mirror-core\\\\.drill\\\\..*' to {other.name}.topics.exclude")
+    if DrillNames("x", f.source, f.target).alias in config.clusters:
+        raise ParamError(f"Param 'flow': the drill needs the cluster alias 'drill-{f.source}', which the "
+                         "mirror config already uses")
+    objectives = Objectives(p.max_rpo_records, p.max_rto_seconds, p.max_duplicates, p.max_losses)
+    return DrillPlan(p.flow, p.records, p.consume_before_failure, p.unreplicated_at_failure, failure_at, seed,
+                     p.partitions, p.rate, objectives, p.cleanup)

@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,aws]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,airflow,spark,aws]'
 	$(BIN)/mirror-core dev fetch
 	$(BIN)/python -m mirror_core.devcluster.spark_packages
 	bash scripts/ensure-postgres.sh

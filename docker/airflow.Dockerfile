@@ -22,7 +22,7 @@ COPY --chown=airflow:0 pyproject.toml constraints.txt README.md ./
 COPY --chown=airflow:0 mirror_core ./mirror_core
 COPY --chown=airflow:0 spark_jobs ./spark_jobs
 COPY --chown=airflow:0 examples ./examples
-RUN pip install --no-cache-dir -c constraints.txt -e . \
+RUN pip install --no-cache-dir -c constraints.txt -e '.[airflow,spark]' \
     && python -m mirror_core.devcluster.spark_packages \
     && rm -rf /home/airflow/.m2
 WORKDIR /opt/airflow

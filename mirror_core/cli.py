@@ -6,11 +6,13 @@ import argparse
 import faulthandler
 import json
 import logging
+import os
 import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
 
+from mirror_core import __version__
 from mirror_core.config.errors import ConfigError
 from mirror_core.config.loader import load_config
 from mirror_core.config.model import MirrorConfig
@@ -18,13 +20,14 @@ from mirror_core.errors import MirrorError
 from mirror_core.redaction import install_log_filter, scrub
 
 EXIT_CONFIG = 2
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 log = logging.getLogger("mirror_core")
 
 
 def _setup_logging(level: str) -> None:
     # `kill -USR1 <pid>` dumps every thread's stack: the first tool to reach for when a mirror hangs.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+    logging.basicConfig(level=getattr(logging, level),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("librdkafka").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # schema migrations are routine, not news
@@ -271,11 +274,15 @@ def cmd_topics(args: argparse.Namespace) -> int:
 
 def cmd_clusters(args: argparse.Namespace) -> int:
     """The active-cluster registry as applications see it (read-only: only workflows change it)."""
-    from mirror_core.airflow_support import config_path
     from mirror_core.state.store import StateStore
     from mirror_core.workflows.control import WorkflowError, active_cluster
 
-    config = _load(args.config or str(config_path()))
+    path = args.config or os.environ.get("MIRROR_CORE_CONFIG")
+    if not path:
+        print("mirror-core: 'clusters' needs the mirror configuration: --config mm2.properties (or set "
+              "MIRROR_CORE_CONFIG)", file=sys.stderr)
+        return EXIT_CONFIG
+    config = _load(path)
     store = StateStore(args.db_url)
     store.migrate()
     if args.action == "active":
@@ -310,16 +317,19 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mirror-core", description="Cross-cluster Kafka replication")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--version", action="version", version=f"mirror-core {__version__}")
+    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS,
+                        help="DEBUG, INFO (default), WARNING, ERROR or CRITICAL")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="replicate continuously (foreground; SIGTERM/SIGINT stop gracefully)")
     run.add_argument("--config", required=True, help="mm2.properties file")
     run.add_argument("--metrics-port", type=int, default=None, help="serve /metrics, /healthz, /status")
     run.add_argument("--metrics-host", default="127.0.0.1")
-    run.add_argument("--state-db", default=None,
-                     help="state store URL (usually the same as the DAGs' MIRROR_CORE_DB_URL) whose flow states "
-                          "this instance obeys; without it only the enabled flows run, with no control plane")
+    run.add_argument("--state-db", default=os.environ.get("MIRROR_CORE_DB_URL") or None,
+                     help="state store URL whose flow states this instance obeys (default: MIRROR_CORE_DB_URL, the "
+                          "DAGs' state store); without either, only the enabled flows run, with no control plane")
     run.set_defaults(func=cmd_run)
 
     st = sub.add_parser("status", help="per flow and partition: source end, replicated position, lag")
@@ -365,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="active: print the bootstrap servers the alias should use; history: who switched it, "
                          "when, why and in which run")
     cl.add_argument("alias", nargs="?", help="application alias")
-    cl.add_argument("--config", default=None, help="mm2.properties (default: $MIRROR_CORE_CONFIG or the example)")
+    cl.add_argument("--config", default=None, help="mm2.properties (default: $MIRROR_CORE_CONFIG)")
     cl.add_argument("--db-url", default=None, help="state store URL (default: MIRROR_CORE_DB_URL or SQLite)")
     cl.add_argument("--default", default=None, help="cluster alias to use while the alias is not registered")
     cl.add_argument("--limit", type=int, default=50)
@@ -390,6 +400,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        # One line naming what failed (state store, cluster, workflow); the traceback only on request.
+        if args.debug:
+            raise
+        print(scrub(f"mirror-core: {args.command}: {_one_line(exc)} (--debug shows the traceback)"), file=sys.stderr)
+        return 1
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 if __name__ == "__main__":

@@ -159,6 +159,14 @@ def write_config(path: Path, clusters: dict[str, str], lines: Iterable[str]) -> 
     return path
 
 
+def mirror_env(**extra: str) -> dict[str, str]:
+    """The environment of a ``mirror-core run`` the test starts: MIRROR_CORE_DB_URL (set for the DAG tests)
+    is left out, so a mirror obeys a control plane only when its test passes ``--state-db``."""
+    env = {k: v for k, v in os.environ.items() if k != "MIRROR_CORE_DB_URL"}
+    env.update(PYTHONUNBUFFERED="1", **extra)
+    return env
+
+
 class MirrorProcess:
     """A real ``mirror-core run`` subprocess with its own metrics port and log file."""
 
@@ -171,7 +179,7 @@ class MirrorProcess:
 
     def start(self) -> MirrorProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = mirror_env()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mirror_core", "run", "--config", str(self.config),
              "--metrics-port", str(self.port), *self.args], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)

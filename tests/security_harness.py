@@ -30,7 +30,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from mirror_core.devcluster.kafka_dist import java_executable
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
-from tests.kafka_harness import REPO, MirrorProcess, new_cluster
+from tests.kafka_harness import REPO, MirrorProcess, mirror_env, new_cluster
 
 SCRAM_USER = "mirror"
 SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required"
@@ -292,6 +292,6 @@ class DebugMirror(MirrorProcess):
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mirror_core", "--log-level", "DEBUG", "run", "--config", str(self.config),
              "--metrics-port", str(self.port)], stdout=log, stderr=subprocess.STDOUT,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"), cwd=REPO)
+            env=mirror_env(), cwd=REPO)
         log.close()
         return self

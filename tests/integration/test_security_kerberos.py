@@ -58,7 +58,8 @@ class KerberosMirror(MirrorProcess):
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mirror_core", "run", "--config", str(self.config),
              "--metrics-port", str(self.port)],
-            stdout=log, stderr=subprocess.STDOUT, env=dict(self.env, PYTHONUNBUFFERED="1"), cwd=REPO)
+            stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+            env={**{k: v for k, v in self.env.items() if k != "MIRROR_CORE_DB_URL"}, "PYTHONUNBUFFERED": "1"})
         log.close()
         return self
 

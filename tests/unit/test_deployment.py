@@ -37,8 +37,9 @@ def _services() -> dict[str, Any]:
 
 
 def _pyproject_pin(package: str) -> str:
-    match = re.search(rf'"{re.escape(package)}==([^"]+)"', (REPO / "pyproject.toml").read_text())
-    assert match, f"{package} is not pinned in pyproject.toml"
+    """The tested version: constraints.txt pins every package exactly (pyproject.toml has ranges)."""
+    match = re.search(rf"^{re.escape(package)}==(\S+)$", (REPO / "constraints.txt").read_text(), re.MULTILINE)
+    assert match, f"{package} is not pinned in constraints.txt"
     return match.group(1)
 
 

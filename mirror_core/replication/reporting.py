@@ -34,6 +34,7 @@ class Reporter:
         """Count an error of ``kind`` and keep ``event`` among the last ones shown in /status."""
         self.metrics.errors.labels(self.flow_name, kind).inc()
         self.events = [*self.events[-(MAX_EVENTS - 1):], event]
+        self.status = {**self.status, "events": list(self.events)}  # shown now, not at the next publish
 
     def report_problems(self, topics: TopicManager) -> None:
         """Configs or topics the target rejected (topics.py), one event each."""

@@ -27,7 +27,7 @@ from tests.kafka_harness import (
     wait_until,
     write_config,
 )
-from tests.security_harness import DebugMirror, SecureCluster, cli, running_secure_cluster
+from tests.security_harness import DebugMirror, SecureCluster, cli, jks_truststore, running_secure_cluster
 
 PASSWORD = "Zq8-scram-S3CRET-pw-4471"  # distinctive: grepped for everywhere it must not be
 FLOW = "dc1s->dc2"
@@ -130,26 +130,31 @@ def test_bad_credentials_and_unknown_hosts_give_clear_errors(secure: SecureClust
 
 def test_password_from_a_secrets_file_only_the_mirror_reads(secure: SecureCluster, dc2: str, name: str,
                                                              tmp_path: Path, mirrors: list[MirrorProcess]) -> None:
-    """Production files keep secrets out of mm2.properties with Kafka's config providers: the SCRAM password
-    and the trust store path come from ${file:...} / ${env:...}; the file is 0600. Replication works, the
-    password is nowhere in check output or the mirror's DEBUG log, and a missing key names file, line and key."""
+    """The production shape: SASL_SSL + SCRAM, a JKS trust store made by keytool with no type line (Java's
+    default), the SCRAM and trust store passwords in a secrets file only this user reads (0600) through
+    ${file:...}, the trust store path from ${env:...}. Replication works unchanged, the passwords are nowhere
+    in check output or the mirror's DEBUG log, and a missing key names file, line and key."""
     topic = f"{name}.secrets"
     create_topic(secure.plain_bootstrap, topic, 1)
     produce_sequence(secure.plain_bootstrap, topic, 1, 25)
+    store_password = "Jks-Trust-Pw-6620"
+    truststore = jks_truststore(tmp_path / "truststore.jks", store_password, secure.pki.ca_pem)
     secrets = tmp_path / "kafka-secrets.properties"
-    secrets.write_text(f"dc1s.password = {PASSWORD}\n")
+    secrets.write_text(f"dc1s.password = {PASSWORD}\ntruststore.password = {store_password}\n")
     secrets.chmod(0o600)
     jaas = f"org.apache.kafka.common.security.scram.ScramLoginModule required username='mirror' " \
            f"password='${{file:{secrets}:dc1s.password}}';"
     providers = ["config.providers = file, env",
                  "config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider",
                  "config.providers.env.class = org.apache.kafka.common.config.provider.EnvVarConfigProvider"]
-    lines = [line for line in secure.lines("dc1s") if "jaas" not in line and "truststore.location" not in line]
-    lines += [f"dc1s.sasl.jaas.config = {jaas}", "dc1s.ssl.truststore.location = ${env:MIRROR_TEST_CA}"]
+    lines = [line for line in secure.lines("dc1s") if "jaas" not in line and "truststore" not in line]
+    lines += [f"dc1s.sasl.jaas.config = {jaas}", "dc1s.ssl.truststore.location = ${env:MIRROR_TEST_CA}",
+              f"dc1s.ssl.truststore.password = ${{file:{secrets}:truststore.password}}"]
     config = write_config(tmp_path / "mm2.properties", {"dc1s": secure.sasl_bootstrap, "dc2": dc2},
                           providers + lines + flow_lines(name, flow=FLOW))
-    assert PASSWORD not in config.read_text()
-    os.environ["MIRROR_TEST_CA"] = str(secure.pki.ca_pem)
+    assert PASSWORD not in config.read_text() and store_password not in config.read_text()
+    assert "truststore.type" not in config.read_text()
+    os.environ["MIRROR_TEST_CA"] = str(truststore)
     try:
         check = cli("check", "--config", str(config))
         assert check.returncode == 0, check.stderr
@@ -158,7 +163,7 @@ def test_password_from_a_secrets_file_only_the_mirror_reads(secure: SecureCluste
         wait_until(lambda: len(read_all(dc2, f"dc1s.{topic}", timeout=10)) == 25, 90, what="25 records replicated")
         assert m.stop() == 0
         for where, text in {"check": check.stdout + check.stderr, "mirror log (DEBUG)": m.log()}.items():
-            assert PASSWORD not in text, f"the password appears in {where}"
+            assert PASSWORD not in text and store_password not in text, f"a password appears in {where}"
 
         broken = tmp_path / "broken.properties"
         broken.write_text(config.read_text().replace(":dc1s.password}", ":dc1s.pasword}"))

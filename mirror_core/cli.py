@@ -59,7 +59,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _private_ticket_cache(config: MirrorConfig) -> None:
     """A keytab login gets this process's own Kerberos ticket cache (unless KRB5CCNAME says otherwise):
     mirrors on one host would otherwise share /tmp/krb5cc_<uid> and overwrite each other's tickets."""
-    import os
     import tempfile
 
     keytab = any(settings.get("sasl.kerberos.keytab") for c in config.clusters.values()

@@ -204,11 +204,11 @@ NO_EFFECT_KEYS: frozenset[str] = (
     - frozenset(KEYS_BY_NAME) - frozenset(ALIASES) - mm2.MM2_CLIENT_KEYS - _CLIENT_SETTINGS_TOO
     - {"clusters", "config.providers"}
 ) | {"group.id"}
-# Prefixes of Connect-only key families (converters' and transforms' own settings, REST listeners...).
-_NO_EFFECT_PREFIXES = ("producer.override.", "consumer.override.", "admin.override.", "transforms.", "predicates.",
-                       "topic.creation.", "offset.storage.", "config.storage.", "status.storage.", "key.converter.",
-                       "value.converter.", "header.converter.", "listeners.https.", "admin.listeners.https.",
-                       "metrics.context.", "metrics.jmx.", "source.cluster.", "target.cluster.", "errors.")
+# Prefixes of Connect-only key families (converters' and transforms' own settings, REST listeners...): MM2's own
+# list without the client prefixes applied here (<kind>., source./target. connector client prefixes, config
+# providers); plus errors.*, fixed ConnectorConfig names of one family.
+_APPLIED_PREFIXES = {"config.providers.", "producer.", "consumer.", "admin.", "source.", "target."}
+_NO_EFFECT_PREFIXES = (*sorted(mm2.MM2_KEY_PREFIXES - _APPLIED_PREFIXES), "errors.")
 
 
 def no_effect_reason(key: str, cluster_level: bool = False) -> str | None:

@@ -30,8 +30,9 @@ How MirrorMakerConfig.java routes a key (the same in 4.0.0-4.3.1):
   connectors of that flow; any key goes through. Worker configs never read flow-level keys.
 * ``<key>`` (top level): reaches the connectors only if it is an MM2 connector ConfigDef name
   (MirrorMakerConfig.allConfigNames: source + checkpoint + heartbeat ConfigDefs) or starts with a
-  MM2_CONNECTOR_FORWARDED_PREFIXES entry. It reaches the workers only if it starts with a
-  MM2_WORKER_FORWARDED_PREFIXES entry, and then it overrides ``<target>.<key>``. Anything else is dropped: for example
+  ``config.providers`` or ``replication.policy``. It reaches the workers only if it starts with ``offset.storage``,
+  ``config.storage``, ``status.storage``, ``*.converter``, ``task``, ``worker``, ``replication.policy`` or
+  ``config.providers``, and then it overrides ``<target>.<key>``. Anything else is dropped: for example
   top-level ``exactly.once.source.support``, ``group.id``, ``producer.*`` or ``transforms.<alias>.type``.
 * ``<source>-><target>.enabled`` and ``emit.heartbeats.enabled`` (top level or per flow) also decide which herders
   exist (clusterPairs).
@@ -42,12 +43,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
-
-# Templates of the two dynamic prefixes, from MirrorMakerConfig.java clusterProps() (cluster + ".") and
-# connectorBaseConfig() (source + "->" + target + ".").
-CLUSTER_PREFIX_FORMAT: Final = "{alias}."
-FLOW_PREFIX_FORMAT: Final = "{source}->{target}."
-FLOW_SEPARATOR: Final = "->"
 
 # MirrorMakerConfig.java: config() -- clusters, config.providers, dedicated.mode.enable.internal.rest, plus the
 # internal REST server keys from RestServerConfig.java addInternalConfig() (listeners, rest.advertised.*, ...,
@@ -226,14 +221,6 @@ MM2_CONNECTOR_KEYS: Final[frozenset[str]] = (
     | MM2_FILTER_KEYS
 )
 
-# MirrorSourceTaskConfig.java / MirrorCheckpointTaskConfig.java / MirrorConnectorConfig.TASK_INDEX: written by the
-# connectors into task configs; never meant for mm2.properties.
-MM2_TASK_INTERNAL_KEYS: Final[frozenset[str]] = frozenset({
-    "task.assigned.groups",
-    "task.assigned.partitions",
-    "task.index",
-})
-
 # Keys that Kafka 3.x MirrorMaker 2 accepted and 4.0 removed -> the replacement, or None if there is none. From the
 # commits KAFKA-17529 (DefaultTopicFilter/DefaultGroupFilter/DefaultConfigPropertyFilter *.blacklist aliases),
 # KAFKA-16769 (MirrorSourceConfig.java), KAFKA-17435 (MirrorSourceConfig.java) and KAFKA-14158
@@ -250,11 +237,10 @@ MM2_REMOVED_IN_4_0: Final[Mapping[str, str | None]] = MappingProxyType({
 
 # connect/runtime WorkerConfig.java baseConfigDef() + distributed/DistributedConfig.java config() (incl. the REST
 # keys from rest/RestServerConfig.java addPublicConfig() and the client security keys).
-CONNECT_WORKER_KEYS: Final[frozenset[str]] = frozenset({
+CONNECT_WORKER_KEYS: Final[frozenset[str]] = MM2_CLIENT_KEYS | frozenset({  # every client key, and:
     "access.control.allow.methods",
     "access.control.allow.origin",
     "admin.listeners",
-    "bootstrap.servers",
     "client.dns.lookup",
     "client.id",
     "config.providers",
@@ -302,77 +288,12 @@ CONNECT_WORKER_KEYS: Final[frozenset[str]] = frozenset({
     "rest.extension.classes",
     "retry.backoff.max.ms",
     "retry.backoff.ms",
-    "sasl.client.callback.handler.class",
-    "sasl.jaas.config",
-    "sasl.kerberos.kinit.cmd",
-    "sasl.kerberos.min.time.before.relogin",
-    "sasl.kerberos.service.name",
-    "sasl.kerberos.ticket.renew.jitter",
-    "sasl.kerberos.ticket.renew.window.factor",
-    "sasl.login.callback.handler.class",
-    "sasl.login.class",
-    "sasl.login.connect.timeout.ms",
-    "sasl.login.read.timeout.ms",
-    "sasl.login.refresh.buffer.seconds",
-    "sasl.login.refresh.min.period.seconds",
-    "sasl.login.refresh.window.factor",
-    "sasl.login.refresh.window.jitter",
-    "sasl.login.retry.backoff.max.ms",
-    "sasl.login.retry.backoff.ms",
-    "sasl.mechanism",
-    "sasl.oauthbearer.assertion.algorithm",
-    "sasl.oauthbearer.assertion.claim.aud",
-    "sasl.oauthbearer.assertion.claim.exp.seconds",
-    "sasl.oauthbearer.assertion.claim.iss",
-    "sasl.oauthbearer.assertion.claim.jti.include",
-    "sasl.oauthbearer.assertion.claim.nbf.seconds",
-    "sasl.oauthbearer.assertion.claim.sub",
-    "sasl.oauthbearer.assertion.file",
-    "sasl.oauthbearer.assertion.private.key.file",
-    "sasl.oauthbearer.assertion.private.key.passphrase",
-    "sasl.oauthbearer.assertion.template.file",
-    "sasl.oauthbearer.client.credentials.client.id",
-    "sasl.oauthbearer.client.credentials.client.secret",
-    "sasl.oauthbearer.clock.skew.seconds",
-    "sasl.oauthbearer.expected.audience",
-    "sasl.oauthbearer.expected.issuer",
-    "sasl.oauthbearer.header.urlencode",
-    "sasl.oauthbearer.jwks.endpoint.refresh.ms",
-    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
-    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
-    "sasl.oauthbearer.jwks.endpoint.url",
-    "sasl.oauthbearer.jwt.retriever.class",
-    "sasl.oauthbearer.jwt.validator.class",
-    "sasl.oauthbearer.scope",
-    "sasl.oauthbearer.scope.claim.name",
-    "sasl.oauthbearer.sub.claim.name",
-    "sasl.oauthbearer.token.endpoint.url",
     "scheduled.rebalance.max.delay.ms",
-    "security.protocol",
     "send.buffer.bytes",
     "session.timeout.ms",
     "socket.connection.setup.timeout.max.ms",
     "socket.connection.setup.timeout.ms",
-    "ssl.cipher.suites",
     "ssl.client.auth",
-    "ssl.enabled.protocols",
-    "ssl.endpoint.identification.algorithm",
-    "ssl.engine.factory.class",
-    "ssl.key.password",
-    "ssl.keymanager.algorithm",
-    "ssl.keystore.certificate.chain",
-    "ssl.keystore.key",
-    "ssl.keystore.location",
-    "ssl.keystore.password",
-    "ssl.keystore.type",
-    "ssl.protocol",
-    "ssl.provider",
-    "ssl.secure.random.implementation",
-    "ssl.trustmanager.algorithm",
-    "ssl.truststore.certificates",
-    "ssl.truststore.location",
-    "ssl.truststore.password",
-    "ssl.truststore.type",
     "status.storage.partitions",
     "status.storage.replication.factor",
     "status.storage.topic",
@@ -413,29 +334,6 @@ CONNECTOR_FRAMEWORK_KEYS: Final[frozenset[str]] = frozenset({
     "value.converter",
     "value.converter.plugin.version",
 })
-
-# MirrorMakerConfig.java workerConfig(): top-level keys starting with these strings (a plain startswith, no dot
-# needed, so "task" also matches tasks.max) are copied into every herder's worker config, over <target>.<key>.
-# config.providers* is copied after the ${...} placeholders have been resolved.
-MM2_WORKER_FORWARDED_PREFIXES: Final[tuple[str, ...]] = (
-    "offset.storage",
-    "config.storage",
-    "status.storage",
-    "key.converter",
-    "value.converter",
-    "header.converter",
-    "task",
-    "worker",
-    "replication.policy",
-    "config.providers",
-)
-
-# MirrorMakerConfig.java connectorBaseConfig(): top-level keys starting with these strings reach every connector
-# even when they are not MM2 connector ConfigDef names.
-MM2_CONNECTOR_FORWARDED_PREFIXES: Final[tuple[str, ...]] = (
-    "config.providers",
-    "replication.policy",
-)
 
 # Prefixes whose sub-keys are free-form (not ConfigDef names), each with where the sources read it:
 MM2_KEY_PREFIXES: Final[frozenset[str]] = frozenset({
@@ -496,7 +394,8 @@ CONNECT_MIRROR_MAKER_SAMPLE_KEYS: Final[frozenset[str]] = frozenset({
     "emit.heartbeats.interval.seconds",
 })
 
-# Every ConfigDef name MirrorMaker 2 4.x knows, excluding MM2_TASK_INTERNAL_KEYS and MM2_REMOVED_IN_4_0.
+# Every ConfigDef name MirrorMaker 2 4.x knows, excluding MM2_REMOVED_IN_4_0 (and the task.index /
+# task.assigned.* keys the connectors write for their tasks themselves).
 MM2_ALL_KNOWN_KEYS: Final[frozenset[str]] = (
     MM2_TOP_LEVEL_KEYS | MM2_CLIENT_KEYS | MM2_CONNECTOR_KEYS | CONNECT_WORKER_KEYS | CONNECTOR_FRAMEWORK_KEYS
 )

@@ -94,3 +94,18 @@ def test_a_size_with_a_unit_gets_a_clear_message() -> None:
         parse_text(BASE + "dc2.producer.buffer.memory = 32MB\n")
     assert (err.value.key, err.value.line) == ("dc2.producer.buffer.memory", 5)
     assert "expected a number of bytes, got '32MB'" in str(err.value) and "int()" not in str(err.value)
+
+
+def test_every_key_of_kafkas_sample_file_is_applied_or_warned_at_each_level() -> None:
+    """Apache Kafka's config/connect-mirror-maker.properties: global, per cluster (dc2.<key>) and per flow
+    (dc1->dc2.<key>), each key is applied or warned as having no effect, never unknown, never fatal."""
+    from mirror_core.config.mm2_keys import CONNECT_MIRROR_MAKER_SAMPLE_KEYS
+
+    values = {"clusters": "dc1, dc2", "bootstrap.servers": "h:3", "enabled": "true", "topics": ".*",
+              "replication.policy.separator": "_", "sync.topic.acls.enabled": "false"}
+    for key in sorted(CONNECT_MIRROR_MAKER_SAMPLE_KEYS - {"clusters"}):
+        for written in (key, f"dc2.{key}", f"dc1->dc2.{key}"):
+            if written in ("bootstrap.servers", "dc1->dc2.bootstrap.servers"):
+                continue  # a cluster setting only: dc2.bootstrap.servers is the one that applies
+            config = parse_text(BASE + f"{written} = {values.get(key, '1')}\n", validate_clients=False)
+            assert not any("unknown" in w for w in config.warnings if f"'{written}'" in w), (written, config.warnings)

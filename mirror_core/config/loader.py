@@ -13,7 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from mirror_core.config.client_props import KNOWN_JAVA_KEYS, ClientKind, applies_to, translate
+from mirror_core.config.client_props import KNOWN_JAVA_KEYS, ClientKind, Translation, applies_to, translate
 from mirror_core.config.errors import ConfigError, SettingError
 from mirror_core.config.keys import ALIASES, KEYS_BY_NAME, known_key_names, no_effect_reason
 from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig, Origin
@@ -57,6 +57,7 @@ class _Builder:
                  environ: Mapping[str, str] | None = None) -> None:
         self.source = source
         self.validate = validate_clients
+        self._translations: dict[tuple[tuple[str, str], ...], Translation] = {}
         self.warnings: list[str] = []
         props = resolve_placeholders(props, source, lambda w: self.warnings.append(w), environ)
         self.props: dict[str, Property] = {}
@@ -201,8 +202,14 @@ class _Builder:
                          owner: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """librdkafka settings of one client from its Java settings (precedence already applied);
         with ``base`` (the cluster's settings, for a flow's overrides), validated on top of it."""
+        java = {k: p.value for k, p in props.items()}
+        cache_key = tuple(sorted(java.items()))
         try:
-            translation = translate({k: p.value for k, p in props.items()})
+            # The consumer, producer and admin clients of a cluster mostly share their settings: read its
+            # stores (and parse its JAAS line) once, not once per kind of client.
+            translation = self._translations.get(cache_key)
+            if translation is None:
+                translation = self._translations[cache_key] = translate(java)
         except SettingError as exc:
             at = props.get(exc.key)
             key = at.key if at else exc.key

@@ -197,6 +197,10 @@ class SlotManager:
         log.warning("flow %s: slot %d: aborting transaction (%s)", self.flow.name, k, reason)
         try:
             if k in self.open:
+                # Kafka 4.x may refuse to abort while records are in flight (INVALID_TXN_STATE, fatal):
+                # let them finish first. Delivery callbacks only mark batches done, so this is safe here.
+                with contextlib.suppress(KafkaException, SystemError):
+                    producer.flush(10)
                 producer.abort_transaction(30)
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None

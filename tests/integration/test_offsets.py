@@ -30,6 +30,7 @@ def transactional_data(bootstrap: str, topic: str, partitions: int) -> None:
             p.produce(topic, value=f"{'aborted' if round_ % 3 == 1 else 'seq'}-{n}".encode(), partition=n % partitions)
             n += 1
         if round_ % 3 == 1:
+            p.flush(30)  # Kafka 4.x may refuse to abort with records still in flight (INVALID_TXN_STATE)
             p.abort_transaction(30)
         else:
             p.commit_transaction(30)

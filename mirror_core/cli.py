@@ -7,6 +7,7 @@ import faulthandler
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -52,8 +53,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         from mirror_core.state.store import StateStore
 
         log.info("control plane: obeying flow states in %s", StateStore(state_db).safe_url)
+    if args.instance_id:
+        log.info("static group membership: instance id %s (a restart with this id resumes at once)", args.instance_id)
     return Service(config, metrics_port=args.metrics_port, metrics_host=args.metrics_host,
-                   state_db=state_db).run_forever()
+                   state_db=state_db, instance_name=args.instance_id).run_forever()
 
 
 def _private_ticket_cache(config: MirrorConfig) -> None:
@@ -314,6 +317,17 @@ def cmd_clusters(args: argparse.Namespace) -> int:
     return 0
 
 
+_INSTANCE_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
+
+
+def _instance_id(value: str) -> str:
+    if not _INSTANCE_ID.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} (--instance-id or MIRROR_CORE_INSTANCE_ID) is not a usable instance id: use 1-200 "
+            "letters, digits, '.', '_' or '-' (e.g. a pod name such as mirror-0)")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mirror-core", description="Cross-cluster Kafka replication")
     parser.add_argument("--version", action="version", version=f"mirror-core {__version__}")
@@ -329,6 +343,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--state-db", default=os.environ.get("MIRROR_CORE_DB_URL") or None,
                      help="state store URL whose flow states this instance obeys (default: MIRROR_CORE_DB_URL, the "
                           "DAGs' state store); without either, only the enabled flows run, with no control plane")
+    run.add_argument("--instance-id", type=_instance_id,
+                     default=os.environ.get("MIRROR_CORE_INSTANCE_ID") or None,
+                     help="a stable name for this process, unique among the mirror's processes, e.g. a StatefulSet "
+                          "pod name (default: MIRROR_CORE_INSTANCE_ID): it becomes the group.instance.id of its "
+                          "group memberships, so a restart within session.timeout.ms resumes its partitions at "
+                          "once instead of waiting for the old member to time out")
     run.set_defaults(func=cmd_run)
 
     st = sub.add_parser("status", help="per flow and partition: source end, replicated position, lag")

@@ -25,6 +25,7 @@ from mirror_core.config.client_defaults import (
 )
 from mirror_core.config.model import ClusterConfig
 from mirror_core.config.sasl import client_conf
+from mirror_core.errors import FencedInstance, MirrorError
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,19 @@ def error_code(exc: BaseException) -> int | None:
     """The librdkafka error code a KafkaException carries, or None."""
     err = exc.args[0] if exc.args else None
     return err.code() if isinstance(err, KafkaError) else None
+
+
+def fatal_consumer_error(err: KafkaError, group: str) -> MirrorError | None:
+    """What a consumer's fatal error means, or None if ``err`` is not fatal. librdkafka reports a fenced
+    static member as a generic _FATAL whose text names group.instance.id."""
+    if err.code() != KafkaError._FATAL and not err.fatal():
+        return None
+    text = err.str()
+    if "group.instance.id" in text or "FENCED_INSTANCE_ID" in text:
+        return FencedInstance(f"another process joined group {group} with this process's instance id "
+                              "(FENCED_INSTANCE_ID): give every mirror process its own --instance-id; this one "
+                              "stops the flow and leaves it to the newer process")
+    return MirrorError(f"consumer of group {group} failed fatally: {text}")
 
 
 # What an operator should check, per librdkafka error code that says why a cluster cannot be used.

@@ -15,3 +15,8 @@ class ProgressError(MirrorError):
 
 class ReadIncomplete(MirrorError):
     """A read of a partition could tell neither a record nor its end within its time limit."""
+
+
+class FencedInstance(MirrorError):
+    """Another process joined a group with this process's group.instance.id (--instance-id): the newest
+    member wins, so this one must stop rather than take the partitions back (which would fence the other)."""

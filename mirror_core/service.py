@@ -57,7 +57,8 @@ class FlowRunner:
             return
         svc = self.service
         self.stop_event = threading.Event()
-        self.replicator = FlowReplicator(svc.config, self.flow, svc.metrics, self.stop_event, svc.instance)
+        self.replicator = FlowReplicator(svc.config, self.flow, svc.metrics, self.stop_event, svc.instance,
+                                         static_id=svc.instance_name)
         t = threading.Thread(target=self.replicator.run, name=f"flow {self.flow.name}", daemon=True)
         t.start()
         self.threads = [t]
@@ -89,11 +90,13 @@ class FlowRunner:
 class Service:
     def __init__(self, config: MirrorConfig, metrics_port: int | None = None,
                  metrics_host: str = "127.0.0.1", state_db: str | None = None,
-                 control_interval_s: float = 2.0) -> None:
+                 control_interval_s: float = 2.0, instance_name: str | None = None) -> None:
         self.config = config
         self.metrics = Metrics()
         self.stop_event = threading.Event()
-        self.instance = instance_id()
+        # A stable name (--instance-id) is also the static group membership id (see FlowReplicator).
+        self.instance_name = instance_name
+        self.instance = instance_name or instance_id()
         # Standby flows exist only to be started by the control plane.
         flows = config.all_flows if state_db else config.flows
         self.runners = {f.name: FlowRunner(self, f) for f in flows}

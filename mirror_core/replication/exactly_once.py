@@ -17,11 +17,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import zlib
+from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from mirror_core.clients import ClusterHealth, error_code, make_admin, make_consumer, make_producer
+from mirror_core.clients import (
+    ClusterHealth,
+    error_code,
+    fatal_consumer_error,
+    make_admin,
+    make_consumer,
+    make_producer,
+)
 from mirror_core.config.model import ClusterConfig, FlowConfig
 from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import RECORD_ERRORS, Acks
@@ -62,7 +70,8 @@ class SlotManager:
     """
 
     def __init__(self, flow: FlowConfig, target: ClusterConfig, metrics: Metrics, target_health: ClusterHealth,
-                 assignment: Assignment, acks: Acks, committer: ProgressCommitter) -> None:
+                 assignment: Assignment, acks: Acks, committer: ProgressCommitter,
+                 membership: Mapping[str, str] | None = None) -> None:
         self.flow = flow
         self.slots = flow.exactly_once_slots
         self.target = target
@@ -75,7 +84,8 @@ class SlotManager:
         ensure_slot_topic(make_admin(self.target), self.topic, self.slots, flow.internal_replication_factor)
         self.producers: dict[int, Producer] = {}
         self.open: set[int] = set()
-        self.membership: Consumer = make_consumer(self.target, f"{flow.worker_group_id}.slots", health=target_health)
+        self.membership: Consumer = make_consumer(self.target, f"{flow.worker_group_id}.slots", health=target_health,
+                                                  enforced=membership)
         guard = assignment.guarded
         self.membership.subscribe([self.topic], on_assign=guard(self._on_assign), on_revoke=guard(self._on_revoke),
                                   on_lost=guard(self._on_lost))
@@ -86,7 +96,11 @@ class SlotManager:
     # -- membership ---------------------------------------------------------------------------------
     def poll(self) -> None:
         """Serve membership rebalances (the slot topic holds no records)."""
-        self.membership.consume(1, 0)
+        for m in self.membership.consume(1, 0):
+            err = m.error()
+            fatal = fatal_consumer_error(err, f"{self.flow.worker_group_id}.slots") if err is not None else None
+            if fatal is not None:
+                raise fatal
         self.assignment.raise_callback_error()
 
     def owned(self) -> list[int]:

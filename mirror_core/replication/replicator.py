@@ -23,8 +23,16 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
-from mirror_core.clients import ClusterHealth, explain_failure, make_admin, make_consumer, make_producer
+from mirror_core.clients import (
+    ClusterHealth,
+    explain_failure,
+    fatal_consumer_error,
+    make_admin,
+    make_consumer,
+    make_producer,
+)
 from mirror_core.config.model import FlowConfig, MirrorConfig
+from mirror_core.errors import FencedInstance
 from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import MAX_BACKOFF_S, Acks
 from mirror_core.replication.assignment import Assignment
@@ -50,8 +58,11 @@ class FlowReplicator:
     read from any thread)."""
 
     def __init__(self, config: MirrorConfig, flow: FlowConfig, metrics: Metrics, stop: threading.Event,
-                 instance: str | None = None) -> None:
+                 instance: str | None = None, static_id: str | None = None) -> None:
         self.config = config
+        # Static membership: with a stable group.instance.id a restarted process takes its partitions
+        # (and exactly-once slots) back at once; without one it waits out the dead member's session.
+        self.membership: dict[str, str] = {"group.instance.id": static_id} if static_id else {}
         self.flow = flow
         self.metrics = metrics
         self.stop = stop
@@ -81,6 +92,13 @@ class FlowReplicator:
         while not self.stop.is_set():
             try:
                 self._run_once()
+                return
+            except FencedInstance as exc:
+                # Restarting would fence the newer process in turn: both would flap. Stop this flow here.
+                self.metrics.errors.labels(self.flow.name, "fenced").inc()
+                self.reporter.set_state(f"stopped: {exc}")
+                log.error("flow %s: %s", self.flow.name, exc)
+                self._close(graceful=False)
                 return
             except Exception as exc:
                 self.metrics.errors.labels(self.flow.name, "restart").inc()
@@ -130,7 +148,8 @@ class FlowReplicator:
         refresh_ms = str(int(min(flow.refresh_topics_interval_s * 1000, 30000)))
         self._consumer = consumer = make_consumer(
             src, flow.worker_group_id, flow.consumer_overrides, self.source_health,
-            enforced={"topic.metadata.refresh.interval.ms": refresh_ms, "auto.offset.reset": flow.start_position})
+            enforced={"topic.metadata.refresh.interval.ms": refresh_ms, "auto.offset.reset": flow.start_position,
+                      **self.membership})
         self._acks = acks = Acks(flow.name, consumer, self.metrics, request_refresh=lambda: None,
                                  last_heartbeat_ms=self._last_heartbeat_ms)
         self._assignment = assignment = Assignment(flow, consumer, topics, progress, acks, self.reporter,
@@ -143,7 +162,8 @@ class FlowReplicator:
         delivery: Delivery
         if flow.exactly_once:
             # Each owned slot has its own transactional producer (see exactly_once.py).
-            slots = SlotManager(flow, tgt, self.metrics, self.target_health, assignment, acks, committer)
+            slots = SlotManager(flow, tgt, self.metrics, self.target_health, assignment, acks, committer,
+                                self.membership)
             delivery = ExactlyOnce(slots, assignment)
         else:
             producer = make_producer(tgt, flow.producer_overrides, self.target_health)
@@ -237,6 +257,9 @@ class FlowReplicator:
         if code == KafkaError._PARTITION_EOF:
             return
         self.metrics.errors.labels(self.flow.name, "consume").inc()
+        fatal = fatal_consumer_error(err, self.flow.worker_group_id)
+        if fatal is not None:
+            raise fatal
         if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC) and self._assignment is not None:
             self._assignment.request_refresh(within_s=1.0)
         log.warning("flow %s: consumer error: %s", self.flow.name, err.str())

@@ -221,3 +221,43 @@ class MirrorProcess:
     def ensure_dead(self) -> None:
         if self.alive():
             self.kill()
+
+
+def copied_by(m: MirrorProcess, topic: str) -> dict[int, float]:
+    """Records this process (since it started: counters begin at 0) acknowledged, per partition of ``topic``."""
+    out: dict[int, float] = {}
+    try:
+        text = m.metrics()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        if line.startswith("mirror_records_replicated_total{") and f'topic="{topic}"' in line:
+            part = int(line.split('partition="', 1)[1].split('"', 1)[0])
+            out[part] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def owns_and_copies(m: MirrorProcess, topic: str) -> bool:
+    """The precondition of an effective kill: the process owns partitions of ``topic`` and has copied
+    records of them since it got them (a member that owns nothing loses nothing when it dies)."""
+    owned = {p["partition"] for p in m.partitions() if p["topic"] == topic}
+    copied = copied_by(m, topic)
+    return bool(owned) and any(copied.get(p, 0) > 0 for p in owned)
+
+
+def kill_owners(start: Callable[[], MirrorProcess], first: MirrorProcess, topic: str, kills: int,
+                seed: int) -> tuple[MirrorProcess, int]:
+    """SIGKILL ``kills`` times, each at a random moment (0-1.5 s) after the victim owned partitions of
+    ``topic`` and copied records of them, restarting it with ``start``. Returns the last process and the
+    number of effective kills (the precondition re-checked just before the kill)."""
+    import random
+
+    rnd = random.Random(seed)
+    m, effective = first, 0
+    for _ in range(kills):
+        wait_until(lambda m=m: owns_and_copies(m, topic), 60, what="the victim owns partitions and copies")  # type: ignore[misc]
+        time.sleep(rnd.uniform(0.0, 1.5))
+        effective += owns_and_copies(m, topic)
+        m.kill()
+        m = start()
+    return m, effective

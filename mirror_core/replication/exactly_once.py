@@ -41,6 +41,10 @@ from mirror_core.stores.internal_topics import ensure_internal_topic
 log = logging.getLogger(__name__)
 
 
+# What librdkafka reports when a newer producer with the same transactional id took over.
+_FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+
+
 def slot_of(topic: str, partition: int, slots: int) -> int:
     """Stable across processes and restarts (unlike Python's salted hash)."""
     return zlib.crc32(f"{topic}\x00{partition}".encode()) % slots
@@ -133,11 +137,20 @@ class SlotManager:
         self.assignment.release_states(self._states(k))
         producer = self.producers.pop(k, None)
         if producer is not None and k in self.open and not graceful:
-            # Fenced already (the new owner aborted it) is fine too.
-            with contextlib.suppress(KafkaException):
+            try:
                 producer.abort_transaction(10)
+            except KafkaException as exc:  # fenced already (the new owner aborted it) is fine too
+                self._note_fenced(k, exc)
         self.open.discard(k)
         log.info("flow %s: released exactly-once slot %d", self.flow.name, k)
+
+    def _note_fenced(self, k: int, exc: KafkaException) -> None:
+        """Count a slot whose producer the broker fenced: another process owns the slot now and its
+        init_transactions aborted this one's open transaction (a zombie's records never commit)."""
+        if error_code(exc) in _FENCED:
+            self.metrics.errors.labels(self.flow.name, "slot_fenced").inc()
+            log.warning("flow %s: slot %d: fenced by its new owner; its open transaction is aborted",
+                        self.flow.name, k)
 
     def reconcile(self, counts: dict[str, int]) -> None:
         """Replicate exactly the source partitions of owned slots (new topics/partitions included)."""
@@ -218,6 +231,7 @@ class SlotManager:
                 producer.abort_transaction(30)
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
+            self._note_fenced(k, exc)
             if isinstance(err, KafkaError) and err.fatal():
                 log.error("flow %s: slot %d fenced or fatal (%s); releasing it", self.flow.name, k, err.str())
                 self.open.discard(k)

@@ -4,7 +4,6 @@ broker bounced mid-stream, a remote topic deleted on the target, a source topic 
 
 from __future__ import annotations
 
-import random
 import time
 
 from tests.integration.conftest import flow_lines
@@ -13,7 +12,9 @@ from tests.kafka_harness import (
     admin,
     create_topic,
     end_offsets,
+    kill_owners,
     new_cluster,
+    owns_and_copies,
     produce_sequence,
     read_all,
     topics,
@@ -30,23 +31,21 @@ def caught_up(m, topic: str, partitions: int) -> bool:  # type: ignore[no-untype
 
 
 def test_sigkill_storm_loses_nothing(dc1, dc2, name, start_mirror):
-    """12 SIGKILLs at random moments under load (with the resilience and exactly-once suites: > 20)."""
+    """12 SIGKILLs under load, each landing on a process that owns partitions and has copied records
+    since it got them (static membership: a restart takes them back at once)."""
     t = f"{name}.storm"
     create_topic(dc1, t, 4)
     lines = flow_lines(name)
-    m = start_mirror(lines)
-    rnd = random.Random(20261122)
-    kills = 0
+    args = ("--instance-id", f"{name}-0")
+    first = start_mirror(lines, args=args)
     with BackgroundProducer(dc1, t, 4, rate_per_s=2000):
-        for _ in range(12):
-            time.sleep(rnd.uniform(0.5, 2.5))
-            m.kill()
-            kills += 1
-            m = start_mirror(lines, config=m.config)
+        m, effective = kill_owners(lambda: start_mirror(lines, config=first.config, args=args), first, t,
+                                   kills=12, seed=20261122)
+    assert effective == 12, f"only {effective} of 12 kills hit a process that owned and copied partitions"
     wait_until(lambda: caught_up(m, t, 4), 120, what="caught up after the storm")
     src = read_all(dc1, t)
     dups = assert_complete_in_order(src, read_all(dc2, f"dc1.{t}"))
-    print(f"{kills} SIGKILLs, {len(src)} records, none lost, {dups} duplicates (at-least-once)")
+    print(f"{effective} effective SIGKILLs, {len(src)} records, none lost, {dups} duplicates (at-least-once)")
 
 
 def test_source_broker_bounced_mid_stream(dc2, name, start_mirror, tmp_path):
@@ -125,3 +124,47 @@ def test_source_topic_recreated_is_detected_never_silently_skipped(dc1, dc2, nam
     for p in (0, 1):
         assert got[p][-30:] == list(range(2000 + p, 2060, 2)), "every record of the new topic, in order"
     assert "deleted and recreated" in m.log()
+
+
+def test_static_membership_restart_resumes_before_the_session_timeout(dc1, dc2, name, start_mirror):
+    """With --instance-id a SIGKILLed process restarted under the same id gets its partitions back from the
+    coordinator at once; without it they stay with the dead member for session.timeout.ms (45 s here)."""
+    t = f"{name}.static"
+    create_topic(dc1, t, 4)
+    lines = flow_lines(name, "dc1.consumer.session.timeout.ms = 45000")
+    args = ("--instance-id", f"{name}-0")
+    m = start_mirror(lines, args=args)
+    with BackgroundProducer(dc1, t, 4, rate_per_s=1000):
+        wait_until(lambda: owns_and_copies(m, t), 60, what="copying")
+        m.kill()
+        killed_at = time.monotonic()
+        m = start_mirror(lines, config=m.config, args=args)
+        wait_until(lambda: owns_and_copies(m, t), 60, what="copying again")
+        resumed = time.monotonic() - killed_at
+    # Far below the 45 s a dynamic member would wait (the bound is loose: a functional check, not a speed test).
+    assert resumed < 25, f"restart took {resumed:.1f}s: the partitions waited for the dead member's session"
+    wait_until(lambda: caught_up(m, t, 4), 60, what="caught up")
+    assert_complete_in_order(read_all(dc1, t), read_all(dc2, f"dc1.{t}"))
+    print(f"SIGKILL to copying again: {resumed:.1f}s (session timeout 45 s)")
+
+
+def test_a_second_process_with_the_same_instance_id_fences_the_first(dc1, dc2, name, start_mirror):
+    """Two processes given one --instance-id: the newer wins, the older stops its flow with one line
+    (restarting would fence the newer in turn, and both would flap)."""
+    t = f"{name}.twin"
+    create_topic(dc1, t, 2)
+    lines = flow_lines(name)
+    args = ("--instance-id", f"{name}-twin")
+    a = start_mirror(lines, args=args, name="a")
+    with BackgroundProducer(dc1, t, 2, rate_per_s=500):
+        wait_until(lambda: owns_and_copies(a, t), 60, what="a copies")
+        b = start_mirror(lines, config=a.config, args=args, name="b")
+        wait_until(lambda: owns_and_copies(b, t), 60, what="b copies")
+        wait_until(lambda: "FENCED_INSTANCE_ID" in a.log(), 60, what="a reports the fencing")
+    line = next(x for x in a.log().splitlines() if "FENCED_INSTANCE_ID" in x)
+    assert "--instance-id" in line and "Traceback" not in a.log()
+    assert a.alive(), "a keeps serving /status and its other flows"
+    state = (a.status() or {})["flows"][0]["state"]
+    assert state.startswith("stopped: another process joined group"), state
+    wait_until(lambda: caught_up(b, t, 2), 60, what="b caught up")
+    assert_complete_in_order(read_all(dc1, t), read_all(dc2, f"dc1.{t}"))

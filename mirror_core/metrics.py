@@ -2,11 +2,68 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import threading
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from mirror_core import __version__
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+
+class RecordLatency(Collector):
+    """A latency histogram of *every* record: target acknowledgement time minus its source timestamp.
+
+    The records of a produce batch are acknowledged together, so a batch is observed at once: its
+    timestamps are sorted (C speed; usually sorted already) and each bucket's count is found by
+    bisection, O(buckets * log n) per batch instead of a Python call per record. Records without a
+    timestamp (<= 0) are not counted; a timestamp ahead of the acknowledgement (clock skew) counts as 0 s.
+    """
+
+    def __init__(self, name: str, documentation: str, buckets: Sequence[float]) -> None:
+        self.name, self.documentation = name, documentation
+        self.bounds = tuple(buckets)
+        self._lock = threading.Lock()
+        #: flow -> [cumulative count per bound..., count, sum]
+        self._series: dict[str, list[float]] = {}
+
+    def observe_batch(self, flow: str, acked_at: float, timestamps_ms: Sequence[int]) -> None:
+        if not timestamps_ms:
+            return
+        ts = sorted(timestamps_ms)
+        start = bisect_left(ts, 1)  # records without a timestamp
+        n = len(ts) - start
+        if n <= 0:
+            return
+        acked_ms = acked_at * 1000.0
+        # latency <= bound  <=>  timestamp >= acked - bound
+        counts = [len(ts) - max(start, bisect_left(ts, acked_ms - b * 1000.0)) for b in self.bounds]
+        stamped = ts[start:]
+        if stamped[-1] <= acked_ms:
+            total = (n * acked_ms - sum(stamped)) / 1000.0
+        else:  # clock skew: no negative latencies in the sum
+            total = sum(max(0.0, acked_ms - t) for t in stamped) / 1000.0
+        with self._lock:
+            series = self._series.get(flow)
+            if series is None:
+                series = self._series[flow] = [0.0] * (len(self.bounds) + 2)
+            for j, c in enumerate(counts):
+                series[j] += c
+            series[-2] += n
+            series[-1] += total
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=("flow",))
+        with self._lock:
+            snapshot = {flow: list(series) for flow, series in self._series.items()}
+        for flow, series in snapshot.items():
+            buckets = [(str(b), series[j]) for j, b in enumerate(self.bounds)] + [("+Inf", series[-2])]
+            family.add_metric([flow], buckets, series[-1])
+        yield family
 
 
 class Metrics:
@@ -18,10 +75,10 @@ class Metrics:
         self.records = Counter("mirror_records_replicated", "Records acknowledged by the target", part, registry=r)
         self.bytes = Counter("mirror_bytes_replicated", "Key+value bytes acknowledged by the target", part,
                              registry=r)
-        self.latency = Histogram(
-            "mirror_replication_latency_seconds",
-            "Target acknowledgement time minus source record timestamp (last record of each produce batch)",
-            ("flow",), buckets=LATENCY_BUCKETS, registry=r)
+        self.latency = RecordLatency("mirror_replication_latency_seconds",
+                                     "Target acknowledgement time minus source record timestamp, every record",
+                                     LATENCY_BUCKETS)
+        r.register(self.latency)
         self.lag = Gauge("mirror_partition_lag_records", "Source end offset minus replicated position", part,
                          registry=r)
         self.position = Gauge("mirror_partition_position", "Next source offset to replicate (committed)", part,

@@ -20,8 +20,8 @@ from confluent_kafka import KafkaError, TopicPartition
 
 
 class Batch:
-    __slots__ = ("acked_at", "count", "err", "first", "gaps", "gen", "next", "pending", "size", "t_first",
-                 "t_last", "ts_last")
+    __slots__ = ("acked_at", "count", "err", "first", "gaps", "gen", "next", "pending", "size", "stamps",
+                 "t_first", "t_last", "ts_last")
 
     def __init__(self, gen: int, first: int) -> None:
         self.gen = gen
@@ -33,6 +33,8 @@ class Batch:
         self.t_first = -1
         self.t_last = -1
         self.ts_last = 0
+        #: source timestamps (ms) of the batch's records, for the latency histogram of every record
+        self.stamps: list[int] = []
         self.err: KafkaError | None = None
         self.acked_at = 0.0
         #: (index in the run, source offset) of each record that follows a source gap

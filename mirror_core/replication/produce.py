@@ -114,10 +114,12 @@ class Producing:
         if end - batch.first != len(run):
             batch.gaps = _source_gaps(run)
         size = 0
+        stamps = batch.stamps
         for k, m in enumerate(run):
             value = m.value()
             key = m.key()
             ts_type, ts = m.timestamp()
+            stamps.append(ts)
             if k == 0:
                 cb = batch.on_single if last == 0 else batch.on_first
                 batch.pending += 1
@@ -214,6 +216,7 @@ class Producing:
         offset = m.offset()
         batch.count, batch.next, batch.size = k, offset, size
         st.next = offset
+        del batch.stamps[k:]  # the refused record and those after it were not sent
         if k > 0:
             st.producer.flush(30)
             verified = False

@@ -137,6 +137,33 @@ def test_status_command_reports_positions_and_lag(dc1, dc2, name, start_mirror, 
     assert m.stop() == 0
 
 
+def test_latency_histogram_counts_every_record_at_its_own_age(dc1, dc2, name, start_mirror):
+    """Records 3 s and 8 s old (source CreateTime set by the producer), interleaved in one partition so
+    every produce batch mixes them: each is counted in the bucket of its own age, none is left out."""
+    t = f"{name}.aged"
+    create_topic(dc1, t, 1)
+    m = start_mirror(flow_lines(name))
+    wait_until(lambda: any(p["topic"] == t for p in m.partitions()), 60, what="the mirror owns the topic")
+    now_ms = int(time.time() * 1000)
+    p = producer(dc1)
+    for i in range(400):
+        p.produce(t, value=b"v%d" % i, partition=0, timestamp=now_ms - (3000 if i % 2 else 8000))
+    assert p.flush(30) == 0
+    wait_until(lambda: end_offsets(dc2, f"dc1.{t}") == {0: 400}, 60, what="replicated", interval=0.05)
+    delay = time.time() - now_ms / 1000  # every acknowledgement came before this
+
+    def bucket(le: str) -> float:
+        line = f'mirror_replication_latency_seconds_bucket{{flow="dc1->dc2",le="{le}"}} '
+        return float(next(x for x in m.metrics().splitlines() if x.startswith(line)).rsplit(" ", 1)[1])
+
+    wait_until(lambda: bucket("+Inf") == 400, 30, what="every record observed")
+    assert bucket("2.5") == 0, "no record is younger than 3 s"
+    assert bucket("5.0") <= 200, "an 8 s record counted as younger than 5 s"
+    if delay < 2:  # the 3 s records were at most 5 s old when acknowledged, the 8 s ones at most 10 s
+        assert bucket("5.0") == 200 and bucket("10.0") == 400
+    m.stop()
+
+
 def test_config_override_removed_on_source_is_reset_on_target(dc1, dc2, name, start_mirror):
     """KIP-894: a config set on the remote topic but default on the source goes back to the target's
     default (incremental DELETE); excluded properties set on the target are left alone."""

@@ -22,6 +22,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.restart import restart_markdown
 from bench.scenarios import RECONCILE_SPARK_CONF, reconcile_growth, stop
 from mirror_core import __version__
 from mirror_core.devcluster.kafka_dist import KAFKA_VERSION
@@ -30,8 +31,9 @@ from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 8
 # Parts of a run (--only): backlog throughput (raw, MM2, mirror_core), steady-load latency and failover
-# accuracy ("scenarios" is both), offset-map size of a gappy source, reconciliation-job throughput.
-PARTS = ("backlog", "scenarios", "latency", "failover", "offset-map", "reconcile")
+# accuracy ("scenarios" is both), offset-map size of a gappy source, reconciliation-job throughput,
+# time to copy again after a restart (bench/restart.py).
+PARTS = ("backlog", "scenarios", "latency", "failover", "offset-map", "reconcile", "restart")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -244,6 +246,19 @@ def _map_lines(maps: dict[str, tuple[int, int]] | None) -> list[str]:
     return lines
 
 
+def run_restart(src: str, dst: str, work: Path, args: Any) -> list[dict[str, Any]]:
+    from bench.restart import mirror_core_starter, mm2_starter, restart_run
+    from bench.scenarios import as_rows
+
+    systems = [("MirrorMaker 2", "mm2rs", mm2_starter(src, dst, "mm2rs"))] if args.mm2 else []
+    systems += [("mirror_core static", "ours", mirror_core_starter(src, dst, "ours", static=True)),
+                ("mirror_core dynamic", "ourd", mirror_core_starter(src, dst, "ourd", static=False))]
+    rows = []
+    for label, alias, starter in systems:
+        rows += restart_run(label, starter, src, dst, alias, work, args.restart_runs)
+    return as_rows(rows)
+
+
 def run_scenarios(src: str, dst: str, work: Path, args: Any, parts: set[str]) -> dict[str, Any]:
     from bench.mm2 import start_mm2
     from bench.scenarios import as_rows, failover_run
@@ -359,7 +374,7 @@ def render(path: Path) -> str:
     results = [Result(**r) for r in data["results"]]
     maps = {k: (v["entries"], v["records"]) for k, v in data.get("offset_map", {}).items()}
     extra = {k: data[k] for k in ("latency", "failover", "reconcile", "reconcile_growth") if k in data}
-    return markdown(results, data["meta"], maps) + scenario_markdown(extra)
+    return markdown(results, data["meta"], maps) + scenario_markdown(extra) + restart_markdown(data.get("restart", []))
 
 
 def main() -> int:
@@ -382,6 +397,7 @@ def main() -> int:
     parser.add_argument("--reconcile-sizes", default="1000000,4000000",
                         help="records per reconciliation-job run, comma-separated (100-byte values)")
     parser.add_argument("--reconcile-master", default="local[2]", help="spark-submit --master of that scenario")
+    parser.add_argument("--restart-runs", type=int, default=3, help="repetitions of each restart event")
     parser.add_argument("--only", help=f"comma-separated parts to run, of {', '.join(PARTS)} "
                         "(default: all but those skipped with --no-scenarios / --no-reconcile)")
     args = parser.parse_args()
@@ -447,6 +463,8 @@ def main() -> int:
                 maps["gappy source (transactions of 100 records)"] = (offset_map_entries(dst, "gappy"), gn)
             if "reconcile" in parts:
                 extra_results.update(run_reconcile(src, dst, work, reconcile_sizes, args.reconcile_master))
+            if "restart" in parts:
+                extra_results["restart"] = run_restart(src, dst, work, args)
         finally:
             for c in clusters:
                 c.stop()
@@ -462,7 +480,8 @@ def main() -> int:
     (out / f"replication-{stamp}.json").write_text(json.dumps({
         "meta": meta, "results": [asdict(r) for r in results],
         "offset_map": {k: {"entries": e, "records": n} for k, (e, n) in maps.items()}, **extra_results}, indent=2))
-    text = markdown(results, meta, maps) + scenario_markdown(extra_results)
+    text = (markdown(results, meta, maps) + scenario_markdown(extra_results)
+            + restart_markdown(extra_results.get("restart", [])))
     # A partial run (--only) must not replace the full table; its own file shows what it measured.
     (out / ("latest.md" if not args.only else "latest-partial.md")).write_text(text)
     print(text)

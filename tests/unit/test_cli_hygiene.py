@@ -61,3 +61,11 @@ def test_run_obeys_the_state_store_named_by_mirror_core_db_url(tmp_path: Path) -
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_instance_id_is_checked_from_the_flag_and_the_environment() -> None:
+    bad = cli("run", "--config", str(EXAMPLE), "--instance-id", "pod 0")
+    assert bad.returncode == 2
+    assert "'pod 0'" in bad.stderr and "instance id" in bad.stderr and "Traceback" not in bad.stderr
+    env_bad = cli("run", "--config", str(EXAMPLE), env={"MIRROR_CORE_INSTANCE_ID": "a/b"})
+    assert env_bad.returncode == 2 and "MIRROR_CORE_INSTANCE_ID" in env_bad.stderr and "'a/b'" in env_bad.stderr

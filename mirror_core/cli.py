@@ -74,10 +74,20 @@ def _private_ticket_cache(config: MirrorConfig) -> None:
 def cmd_status(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from mirror_core.status import collect_status, status_json, status_table
+    from mirror_core.status import collect_status, flow_controls, status_json, status_table
 
     config = _load(args.config)
-    statuses = collect_status(config, args.flow)
+    try:
+        names = [config.flow(name).name for name in args.flow] if args.flow else None
+    except KeyError as exc:
+        print(f"mirror-core: {exc.args[0]}", file=sys.stderr)
+        return EXIT_CONFIG
+    controls = None
+    if args.state_db:
+        from mirror_core.state.store import StateStore
+
+        controls = flow_controls(StateStore(args.state_db), names or [f.name for f in config.all_flows])
+    statuses = collect_status(config, names, controls)
     if args.json:
         print(json.dumps(status_json(statuses), indent=2))
     else:
@@ -353,7 +363,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("status", help="per flow and partition: source end, replicated position, lag")
     st.add_argument("--config", required=True)
-    st.add_argument("--flow", action="append", help="only this flow (repeatable), e.g. dc1->dc2")
+    st.add_argument("--flow", action="append", help="only this flow (repeatable), e.g. 'dc1->dc2'; default: every "
+                    "configured flow, standby flows included")
+    st.add_argument("--state-db", default=os.environ.get("MIRROR_CORE_DB_URL") or None,
+                    help="also show each flow's desired state and what the live instances apply (default: "
+                         "MIRROR_CORE_DB_URL)")
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=cmd_status)
 

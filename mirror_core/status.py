@@ -4,6 +4,7 @@ computed from the clusters themselves (works whether or not a mirror is running)
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -13,6 +14,7 @@ from mirror_core.clients import ClusterHealth, explain_failure, make_admin, make
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.kafka_io import SILENT
 from mirror_core.replication.topics import TopicManager
+from mirror_core.state.store import StateStore
 from mirror_core.stores.progress import ProgressStore
 
 
@@ -37,6 +39,10 @@ class FlowStatus:
     partitions: list[PartitionStatus]
     #: alias of the cluster that could not be read (source or target), None when reachable
     unreachable_cluster: str | None = None
+    #: "enabled" (runs wherever mirror-core run reads the config) or "standby" (started by a workflow)
+    configured: str = "enabled"
+    #: with a state store: what the workflows want and what the live instances apply
+    control: str | None = None
 
     @property
     def total_lag(self) -> int | None:
@@ -100,17 +106,37 @@ def _watermarks(consumer: Any, topic: str, partition: int, timeout: float) -> tu
         return None, None
 
 
-def collect_status(config: MirrorConfig, flows: list[str] | None = None) -> list[FlowStatus]:
-    selected = [f for f in config.flows if not flows or f.name in flows]
-    return [flow_status(config, f) for f in selected]
+def collect_status(config: MirrorConfig, flows: list[str] | None = None,
+                   controls: Mapping[str, str] | None = None) -> list[FlowStatus]:
+    """Every configured flow (standby ones too: after a failover the reverse flow is the one that runs),
+    or the ``flows`` named (an unknown name raises the config's one "unknown flow" KeyError)."""
+    selected = [config.flow(n) for n in flows] if flows else config.all_flows
+    out = []
+    for f in selected:
+        st = flow_status(config, f)
+        st.configured = "enabled" if f in config.flows else "standby"
+        st.control = (controls or {}).get(f.name)
+        out.append(st)
+    return out
+
+
+def flow_controls(store: StateStore, flows: list[str]) -> dict[str, str]:
+    """Per flow, one line: the desired state the workflows set and what the live instances apply."""
+    desired = store.flow_controls()
+    out = {}
+    for name in flows:
+        applied = sorted(f"{i.instance}={i.state}" for i in store.flow_instances(name))
+        want = desired[name].desired if name in desired else "as configured"
+        out[name] = f"desired {want}; applied: {', '.join(applied) if applied else 'no live instance'}"
+    return out
 
 
 def status_json(statuses: list[FlowStatus]) -> dict[str, Any]:
     return {
         "generated_at": time.time(),
         "flows": [
-            {"flow": s.flow, "reachable": s.reachable, "unreachable_cluster": s.unreachable_cluster,
-             "error": s.error, "total_lag": s.total_lag,
+            {"flow": s.flow, "configured": s.configured, "control": s.control, "reachable": s.reachable,
+             "unreachable_cluster": s.unreachable_cluster, "error": s.error, "total_lag": s.total_lag,
              "partitions": [asdict(p) for p in s.partitions]}
             for s in statuses
         ],
@@ -125,12 +151,17 @@ def status_table(statuses: list[FlowStatus]) -> Any:
         table.add_column(col, justify="right" if col in ("partition", "source end", "replicated", "lag",
                                                           "remote end") else "left")
     for s in statuses:
+        flow = s.flow if s.configured == "enabled" else f"{s.flow} (standby)"
+        if s.control:
+            table.add_row(flow, f"[dim]{s.control}[/dim]", "", "", "", "", "", "")
         if s.error:
-            table.add_row(s.flow, f"[red]unreachable: {s.error}[/red]", "", "", "", "", "", "")
+            table.add_row(flow, f"[red]unreachable: {s.error}[/red]", "", "", "", "", "", "")
             continue
+        if not s.partitions:
+            table.add_row(flow, "[dim]no source topic matches the flow's filters yet[/dim]", "", "", "", "", "", "")
         for p in s.partitions:
             lag = "-" if p.lag is None else (f"[green]{p.lag}[/green]" if p.lag == 0 else f"[yellow]{p.lag}[/yellow]")
-            table.add_row(s.flow, p.topic, str(p.partition), p.remote_topic, _fmt(p.source_end),
+            table.add_row(flow, p.topic, str(p.partition), p.remote_topic, _fmt(p.source_end),
                           _fmt(p.position), lag, _fmt(p.remote_end))
     return table
 

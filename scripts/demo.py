@@ -116,7 +116,7 @@ def main() -> int:
                     console.print(f"[red]mirror exited with {mirror.returncode}; see {log_path}[/red]")
                     exit_code = 1
                     break
-                statuses = collect_status(config)
+                statuses = collect_status(config, [f.name for f in config.flows])  # the running flow
                 lag = sum(s.total_lag or 0 for s in statuses)
                 header = Text(f"produced {traffic.count} records on dc1 · total lag {lag} · "
                               f"{time.monotonic() - started:.0f}s · Ctrl-C to stop", style="bold")
@@ -139,7 +139,7 @@ def main() -> int:
             for c in clusters:
                 c.stop()
             console.print("clusters stopped")
-    final = collect_status(config) if args.keep_clusters else None
+    final = collect_status(config, [f.name for f in config.flows]) if args.keep_clusters else None
     if final:
         console.print(status_table(final))
     return exit_code

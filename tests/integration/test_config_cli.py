@@ -103,3 +103,42 @@ def test_status_reports_an_unreachable_target(tmp_path: Path, dc1, name) -> None
             assert flow["partitions"] == [] and flow["total_lag"] is None
         else:
             assert "unreachable" in out and "cluster dc2: cannot connect" in out, out
+
+
+def test_status_shows_every_configured_flow_with_its_control_state(tmp_path: Path, dc1, dc2, name) -> None:
+    """After a failover the reverse (standby) flow is the one that runs: `status` shows it, alone with
+    --flow, and with a state store what the workflows want and what the live instances apply."""
+    import json
+
+    from mirror_core.state.store import StateStore
+    from tests.kafka_harness import create_topic, produce_sequence, write_config
+
+    create_topic(dc1, f"{name}.fwd", 1)
+    create_topic(dc2, f"{name}.back", 2)
+    produce_sequence(dc2, f"{name}.back", 2, 6)
+    config = write_config(tmp_path / "mm2.properties", {"dc1": dc1, "dc2": dc2}, [
+        "dc1->dc2.enabled = true", f"dc1->dc2.topics = {name}.fwd", "dc2->dc1.enabled = false",
+        f"dc2->dc1.topics = {name}.back", "emit.heartbeats.enabled = false"])
+
+    def status(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "mirror_core", "status", "--config", str(config), *args],
+                              capture_output=True, text=True, cwd=REPO, timeout=120)
+
+    flows = {f["flow"]: f for f in json.loads(status("--json").stdout)["flows"]}
+    assert {k: v["configured"] for k, v in flows.items()} == {"dc1->dc2": "enabled", "dc2->dc1": "standby"}
+    back = status("--flow", "dc2->dc1")
+    assert back.returncode == 0, back.stderr
+    assert "dc2->dc1 (standby)" in back.stdout and f"{name}.back" in back.stdout and "dc1->dc2 " not in back.stdout
+    assert [p["lag"] for p in flows["dc2->dc1"]["partitions"]] == [3, 3]  # nothing copied yet: all is lag
+    unknown = status("--flow", "dc3->dc1")
+    assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1
+    assert "unknown flow 'dc3->dc1'" in unknown.stderr
+
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    store = StateStore(url)
+    store.migrate()
+    store.set_flow_desired("dc2->dc1", "running", "failover", "test")
+    store.report_flow_states("mirror-0", {"dc2->dc1": "running", "dc1->dc2": "stopped"})
+    flows = {f["flow"]: f for f in json.loads(status("--json", "--state-db", url).stdout)["flows"]}
+    assert flows["dc2->dc1"]["control"] == "desired running; applied: mirror-0=running"
+    assert flows["dc1->dc2"]["control"] == "desired as configured; applied: mirror-0=stopped"

@@ -21,10 +21,11 @@ N records before the failure, making the RPO exactly N (a known scenario, e.g. t
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowSkipException
 from mirror_airflow.dag_helpers import failing_fast, flows_for_params, mirror_config, state_store
 
 from mirror_core.airflow_support import config_path, load_mirror_config
@@ -66,9 +67,13 @@ FLOWS, CONFIG_ERROR = flows_for_params()  # the DAG parses even with a broken co
 def dr_drill() -> None:
     @task
     def plan() -> dict[str, Any]:
-        """Validate the Params against the mirror config before any cluster is touched."""
-        from mirror_core.workflows.drill_plan import plan_drill
+        """Validate the Params against the mirror config before any cluster is touched; skip a catch-up run."""
+        from mirror_core.workflows.drill_plan import catch_up_reason, plan_drill
 
+        run = get_current_context()["dag_run"]
+        late = catch_up_reason(str(getattr(run.run_type, "value", run.run_type)), run.run_after, datetime.now(UTC))
+        if late:
+            raise AirflowSkipException(late)
         with failing_fast():
             return plan_drill(mirror_config(CONFIG_ERROR), get_current_context()["params"]).to_xcom()
 

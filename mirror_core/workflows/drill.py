@@ -59,6 +59,7 @@ from mirror_core.kafka_io import QUIET
 from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
 from mirror_core.offsets.groups import committed_offsets
 from mirror_core.offsets.translate import apply_translation, translate_from_checkpoints
+from mirror_core.stores.offset_syncs import offset_syncs_topic
 from mirror_core.workflows.drill_canary import Canary, commit_positions, end_offsets, next_offsets, read_canary
 from mirror_core.workflows.drill_config import DrillNames, write_drill_properties
 from mirror_core.workflows.drill_mirror import DrillMirror, wait_replicated, wait_until
@@ -259,26 +260,51 @@ def _failback(config: MirrorConfig, properties_path: str | Path, plan: DrillPlan
 
 
 def _cleanup(config: MirrorConfig, names: DrillNames, remote: str, work: Path) -> dict[str, Any]:
-    """Delete the drill's topics and groups (and its config files, which hold secrets)."""
+    """Delete what the drill created (and its config files, which hold secrets): its topic and groups on
+    the primary; on the standby the remote topic, the canary group and the drill alias's progress,
+    offset-sync and checkpoint topics. A topic is reported "deleted" only once a listing no longer has
+    it (deletion is asynchronous), never on the strength of the request alone."""
     flow = config.flow(f"{names.source}->{names.target}")
+    internal = [f"mirror-core.progress.{names.alias}.internal", offset_syncs_topic(names.alias),
+                checkpoints_topic(names.alias)]
     done: dict[str, Any] = {}
     jobs: list[tuple[str, AdminClient, list[str], list[str]]] = [
         (flow.source, make_admin(config.cluster(flow.source)), [names.topic],
          [names.canary_group, names.worker_group("failover"), names.worker_group("failback")]),
-        (flow.target, make_admin(config.cluster(flow.target)), [remote], [names.canary_group]),
+        (flow.target, make_admin(config.cluster(flow.target)), [remote, *internal], [names.canary_group]),
     ]
     for alias, admin, topics, groups in jobs:
-        for topic in topics:
-            try:
-                admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
-                done[f"{alias}:{topic}"] = "deleted"
-            except Exception as exc:
-                done[f"{alias}:{topic}"] = f"not deleted: {exc}"
+        try:
+            present = [t for t in topics if t in admin.list_topics(timeout=15).topics]
+            if present:
+                futures = admin.delete_topics(present, operation_timeout=30)
+                for topic in present:
+                    try:
+                        futures[topic].result(30)
+                    except KafkaException as exc:
+                        done[f"{alias}:{topic}"] = f"not deleted: {exc}"
+            left = _wait_gone(admin, present, 30)
+            for topic in topics:
+                done.setdefault(f"{alias}:{topic}", "not deleted: still listed" if topic in left
+                                else "deleted" if topic in present else "absent")
+        except KafkaException as exc:
+            for topic in topics:
+                done.setdefault(f"{alias}:{topic}", f"not deleted: {exc}")
         for group in groups:
             done[f"{alias}:group {group}"] = _delete_group(admin, group)
     for f in work.glob("drill-*.properties"):
         f.unlink(missing_ok=True)
     return done
+
+
+def _wait_gone(admin: AdminClient, topics: list[str], timeout: float) -> set[str]:
+    """The topics of ``topics`` still listed after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = set(topics) & set(admin.list_topics(timeout=15).topics)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)
 
 
 def _delete_group(admin: AdminClient, group: str, timeout: float = 15) -> str:

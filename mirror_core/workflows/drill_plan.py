@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from mirror_core.config.model import MirrorConfig
@@ -71,14 +72,32 @@ def plan_drill(config: MirrorConfig, params: Mapping[str, Any]) -> DrillPlan:
     seed = random.SystemRandom().randrange(2**31) if p.seed is None else p.seed
     failure_at = random.Random(seed).randint(p.consume_before_failure + max(p.unreplicated_at_failure, 1), p.records)
     f = config.flow(p.flow)
-    drill_topic = DrillNames("x", f.source, f.target).topic
-    for other in config.flows:
-        if other.source == f.source and other.should_replicate(drill_topic):
-            raise ParamError(f"Param 'flow': production flow {other.name} would also mirror the drill topics "
-                             f"({drill_topic}); add 'mirror-core\\\\.drill\\\\..*' to {other.name}.topics.exclude")
-    if DrillNames("x", f.source, f.target).alias in config.clusters:
+    names = DrillNames("x", f.source, f.target)
+    # The drill topic on the primary, and its remote copy on the standby (which a reverse flow, running
+    # or started by a failover, would copy back): no production flow, standby ones included, may take them.
+    drill_topics = {f.source: names.topic, f.target: f.policy.format_remote_topic(names.alias, names.topic)}
+    for other in config.all_flows:
+        topic = drill_topics.get(other.source)
+        if topic is not None and other.should_replicate(topic):
+            raise ParamError(f"Param 'flow': production flow {other.name} would also mirror the drill's topic "
+                             f"{topic}; add '.*mirror-core\\\\.drill\\\\..*' to {other.name}.topics.exclude")
+    if names.alias in config.clusters:
         raise ParamError(f"Param 'flow': the drill needs the cluster alias 'drill-{f.source}', which the "
                          "mirror config already uses")
     objectives = Objectives(p.max_rpo_records, p.max_rto_seconds, p.max_duplicates, p.max_losses)
     return DrillPlan(p.flow, p.records, p.consume_before_failure, p.unreplicated_at_failure, failure_at, seed,
                      p.partitions, p.rate, objectives, p.cleanup)
+
+
+#: A scheduled drill that starts this long after its scheduled time is a catch-up, not a drill anyone planned.
+CATCH_UP_GRACE = timedelta(hours=1)
+
+
+def catch_up_reason(run_type: str, scheduled_for: datetime | None, now: datetime) -> str | None:
+    """Why a run must not drill, or None. Airflow's cron timetables with ``catchup=False`` still start the
+    most recent past slot when a DAG is unpaused (``run_immediately`` is ignored once a start date is
+    set): for a quarterly drill that is a real failover weeks after its date. Manual runs always drill."""
+    if run_type != "scheduled" or scheduled_for is None or now - scheduled_for <= CATCH_UP_GRACE:
+        return None
+    return (f"catch-up run skipped: scheduled for {scheduled_for.isoformat()}, started {now.isoformat()} "
+            f"(more than {CATCH_UP_GRACE} late, e.g. the DAG was unpaused); trigger the DAG to drill now")

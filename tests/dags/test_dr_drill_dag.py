@@ -66,10 +66,16 @@ def test_drill_measures_a_known_scenario_and_fails_back(drill_env: StateStore, d
     assert (row.rpo_records, row.duplicates, row.losses) == (9, 0, 9)
     assert row.rto_seconds is not None and 0 < row.rto_seconds < 60
     _check_known_scenario(row.report, unreplicated=9, consumed_first=12)
-    # the drill cleaned up after itself and never touched production names
-    assert row.report["topic"] not in topics(dc1)
-    assert row.report["remote_topic"] not in topics(dc2)
+    # the drill cleaned up after itself (every topic it made, checked by listing) and never touched
+    # production names
     assert row.report["remote_topic"].startswith("drill-dc1.")
+    stamp = row.report["topic"].removeprefix("mirror-core.drill.")
+    left = {t for t in topics(dc1) | topics(dc2) if stamp in t or ("drill-dc1" in t and t.endswith(".internal"))}
+    assert not left, f"drill topics left behind: {left}"
+    cleanup = row.report["cleanup"]
+    assert cleanup[f"dc2:{row.report['remote_topic']}"] == "deleted"
+    assert cleanup["dc2:mirror-core.progress.drill-dc1.internal"] == "deleted"
+    assert not [k for k, v in cleanup.items() if v.startswith("not deleted")], cleanup
 
 
 def test_missed_objective_fails_the_run_and_is_recorded(drill_env: StateStore) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -196,3 +197,36 @@ def test_drill_objectives() -> None:
     with pytest.raises(WorkflowError, match="DR drill objectives missed: max_rpo_records: RPO 9"):
         check_objectives(DrillOutcome("failed", ("max_rpo_records: RPO 9 records > 2",), 9, 1.0, 0, 9))
     assert Execution.from_xcom(Execution("ann", {"drained": True}).to_xcom()) == Execution("ann", {"drained": True})
+
+
+def test_a_drill_is_refused_when_the_reverse_flow_would_copy_its_remote_topic_back(tmp_path: Path) -> None:
+    from mirror_core.config.loader import load_config
+    from mirror_core.workflows.drill_plan import plan_drill
+    from mirror_core.workflows.errors import ParamError
+
+    lines = ["clusters = dc1, dc2", "dc1.bootstrap.servers = a:1", "dc2.bootstrap.servers = b:1",
+             "dc1->dc2.enabled = true", "dc1->dc2.topics = .*",
+             "dc1->dc2.topics.exclude = .*mirror-core\\\\.drill\\\\..*",
+             "dc2->dc1.enabled = false", "dc2->dc1.topics = .*"]
+    path = tmp_path / "mm2.properties"
+    path.write_text("\n".join(lines) + "\n")
+    params = {"flow": "dc1->dc2", "records": 40, "consume_before_failure": 12, "unreplicated_at_failure": 9,
+              "seed": 7, "partitions": 3, "rate": 400, "max_rpo_records": 100, "max_rto_seconds": 60,
+              "max_duplicates": 0, "max_losses": 100}
+    with pytest.raises(ParamError) as err:
+        plan_drill(load_config(path), params)
+    assert "dc2->dc1" in str(err.value) and "drill-dc1.mirror-core.drill." in str(err.value)
+    path.write_text("\n".join([*lines, "dc2->dc1.topics.exclude = .*mirror-core\\\\.drill\\\\..*"]) + "\n")
+    assert plan_drill(load_config(path), params).flow == "dc1->dc2"
+
+
+def test_a_late_scheduled_drill_is_a_catch_up_and_skipped() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from mirror_core.workflows.drill_plan import catch_up_reason
+
+    slot = datetime(2026, 10, 1, 6, 0, tzinfo=UTC)
+    assert catch_up_reason("scheduled", slot, slot + timedelta(minutes=5)) is None  # on time
+    why = catch_up_reason("scheduled", slot, slot + timedelta(days=53))  # unpaused weeks later
+    assert why is not None and "catch-up run skipped" in why and "trigger the DAG" in why
+    assert catch_up_reason("manual", slot, slot + timedelta(days=53)) is None  # asked for: drills

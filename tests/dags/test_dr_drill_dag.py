@@ -34,7 +34,7 @@ def load_dag(config: Path):  # type: ignore[no-untyped-def]
 def drill_env(dc1: str, dc2: str, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StateStore:
     config = write_config(tmp_path / "mm2.properties", {"dc1": dc1, "dc2": dc2},
                           ["dc1->dc2.enabled = true", f"dc1->dc2.topics = {name}.*",
-                           "dc2->dc1.enabled = false"])
+                           "dc2->dc1.enabled = false", "dc2->dc1.topics.exclude = .*mirror-core\\\\.drill\\\\..*"])
     monkeypatch.setenv("MIRROR_CORE_CONFIG", str(config))
     monkeypatch.setenv("MIRROR_CORE_DB_URL", f"sqlite:///{tmp_path}/state.db")
     store = StateStore(f"sqlite:///{tmp_path}/state.db")

@@ -79,6 +79,9 @@ class Metrics:
                                      "Target acknowledgement time minus source record timestamp, every record",
                                      LATENCY_BUCKETS)
         r.register(self.latency)
+        self.last_latency = Gauge("mirror_partition_replication_latency_seconds",
+                                  "Latency of the partition's last acknowledged record (MirrorMaker 2's current "
+                                  "replication-latency-ms)", part, registry=r)
         self.lag = Gauge("mirror_partition_lag_records", "Source end offset minus replicated position", part,
                          registry=r)
         self.position = Gauge("mirror_partition_position", "Next source offset to replicate (committed)", part,

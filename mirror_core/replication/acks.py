@@ -81,6 +81,9 @@ class Acks:
                         self.metrics.bytes.labels(lbl, st.topic, part).inc(b.size)
                         if b.acked_at:
                             self.metrics.latency.observe_batch(lbl, b.acked_at, b.stamps or (b.ts_last,))
+                            if b.ts_last > 0:
+                                self.metrics.last_latency.labels(lbl, st.topic, part).set(
+                                    max(0.0, b.acked_at - b.ts_last / 1000.0))
                         if st.is_heartbeat and b.ts_last > 0 and b.acked_at:
                             self.last_heartbeat_ms = max(self.last_heartbeat_ms, b.ts_last)
                     continue

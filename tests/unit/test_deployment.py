@@ -190,7 +190,8 @@ def test_prometheus_scrapes_both_mirrors_on_their_metrics_port() -> None:
     mounts = {v.split(":")[1]: v.split(":")[0] for v in services["prometheus"]["volumes"] if v.startswith("./")}
     for rule_file in prometheus["rule_files"]:
         assert rule_file in mounts, f"{rule_file} is not mounted into the prometheus container"
-        assert (REPO / mounts[rule_file]).resolve() == (DEPLOY / "prometheus" / "alerts.yml").resolve()
+        assert (REPO / mounts[rule_file]).resolve() == (DEPLOY / "prometheus" / Path(rule_file).name).resolve()
+    assert {Path(f).name for f in prometheus["rule_files"]} == {"alerts.yml", "mm2-compat.yml"}
     assert (REPO / mounts["/etc/prometheus/prometheus.yml"]).resolve() == (DEPLOY / "prometheus" /
                                                                           "prometheus.yml").resolve()
 

@@ -43,18 +43,24 @@ def ensure_checkpoints_topic(admin: AdminClient, topic: str, replication_factor:
 
 
 class CheckpointReader:
-    """Latest checkpoint per (group, remote topic, partition) -> (upstream, downstream)."""
+    """Latest checkpoint per (group, remote topic, partition) -> (upstream, downstream), and when it was
+    published (``published_ms``, the record's timestamp: the emitter publishes only changes, so this is
+    when the mirror last saw the group's position move)."""
 
     def __init__(self, consumer: Any, topic: str) -> None:
         self._tail = TopicTail(consumer, topic)
         self.latest: dict[tuple[str, str, int], tuple[int, int]] = {}
+        self.published_ms: dict[tuple[str, str, int], int] = {}
 
     def refresh(self, timeout: float = 30.0) -> dict[tuple[str, str, int], tuple[int, int]]:
-        for key, value in self._tail.read_new(timeout):
+        for msg in self._tail.read_new_messages(timeout):
+            value = msg.value()
             if value is None:
                 continue
             upstream, downstream, _ = decode_checkpoint_value(value)
-            self.latest[decode_checkpoint_key(key)] = (upstream, downstream)
+            key = decode_checkpoint_key(msg.key())
+            self.latest[key] = (upstream, downstream)
+            self.published_ms[key] = msg.timestamp()[1]
         return self.latest
 
     def close(self) -> None:

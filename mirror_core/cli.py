@@ -16,7 +16,7 @@ from mirror_core import __version__
 from mirror_core.config.errors import ConfigError
 from mirror_core.config.loader import load_config
 from mirror_core.config.model import MirrorConfig
-from mirror_core.errors import MirrorError
+from mirror_core.errors import ClusterUnavailable, MirrorError
 from mirror_core.redaction import install_log_filter, scrub
 
 EXIT_CONFIG = 2
@@ -251,7 +251,11 @@ def cmd_topics(args: argparse.Namespace) -> int:
         store = StateStore(args.db_url)
         store.migrate()
         store.record_config(config)
-    results = sync_topics(config, flows, dry_run=args.dry_run, store=store)
+    try:
+        results = sync_topics(config, flows, dry_run=args.dry_run, store=store)
+    except ClusterUnavailable as exc:  # expected when a cluster is down: its own words, no traceback hint
+        print(scrub(f"mirror-core: topics sync: {exc}"), file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps([r.as_dict() for r in results], indent=2))
     else:

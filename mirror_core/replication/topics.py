@@ -57,7 +57,7 @@ class TopicManager:
         try:
             md = self.source.list_topics(timeout=self.timeout)
         except KafkaException as exc:
-            raise ClusterUnavailable(f"source cluster {self.flow.source}: {exc}") from exc
+            raise ClusterUnavailable(f"source cluster {self.flow.source} is unreachable ({error_reason(exc)})") from exc
         return {
             name: len(t.partitions)
             for name, t in md.topics.items()
@@ -81,7 +81,7 @@ class TopicManager:
         try:
             md = self.target.list_topics(timeout=self.timeout)
         except KafkaException as exc:
-            raise ClusterUnavailable(f"target cluster {self.flow.target}: {exc}") from exc
+            raise ClusterUnavailable(f"target cluster {self.flow.target} is unreachable ({error_reason(exc)})") from exc
         return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
 
     def take_problems(self) -> list[TopicChange]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mirror_core.config.model import MirrorConfig
+from mirror_core.errors import ClusterUnavailable
 from mirror_core.state.store import StateStore
 from mirror_core.topic_sync import sync_flow
 from mirror_core.workflows import cutover, failover
@@ -202,7 +203,10 @@ def sync_topics(config: MirrorConfig, store: StateStore, flow: str, dry_run: boo
                 run_id: str | None) -> dict[str, Any]:
     """One flow's partitions, configs and read-only ACLs, recorded; drift it refuses fails the step."""
     store.record_config(config)
-    result = sync_flow(config, config.flow(flow), dry_run, store, run_id=run_id)
+    try:
+        result = sync_flow(config, config.flow(flow), dry_run, store, run_id=run_id)
+    except ClusterUnavailable as exc:  # one line in the task log, and no retry against a cluster that is down
+        raise WorkflowError(str(exc)) from None
     for change in result.changes:
         print(f"{'proposed' if result.dry_run else 'applied'}: {change.kind} {change.topic}: {change.detail}")
     if result.refused:

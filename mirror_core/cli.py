@@ -137,8 +137,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             note = "already running" if was_running else f"started in {time.monotonic() - started:.1f}s"
             print(f"{c.name}: bootstrap {c.bootstrap} ({note}; logs {c.log_file})")
         elif args.action == "down":
-            c.stop()
-            print(f"{c.name}: stopped")
+            print(f"{c.name}: {'stopped' if c.stop() else 'was not running'}")
         else:
             state = "running" if c.is_running() else "stopped"
             print(f"{c.name}: {state}, bootstrap {c.bootstrap}, data {c.base_dir}")

@@ -31,6 +31,7 @@ from mirror_core.stores.records import (
 
 log = logging.getLogger(__name__)
 CHECKPOINTS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+SOURCE_PROBE_TIMEOUT_S = 2.0
 
 
 def checkpoints_topic(source_alias: str) -> str:
@@ -103,13 +104,21 @@ class CheckpointEmitter(threading.Thread):
         self._clients: dict[str, Any] | None = None
 
     def run(self) -> None:
+        failed = False
         try:
             while not self.stop.wait(self.flow.checkpoints_interval_s):
                 try:
+                    if failed:
+                        # After a failed round, a short probe first: a source that is down fails the
+                        # round in seconds, so a flow stop (a lost primary's failover) is not held up
+                        # by this thread waiting out the long timeouts of a full round.
+                        self._open()["src_admin"].list_topics(timeout=SOURCE_PROBE_TIMEOUT_S)
                     self.emit_once()
+                    failed = False
                 except Exception as exc:
+                    failed = True
                     self.metrics.errors.labels(self.flow.name, "checkpoints").inc()
-                    log.warning("flow %s: checkpoint round failed: %s", self.flow.name, exc)
+                    log.warning("flow %s: checkpoint round failed: %s", self.flow.name, str(exc) or type(exc).__name__)
         finally:
             self.close()
 

@@ -31,6 +31,7 @@ from mirror_core.offsets.translate import (
     translate_from_checkpoints,
     translate_group,
 )
+from mirror_core.replication.topic_changes import error_reason
 from mirror_core.state.store import StateStore
 from mirror_core.status import FlowStatus, flow_status
 from mirror_core.workflows.control import WorkflowError, flow_of, set_flow
@@ -83,7 +84,7 @@ def reachable(config: MirrorConfig, alias: str, timeout: float = REACHABILITY_TI
         md = make_admin(config.cluster(alias)).list_topics(timeout=timeout)
         return True, f"{len(md.brokers)} broker(s)"
     except KafkaException as exc:
-        return False, str(exc)
+        return False, error_reason(exc)
 
 
 def translate_groups(config: MirrorConfig, flow: FlowConfig, groups: list[str],

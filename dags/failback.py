@@ -19,12 +19,14 @@ from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
 from mirror_airflow.dag_helpers import (
     ChoiceGate,
+    decided_at,
     failing,
     failing_fast,
     finalize_failover,
     flows_for_params,
     responder,
     run_params,
+    run_started,
     state_store,
 )
 from mirror_airflow.sensors import ReplicationLagSensor
@@ -84,7 +86,9 @@ def failback() -> None:
 
         config, params = run_params(FailbackParams, CONFIG_ERROR)
         with failing_fast():
-            return open_failback(config, state_store(migrate=True), params, get_current_context()["run_id"]).to_xcom()
+            context = get_current_context()
+            return open_failback(config, state_store(migrate=True), params, context["run_id"],
+                        run_started(context)).to_xcom()
 
     plan = assess()
     check() >> catch_up >> plan
@@ -107,7 +111,8 @@ def failback() -> None:
             raise AirflowSkipException(f"rejected by {who}")
         with failing("failback failed"):
             return run_failback(load_mirror_config(), state_store(), FailbackPlan.from_xcom(plan), action, who,
-                                context["run_id"], float(context["params"]["drain_timeout_s"])).to_xcom()
+                                context["run_id"], float(context["params"]["drain_timeout_s"]),
+                                decided_at(context["ti"], "decide")).to_xcom()
 
     @task
     def verify(plan: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:

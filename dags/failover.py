@@ -17,12 +17,14 @@ from typing import Any
 from airflow.sdk import Param, dag, get_current_context, task
 from mirror_airflow.dag_helpers import (
     ApprovalGate,
+    decided_at,
     failing,
     failing_fast,
     finalize_failover,
     flows_for_params,
     responder,
     run_params,
+    run_started,
     state_store,
 )
 
@@ -60,7 +62,9 @@ def failover() -> None:
 
         config, params = run_params(FailoverParams, CONFIG_ERROR)
         with failing_fast():
-            return open_failover(config, state_store(migrate=True), params, get_current_context()["run_id"]).to_xcom()
+            context = get_current_context()
+            return open_failover(config, state_store(migrate=True), params, context["run_id"],
+                        run_started(context)).to_xcom()
 
     plan = assess()
     approve = ApprovalGate(
@@ -77,7 +81,8 @@ def failover() -> None:
         _, who = responder(context["ti"], "approve")
         with failing("failover failed"):
             return run_failover(load_mirror_config(), state_store(), FailoverPlan.from_xcom(plan), who,
-                                context["run_id"], float(context["params"]["drain_timeout_s"])).to_xcom()
+                                context["run_id"], float(context["params"]["drain_timeout_s"]),
+                                decided_at(context["ti"], "approve")).to_xcom()
 
     @task
     def verify(plan: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from mirror_core import __version__
 from mirror_core.config.errors import ConfigError
 from mirror_core.config.loader import load_config
 from mirror_core.config.model import MirrorConfig
-from mirror_core.errors import MirrorError
+from mirror_core.errors import ClusterUnavailable, MirrorError
 from mirror_core.redaction import install_log_filter, scrub
 
 EXIT_CONFIG = 2
@@ -150,8 +150,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             note = "already running" if was_running else f"started in {time.monotonic() - started:.1f}s"
             print(f"{c.name}: bootstrap {c.bootstrap} ({note}; logs {c.log_file})")
         elif args.action == "down":
-            c.stop()
-            print(f"{c.name}: stopped")
+            print(f"{c.name}: {'stopped' if c.stop() else 'was not running'}")
         else:
             state = "running" if c.is_running() else "stopped"
             print(f"{c.name}: {state}, bootstrap {c.bootstrap}, data {c.base_dir}")
@@ -264,7 +263,11 @@ def cmd_topics(args: argparse.Namespace) -> int:
         store = StateStore(args.db_url)
         store.migrate()
         store.record_config(config)
-    results = sync_topics(config, flows, dry_run=args.dry_run, store=store)
+    try:
+        results = sync_topics(config, flows, dry_run=args.dry_run, store=store)
+    except ClusterUnavailable as exc:  # expected when a cluster is down: its own words, no traceback hint
+        print(scrub(f"mirror-core: topics sync: {exc}"), file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps([r.as_dict() for r in results], indent=2))
     else:

@@ -20,7 +20,7 @@ from confluent_kafka import KafkaException
 
 from mirror_core.clients import make_admin
 from mirror_core.config.model import FlowConfig, MirrorConfig
-from mirror_core.errors import MirrorError
+from mirror_core.errors import ClusterUnavailable, MirrorError
 from mirror_core.replication.acls import create_acls, missing_remote_acls, topic_acls
 from mirror_core.replication.topic_changes import TopicChange
 from mirror_core.replication.topics import TopicManager
@@ -82,6 +82,9 @@ def sync_flow(config: MirrorConfig, flow: FlowConfig, dry_run: bool = False, sto
     except (KafkaException, MirrorError) as exc:
         if store and sync_id is not None:
             store.finish_sync_run(sync_id, "failed", {"error": str(exc)})
+        if isinstance(exc, ClusterUnavailable):
+            raise ClusterUnavailable(f"flow {flow.name}: {exc}; check that the cluster is up and reachable from "
+                                     "here, then sync again (nothing was changed)") from None
         raise
     if store and sync_id is not None:
         _record(store, sync_id, flow, result, manager, wanted)

@@ -126,17 +126,27 @@ class LocalCluster:
         ]
 
     def pid(self) -> int | None:
+        """The PID of this cluster's broker, if it runs. The PID file outlives a killed broker and its
+        number may since belong to another process: only a process whose command line is this broker's
+        (``kafka.Kafka`` with this cluster's ``server.properties``) counts, so nothing else is signalled."""
         try:
             pid = int(self.pid_file.read_text().strip())
         except (FileNotFoundError, ValueError):
             return None
+        return pid if self._is_broker(pid) else None
+
+    def _is_broker(self, pid: int) -> bool:
+        if not Path("/proc/self").exists():  # no /proc (not Linux): existence is all that can be checked
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                return False
+            return True
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            return pid
-        return pid
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone, or not ours to read: not the broker we started
+            return False
+        return b"kafka.Kafka" in args and str(self.base_dir / "server.properties").encode() in args
 
     def is_running(self) -> bool:
         return self.pid() is not None
@@ -180,22 +190,26 @@ class LocalCluster:
             time.sleep(0.3)
         raise ClusterStartError(f"cluster {self.name} not ready after {timeout:.0f}s; see {self.log_file}")
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Controlled shutdown (SIGTERM), escalating to SIGKILL after ``timeout``."""
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Controlled shutdown (SIGTERM), escalating to SIGKILL after ``timeout``. False when the broker
+        was not running (a stale PID file is removed, its process left alone)."""
         pid = self.pid()
         if pid is None:
-            return
+            self.pid_file.unlink(missing_ok=True)
+            return False
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self._alive(pid):
             time.sleep(0.2)
-        if self._alive(pid):
+        if self._alive(pid) and self._is_broker(pid):
             os.kill(pid, signal.SIGKILL)
             while self._alive(pid):
                 time.sleep(0.1)
         self.pid_file.unlink(missing_ok=True)
+        return True
 
     def kill(self) -> None:
+        """SIGKILL the broker (a lost data center), if it runs."""
         pid = self.pid()
         if pid is not None:
             os.kill(pid, signal.SIGKILL)

@@ -31,6 +31,7 @@ from mirror_core.stores.records import (
 
 log = logging.getLogger(__name__)
 CHECKPOINTS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+SOURCE_PROBE_TIMEOUT_S = 2.0
 
 
 def checkpoints_topic(source_alias: str) -> str:
@@ -43,18 +44,24 @@ def ensure_checkpoints_topic(admin: AdminClient, topic: str, replication_factor:
 
 
 class CheckpointReader:
-    """Latest checkpoint per (group, remote topic, partition) -> (upstream, downstream)."""
+    """Latest checkpoint per (group, remote topic, partition) -> (upstream, downstream), and when it was
+    published (``published_ms``, the record's timestamp: the emitter publishes only changes, so this is
+    when the mirror last saw the group's position move)."""
 
     def __init__(self, consumer: Any, topic: str) -> None:
         self._tail = TopicTail(consumer, topic)
         self.latest: dict[tuple[str, str, int], tuple[int, int]] = {}
+        self.published_ms: dict[tuple[str, str, int], int] = {}
 
     def refresh(self, timeout: float = 30.0) -> dict[tuple[str, str, int], tuple[int, int]]:
-        for key, value in self._tail.read_new(timeout):
+        for msg in self._tail.read_new_messages(timeout):
+            value = msg.value()
             if value is None:
                 continue
             upstream, downstream, _ = decode_checkpoint_value(value)
-            self.latest[decode_checkpoint_key(key)] = (upstream, downstream)
+            key = decode_checkpoint_key(msg.key())
+            self.latest[key] = (upstream, downstream)
+            self.published_ms[key] = msg.timestamp()[1]
         return self.latest
 
     def close(self) -> None:
@@ -97,13 +104,21 @@ class CheckpointEmitter(threading.Thread):
         self._clients: dict[str, Any] | None = None
 
     def run(self) -> None:
+        failed = False
         try:
             while not self.stop.wait(self.flow.checkpoints_interval_s):
                 try:
+                    if failed:
+                        # After a failed round, a short probe first: a source that is down fails the
+                        # round in seconds, so a flow stop (a lost primary's failover) is not held up
+                        # by this thread waiting out the long timeouts of a full round.
+                        self._open()["src_admin"].list_topics(timeout=SOURCE_PROBE_TIMEOUT_S)
                     self.emit_once()
+                    failed = False
                 except Exception as exc:
+                    failed = True
                     self.metrics.errors.labels(self.flow.name, "checkpoints").inc()
-                    log.warning("flow %s: checkpoint round failed: %s", self.flow.name, exc)
+                    log.warning("flow %s: checkpoint round failed: %s", self.flow.name, str(exc) or type(exc).__name__)
         finally:
             self.close()
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,6 +45,10 @@ class PartitionTranslation:
     exact: bool
     note: str = ""
     basis: str = "offset-map"  # offset-map | checkpoint | time-index
+    # basis "checkpoint" only: how old the checkpoint was when read, and the records the target holds
+    # past it — the most the group re-reads if it went on committing on the source after the checkpoint.
+    checkpoint_age_s: float | None = None
+    max_rereads: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -130,15 +135,17 @@ def translate_from_checkpoints(config: MirrorConfig, flow: FlowConfig, group: st
         latest = reader.refresh(timeout)
     finally:
         reader.close()
+    now_ms = time.time() * 1000
     rows = []
-    for (g, remote, p), (upstream, downstream) in sorted(latest.items()):
+    for key, (upstream, downstream) in sorted(latest.items()):
+        g, remote, p = key
         source_topic = flow.policy.upstream_topic(remote) if not flow.policy.uses_provenance else remote
         if g != group or (topic is not None and source_topic != topic):
             continue
         rows.append(PartitionTranslation(group, source_topic or remote, p, remote, upstream, downstream, True,
-                                         "source unreachable: from the latest checkpoint", "checkpoint"))
+                                         "source unreachable: from the latest checkpoint", "checkpoint",
+                                         round(max(0.0, now_ms - reader.published_ms[key]) / 1000, 1)))
     if rows:
-        # Never past the remote log end (a consumer would reset), whatever an older mirror published.
         consumer = make_consumer(tgt, "mirror-core.translate", QUIET)
         try:
             ends = log_ends(consumer, ((r.remote_topic, r.partition) for r in rows), timeout)
@@ -146,8 +153,13 @@ def translate_from_checkpoints(config: MirrorConfig, flow: FlowConfig, group: st
             consumer.close()
         for r in rows:
             end = ends.get((r.remote_topic, r.partition))
-            if end is not None and r.target_offset is not None and r.target_offset > end:
-                r.target_offset = end
+            if end is None or r.target_offset is None:
+                continue
+            # Never past the remote log end (a consumer would reset), whatever an older mirror published.
+            r.target_offset = min(r.target_offset, end)
+            # The group may have read further on the source than the checkpoint says, but never past
+            # what reached the target: everything after the checkpoint bounds what it reads twice.
+            r.max_rereads = end - r.target_offset
     return rows
 
 

@@ -27,6 +27,7 @@ from mirror_core.replication.topics import TopicManager
 from mirror_core.stores.progress import ProgressStore
 
 log = logging.getLogger(__name__)
+DOWN_PROBE_TIMEOUT_S = 2.0  # topic discovery against a source the error callbacks report down
 Key = tuple[str, int]
 Rebalance = Callable[[Consumer, list[TopicPartition]], None]
 
@@ -76,7 +77,9 @@ class Assignment:
         """
         topics = self.topics
         try:
-            wanted = topics.source_topics()
+            # A source known to be down gets a short probe: the loop is blocked meanwhile, and a stop
+            # (e.g. the failover of a lost primary) should not wait out a long metadata timeout.
+            wanted = topics.source_topics(None if self.source_health.reachable else DOWN_PROBE_TIMEOUT_S)
             topics.ensure_remote(wanted)
             for remote in topics.recreated_remote:
                 self.reporter.report("remote_topic_recreated", {

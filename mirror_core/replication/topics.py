@@ -52,12 +52,12 @@ class TopicManager:
         #: the remote topics' configs: the source's explicit ones (``configs.sync`` keeps them so)
         self.configs = TopicConfigSync(flow, source_admin, target_admin, self.problems, timeout)
 
-    def source_topics(self) -> dict[str, int]:
-        """Source topics this flow replicates, with their partition counts."""
+    def source_topics(self, timeout: float | None = None) -> dict[str, int]:
+        """Source topics this flow replicates, with their partition counts (``timeout``: this call's own)."""
         try:
-            md = self.source.list_topics(timeout=self.timeout)
+            md = self.source.list_topics(timeout=self.timeout if timeout is None else timeout)
         except KafkaException as exc:
-            raise ClusterUnavailable(f"source cluster {self.flow.source}: {exc}") from exc
+            raise ClusterUnavailable(f"source cluster {self.flow.source} is unreachable ({error_reason(exc)})") from exc
         return {
             name: len(t.partitions)
             for name, t in md.topics.items()
@@ -81,7 +81,7 @@ class TopicManager:
         try:
             md = self.target.list_topics(timeout=self.timeout)
         except KafkaException as exc:
-            raise ClusterUnavailable(f"target cluster {self.flow.target}: {exc}") from exc
+            raise ClusterUnavailable(f"target cluster {self.flow.target} is unreachable ({error_reason(exc)})") from exc
         return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
 
     def take_problems(self) -> list[TopicChange]:

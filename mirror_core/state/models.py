@@ -13,6 +13,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def aware(at: datetime) -> datetime:
+    """SQLite hands back naive datetimes for ``DateTime(timezone=True)``; they were written in UTC."""
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
 class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
@@ -114,7 +119,10 @@ class Cutover(Base):
 
 
 class Failover(Base):
-    """A failover or a failback."""
+    """A failover or a failback: triggered -> assessed (``started_at``) -> approved -> finished.
+
+    RTO is ``finished_at - triggered_at`` once done (:attr:`rto_seconds`).
+    """
 
     __tablename__ = "failovers"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -124,9 +132,18 @@ class Failover(Base):
     run_id: Mapped[str | None] = mapped_column(String(250))
     status: Mapped[str] = mapped_column(String(32))
     approved_by: Mapped[str | None] = mapped_column(String(250))
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    triggered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))  # the workflow run began
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)  # assessed, recorded
+    approved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))  # the gate was answered
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     details: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+    @property
+    def rto_seconds(self) -> float | None:
+        """From the trigger to the end of a completed workflow (None until it is done)."""
+        if self.status != "done" or self.finished_at is None or self.triggered_at is None:
+            return None
+        return round((aware(self.finished_at) - aware(self.triggered_at)).total_seconds(), 1)
 
 
 class ActiveCluster(Base):

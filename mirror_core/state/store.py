@@ -205,13 +205,22 @@ class StateStore:
 
     # -- failovers, failbacks and cutovers ----------------------------------------------------------------
     def start_failover(self, kind: str, flow: str, planned: bool, run_id: str | None,
-                       details: dict[str, Any]) -> int:
+                       details: dict[str, Any], triggered_at: datetime | None = None) -> int:
+        """Record an assessed failover/failback awaiting approval; ``triggered_at``: when its run began."""
         with self.session() as s:
             row = Failover(kind=kind, flow=flow, planned=planned, run_id=run_id, status="awaiting-approval",
-                           details=details)
+                           details=details, triggered_at=triggered_at)
             s.add(row)
             s.flush()
             return int(row.id)
+
+    def approve_failover(self, failover_id: int, approved_by: str, approved_at: datetime | None = None) -> None:
+        """The gate was answered with approval (``approved_at``: when; now if not known): it executes."""
+        with self.session() as s:
+            row = s.get(Failover, failover_id, with_for_update=True)
+            if row is None:
+                raise StateStoreError(f"no failover record {failover_id}")
+            row.status, row.approved_by, row.approved_at = "executing", approved_by, approved_at or utcnow()
 
     def finish_failover(self, failover_id: int, status: str, approved_by: str | None = None,
                         **details: Any) -> None:

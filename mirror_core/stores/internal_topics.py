@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror_core.clients import error_code
@@ -42,6 +42,11 @@ class TopicTail:
 
     def read_new(self, timeout: float = 30.0) -> Iterator[tuple[bytes, bytes | None]]:
         """Yield (key, value) of every record written since the last call (read_committed)."""
+        for msg in self.read_new_messages(timeout):
+            yield msg.key(), msg.value()
+
+    def read_new_messages(self, timeout: float = 30.0) -> Iterator[Message]:
+        """Every keyed record written since the last call (read_committed), as the consumer returned it."""
         tp = TopicPartition(self.topic, 0)
         try:
             low, high = self._consumer.get_watermark_offsets(tp, timeout=timeout)
@@ -63,9 +68,8 @@ class TopicTail:
                             continue
                         raise ProgressError(f"internal topic {self.topic}: {err.str()}")
                     self._position = msg.offset() + 1
-                    key = msg.key()
-                    if key is not None:
-                        yield key, msg.value()
+                    if msg.key() is not None:
+                        yield msg
                 if self._position < high:
                     # Transaction markers and compaction leave gaps: trust the consumer's position.
                     pos = self._consumer.position([tp])[0].offset

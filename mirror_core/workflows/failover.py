@@ -28,8 +28,10 @@ from mirror_core.offsets.translate import (
     GroupActive,
     PartitionTranslation,
     apply_translation,
+    translate_from_checkpoints,
     translate_group,
 )
+from mirror_core.replication.topic_changes import error_reason
 from mirror_core.state.store import StateStore
 from mirror_core.status import FlowStatus, flow_status
 from mirror_core.workflows.control import WorkflowError, flow_of, set_flow
@@ -74,12 +76,25 @@ def data_lag(status: FlowStatus, flow: FlowConfig) -> DataLag:
                                          for p in parts if p.lag))
 
 
-def reachable(config: MirrorConfig, alias: str) -> tuple[bool, str]:
+REACHABILITY_TIMEOUT_S = 10.0
+
+
+def reachable(config: MirrorConfig, alias: str, timeout: float = REACHABILITY_TIMEOUT_S) -> tuple[bool, str]:
     try:
-        md = make_admin(config.cluster(alias)).list_topics(timeout=10)
+        md = make_admin(config.cluster(alias)).list_topics(timeout=timeout)
         return True, f"{len(md.brokers)} broker(s)"
     except KafkaException as exc:
-        return False, str(exc)
+        return False, error_reason(exc)
+
+
+def translate_groups(config: MirrorConfig, flow: FlowConfig, groups: list[str],
+                     primary_reachable: bool) -> dict[str, list[PartitionTranslation]]:
+    """Each group's translation: from its committed offsets on the primary when it answered, else from
+    the checkpoints on the standby straight away — a primary found unreachable once is not asked again
+    (each ask would wait out its timeout against a cluster the operator declared lost)."""
+    if primary_reachable:
+        return {g: translate_group(config, g, flow.source, flow.target) for g in groups}
+    return {g: translate_from_checkpoints(config, flow, g, None, 30) for g in groups}
 
 
 def wait_data_lag(config: MirrorConfig, flow: FlowConfig, timeout: float) -> int:
@@ -192,11 +207,9 @@ def assess_failover(config: MirrorConfig, flow_name: str, apps: list[str], group
     else:
         rpo, rpo_note = None, ("primary unreachable: unknown; the records it had not replicated are listed by the "
                                "failback workflow when it returns")
-    translations = {}
-    for g in groups:
-        translations[g] = rows = translate_group(config, g, flow.source, flow.target)
-        if not rows:
-            warnings.append(f"group {g}: no committed offsets for the flow's topics (nothing to translate)")
+    translations = translate_groups(config, flow, groups, primary_ok)
+    warnings += [f"group {g}: no committed offsets for the flow's topics (nothing to translate)"
+                 for g, rows in translations.items() if not rows]
     reverse = reverse_of(config, flow)
     if reverse is None:
         warnings.append(f"no reverse flow {flow.target}->{flow.source} is configured (add "
@@ -230,8 +243,9 @@ def execute_failover(config: MirrorConfig, store: StateStore, plan: FailoverPlan
             if residual:
                 raise WorkflowError(f"{residual} records arrived on the primary after the drain; stop the producers "
                                     "and run the failover again")
-        # Positions are final now that the flow stopped: translate again rather than reuse the plan.
-        final = {g: translate_group(config, g, flow.source, flow.target) for g in groups}
+        # Positions are final now that the flow stopped: translate again rather than reuse the plan
+        # (newer checkpoints may have arrived; a primary unreachable at assessment is not asked again).
+        final = translate_groups(config, flow, groups, plan.planned or plan.primary_reachable)
         steps["committed"] = commit_translations(config, flow.target, final)
         if reverse is not None and reverse.policy.uses_provenance:
             # Same topic names on both sides: the reverse flow starts exactly at the failover point

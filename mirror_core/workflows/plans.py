@@ -25,6 +25,8 @@ class Translation(Protocol):
     exact: bool
     note: str
     basis: str
+    checkpoint_age_s: float | None
+    max_rereads: int | None
 
 
 # -- rows shared by the plans ----------------------------------------------------------------------------
@@ -74,12 +76,14 @@ class GroupOffset:
     target_offset: int | None
     exact: bool
     note: str = ""
-    basis: str = "offset-map"
+    basis: str = "offset-map"  # offset-map: the group's own committed offset | checkpoint | time-index
+    checkpoint_age_s: float | None = None  # basis checkpoint: its age when the plan was made
+    max_rereads: int | None = None  # basis checkpoint: the most records the group may read a second time
 
     @classmethod
     def of(cls, t: Translation) -> GroupOffset:
         return cls(t.group, t.topic, t.partition, t.remote_topic, t.source_offset, t.target_offset, t.exact, t.note,
-                   t.basis)
+                   t.basis, t.checkpoint_age_s, t.max_rereads)
 
     def to_xcom(self) -> dict[str, Any]:
         return asdict(self)

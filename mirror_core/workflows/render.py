@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mirror_core.workflows.plans import Apps, CutoverPlan, FailbackPlan, FailoverPlan, Groups
+    from mirror_core.workflows.plans import Apps, CutoverPlan, FailbackPlan, FailoverPlan, GroupOffset, Groups
 
 
 def failover_plan(plan: FailoverPlan) -> str:
@@ -33,11 +33,27 @@ def failback_plan(plan: FailbackPlan) -> str:
 
 def _moves(apps: Apps, groups: Groups, warnings: tuple[str, ...]) -> list[str]:
     lines = ["", *_apps_table(apps)]
-    lines += ["", "| group | topic | partition | from offset | to offset | exact |", "|---|---|---|---|---|---|"]
+    lines += ["", "| group | topic | partition | from offset | to offset | basis |", "|---|---|---|---|---|---|"]
     for g, rows in groups.items():
         lines += [f"| {g} | {r.topic} → {r.remote_topic} | {r.partition} | {r.source_offset} | "
-                  f"{r.target_offset} | {'yes' if r.exact else 'no: ' + r.note} |" for r in rows]
+                  f"{r.target_offset} | {_basis(r)} |" for r in rows]
+    rereads = [r.max_rereads for rows in groups.values() for r in rows if r.basis == "checkpoint"]
+    if rereads:
+        lines += ["", f"Checkpoint-based offsets: a group that committed on the primary after its last checkpoint "
+                      f"reads again at most **{sum(x or 0 for x in rereads)} records** in all (the records the "
+                      "standby holds past the checkpoints); none is skipped."]
     return lines + _warnings(warnings) + ["", "Rejecting changes nothing."]
+
+
+def _basis(r: GroupOffset) -> str:
+    """Why the approver can trust a target offset, and by how much it may be behind."""
+    if not r.exact or r.target_offset is None:
+        return f"NOT exact ({r.basis}): {r.note}"
+    if r.basis == "checkpoint":
+        age = f"{r.checkpoint_age_s:g} s old" if r.checkpoint_age_s is not None else "age unknown"
+        rereads = r.max_rereads if r.max_rereads is not None else "unknown"
+        return f"checkpoint ({age}): at most {rereads} records re-read"
+    return f"exact: the group's committed offset, through the {r.basis.replace('-', ' ')}"
 
 
 def cutover_plan(plan: CutoverPlan) -> str:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from mirror_core.config.model import MirrorConfig
+from mirror_core.errors import ClusterUnavailable
 from mirror_core.state.store import StateStore
 from mirror_core.topic_sync import sync_flow
 from mirror_core.workflows import cutover, failover
@@ -33,11 +35,13 @@ def _record_id(plan: FailoverPlan | FailbackPlan | CutoverPlan) -> int:
 
 
 # -- failover and failback -----------------------------------------------------------------------------
-def open_failover(config: MirrorConfig, store: StateStore, params: FailoverParams, run_id: str | None) -> FailoverPlan:
-    """Assess the failover and record it as awaiting approval."""
+def open_failover(config: MirrorConfig, store: StateStore, params: FailoverParams, run_id: str | None,
+                  triggered_at: datetime | None = None) -> FailoverPlan:
+    """Assess the failover and record it as awaiting approval (``triggered_at``: when the run began)."""
     plan = failover.assess_failover(config, params.flow, list(params.apps), list(params.groups), params.planned,
                                     store)
-    plan = plan.with_record(store.start_failover("failover", plan.flow, plan.planned, run_id, plan.record()))
+    plan = plan.with_record(store.start_failover("failover", plan.flow, plan.planned, run_id, plan.record(),
+                                                 triggered_at))
     print(plan.render())
     return plan
 
@@ -47,19 +51,21 @@ def failback_reverse_flow(config: MirrorConfig, params: FailbackParams) -> str:
     return failover.required_reverse(config, flow_of(config, params.flow)).name
 
 
-def open_failback(config: MirrorConfig, store: StateStore, params: FailbackParams, run_id: str | None) -> FailbackPlan:
+def open_failback(config: MirrorConfig, store: StateStore, params: FailbackParams, run_id: str | None,
+                  triggered_at: datetime | None = None) -> FailbackPlan:
     """Assess the failback (the reverse flow caught up to ``max_reverse_lag``) and record it."""
     plan = failover.assess_failback(config, params.flow, list(params.apps), list(params.groups), store)
     if plan.reverse_lag is None or plan.reverse_lag > params.max_reverse_lag:
         raise WorkflowError(f"reverse flow {plan.reverse_flow} lag {plan.reverse_lag} is above "
                             f"max_reverse_lag={params.max_reverse_lag}; retry when it caught up")
-    plan = plan.with_record(store.start_failover("failback", plan.flow, True, run_id, plan.record()))
+    plan = plan.with_record(store.start_failover("failback", plan.flow, True, run_id, plan.record(), triggered_at))
     print(plan.render())
     return plan
 
 
 def run_failover(config: MirrorConfig, store: StateStore, plan: FailoverPlan, who: str, run_id: str | None,
-                 drain_timeout: float) -> Execution:
+                 drain_timeout: float, approved_at: datetime | None = None) -> Execution:
+    store.approve_failover(_record_id(plan), who, approved_at)
     try:
         steps = failover.execute_failover(config, store, plan, who, run_id, drain_timeout)
     except Exception as exc:
@@ -70,7 +76,8 @@ def run_failover(config: MirrorConfig, store: StateStore, plan: FailoverPlan, wh
 
 
 def run_failback(config: MirrorConfig, store: StateStore, plan: FailbackPlan, unreplicated_action: str, who: str,
-                 run_id: str | None, drain_timeout: float) -> Execution:
+                 run_id: str | None, drain_timeout: float, approved_at: datetime | None = None) -> Execution:
+    store.approve_failover(_record_id(plan), who, approved_at)
     try:
         steps = failover.execute_failback(config, store, plan, unreplicated_action, who, run_id, drain_timeout)
     except Exception as exc:
@@ -196,7 +203,10 @@ def sync_topics(config: MirrorConfig, store: StateStore, flow: str, dry_run: boo
                 run_id: str | None) -> dict[str, Any]:
     """One flow's partitions, configs and read-only ACLs, recorded; drift it refuses fails the step."""
     store.record_config(config)
-    result = sync_flow(config, config.flow(flow), dry_run, store, run_id=run_id)
+    try:
+        result = sync_flow(config, config.flow(flow), dry_run, store, run_id=run_id)
+    except ClusterUnavailable as exc:  # one line in the task log, and no retry against a cluster that is down
+        raise WorkflowError(str(exc)) from None
     for change in result.changes:
         print(f"{'proposed' if result.dry_run else 'applied'}: {change.kind} {change.topic}: {change.detail}")
     if result.refused:

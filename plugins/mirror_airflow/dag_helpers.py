@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, TypeVar
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLOperator
@@ -83,14 +84,28 @@ DECISION_KEY = "decision"
 def record_decision(context: Any, result: Any) -> None:
     """Push who chose what at a gate under a key of its own (read back by :func:`responder`)."""
     user = result.get("responded_by_user") or {}
+    at = result.get("responded_at")
     context["ti"].xcom_push(DECISION_KEY, {"chosen": (result.get("chosen_options") or [None])[0],
-                                          "who": str(user.get("name") or user.get("id") or "unknown")})
+                                          "who": str(user.get("name") or user.get("id") or "unknown"),
+                                          "at": at.isoformat() if isinstance(at, datetime) else at})
 
 
 def responder(ti: Any, gate: str) -> tuple[str | None, str]:
     """(chosen option, who) from a gate; (None, 'unknown') when nobody answered it."""
     decision = ti.xcom_pull(task_ids=gate, key=DECISION_KEY) or {}
     return decision.get("chosen"), decision.get("who", "unknown")
+
+
+def decided_at(ti: Any, gate: str) -> datetime | None:
+    """When a gate was answered (None when nobody answered it)."""
+    at = (ti.xcom_pull(task_ids=gate, key=DECISION_KEY) or {}).get("at")
+    return datetime.fromisoformat(at) if at else None
+
+
+def run_started(context: Any) -> datetime | None:
+    """When this DAG run began: the trigger time a failover's RTO counts from."""
+    dag_run = context.get("dag_run")
+    return getattr(dag_run, "start_date", None) or getattr(dag_run, "queued_at", None)
 
 
 def answer(ti: Any, gate: str, yes: str, no: str) -> bool | None:

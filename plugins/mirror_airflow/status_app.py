@@ -19,7 +19,7 @@ from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse
 from sqlalchemy import desc, select
 
-from mirror_core.state.models import Cutover, DrDrill, Failover
+from mirror_core.state.models import Cutover, DrDrill, Failover, aware
 from mirror_core.state.store import StateStore
 
 LAG_DEADLINE_S = 5.0  # a page load waits at most this long for the live lag of all flows together
@@ -137,7 +137,10 @@ def summary(store: StateStore, with_lag: bool = True, lag_deadline_s: float = LA
                       "approved_by": (c.details or {}).get("approved_by")} for c in cutovers],
         "failovers": [{"kind": f.kind, "flow": f.flow, "status": f.status, "planned": f.planned,
                        "approved_by": f.approved_by, "run_id": f.run_id,
-                       "started": f.started_at.isoformat(timespec="seconds"),
+                       **{k: aware(at).isoformat(timespec="seconds") if at else None for k, at in (
+                           ("triggered", f.triggered_at), ("started", f.started_at), ("approved", f.approved_at),
+                           ("finished", f.finished_at))},
+                       "rto_s": f.rto_seconds,
                        "rpo_records": (f.details or {}).get("rpo_records"),
                        "error": (f.details or {}).get("error")} for f in failovers],
         "flow_control": [{"flow": c.flow, "desired": c.desired, "by": c.changed_by, "why": c.reason,

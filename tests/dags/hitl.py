@@ -16,12 +16,19 @@ class Responder:
     """Answers the gates of one DAG run in order: ``answers`` maps task_id -> chosen option."""
 
     def __init__(self, dag_id: str, answers: dict[str, str], params: dict[str, dict[str, Any]] | None = None,
-                 timeout: float = 600) -> None:
-        from airflow.api_fastapi.app import create_app
+                 timeout: float = 600, user: str | None = None) -> None:
+        from airflow.api_fastapi.app import create_app, init_auth_manager
+        from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
         from fastapi.testclient import TestClient
 
         self.dag_id, self.answers, self.params, self.timeout = dag_id, dict(answers), params or {}, timeout
-        self.client = TestClient(create_app())
+        # ``user``: answer as this named user, with a session token signed like the UI's (without one, the
+        # all-admins mode answers as its anonymous admin).
+        headers = {}
+        if user is not None:
+            token = init_auth_manager().generate_jwt(SimpleAuthManagerUser(username=user, role="admin"))
+            headers["Authorization"] = f"Bearer {token}"
+        self.client = TestClient(create_app(), headers=headers)
         self.bodies: dict[str, str] = {}  # what the approver saw
         self.responses: dict[str, Any] = {}
         self.errors: list[str] = []

@@ -3,15 +3,31 @@ plane, approval gates answered through Airflow's REST API (reject changes nothin
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from mirror_core.errors import ProgressError
+from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
 from mirror_core.offsets.groups import commit_offsets, committed_offsets
+from mirror_core.state.models import aware
 from mirror_core.state.store import StateStore
 from tests.dags.conftest import REPO
 from tests.dags.hitl import Responder
-from tests.kafka_harness import admin, create_topic, end_offsets, produce_sequence, read_all, wait_until, write_config
+from tests.kafka_harness import (
+    admin,
+    create_topic,
+    end_offsets,
+    new_cluster,
+    produce_sequence,
+    producer,
+    read_all,
+    unique,
+    wait_until,
+    write_config,
+)
 
 
 def load(dag_id: str):  # type: ignore[no-untyped-def]
@@ -22,9 +38,9 @@ def load(dag_id: str):  # type: ignore[no-untyped-def]
     return bag.get_dag(dag_id)
 
 
-def run(dag_id: str, conf: dict, answers: dict[str, str]):  # type: ignore[no-untyped-def]
+def run(dag_id: str, conf: dict, answers: dict[str, str], user: str | None = None):  # type: ignore[no-untyped-def]
     dag = load(dag_id)
-    with Responder(dag_id, answers) as r:
+    with Responder(dag_id, answers, user=user) as r:
         dr = dag.test(run_conf=conf)
     assert not r.errors, r.errors
     assert not r.answers, f"gates never reached: {r.answers}"
@@ -132,3 +148,116 @@ def test_bad_params_are_refused_before_anything_changes(dc1, dc2, name, setup) -
     assert {k: states(dr)[k] for k in ("check", "catch_up", "assess")} == {
         "check": "failed", "catch_up": "upstream_failed", "assess": "upstream_failed"}
     assert store.failovers() == [] and store.flow_controls() == {}
+
+
+def test_unplanned_failover_after_the_primary_is_killed_mid_stream(dc2, name, tmp_path: Path, monkeypatch,
+                                                                    start_mirror) -> None:  # type: ignore[no-untyped-def]
+    """The primary's broker is SIGKILLed while a group still consumes and commits there; the failover
+    translates from the checkpoints on the standby: the group re-reads at most what it consumed after the
+    last checkpoint, skips nothing the standby holds, and the record names the approver and its times."""
+    primary = new_cluster("east", tmp_path)  # a cluster of its own: this test kills it
+    primary.start()
+    east = primary.bootstrap
+    db = f"sqlite:///{tmp_path / 'state.db'}"
+    lines = [f"{f}.{k}" for f in ("east->dc2", "dc2->east") for k in (
+        f"topics = {name}.*", f"consumer.group.id = {name}-workers-{f.replace('->', '-')}")]
+    lines += ["east->dc2.enabled = true", "dc2->east.enabled = false", "emit.heartbeats.enabled = false",
+              "refresh.topics.interval.seconds = 1", "offset.flush.interval.ms = 200",
+              "emit.checkpoints.interval.seconds = 1"]  # short: the test waits for one, then outruns it
+    config = write_config(tmp_path / "mm2.properties", {"east": east, "dc2": dc2}, lines)
+    monkeypatch.setenv("MIRROR_CORE_CONFIG", str(config))
+    monkeypatch.setenv("MIRROR_CORE_DB_URL", db)
+    store = StateStore(db)
+    t, remote, group, app = f"{name}.orders", f"east.{name}.orders", f"{name}-app", f"{name}-orders-app"
+    create_topic(east, t, 2)
+    start_mirror([], config=config, args=["--state-db", db])
+
+    # The application produces and consumes on the primary, committing after every small batch.
+    prod = producer(east)
+    consumer = Consumer({"bootstrap.servers": east, "group.id": group, "enable.auto.commit": False,
+                         "log_level": "0"})
+    consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for p in (0, 1)])
+    checkpoints = CheckpointReader(Consumer({"bootstrap.servers": dc2, "group.id": unique("ckpt"),
+                                             "log_level": "0"}), checkpoints_topic("east"))
+    consumed: set[bytes] = set()
+    committed: dict[int, int] = {}
+    seq = 0
+
+    def step() -> None:
+        nonlocal seq
+        for _ in range(20):
+            prod.produce(t, value=b"seq-%d" % seq, partition=seq % 2)
+            seq += 1
+        prod.flush(10)
+        msgs = [m for m in consumer.consume(30, 0.1) if m.error() is None]
+        if msgs:
+            consumed.update(m.value() for m in msgs)  # type: ignore[misc]
+            committed.update({tp.partition: tp.offset for tp in consumer.commit(asynchronous=False) or []})
+
+    def checkpointed() -> bool:
+        try:
+            return any(g == group for g, _, _ in checkpoints.refresh(5))
+        except ProgressError:  # the mirror has not created the checkpoints topic yet
+            return False
+
+    try:
+        deadline = time.monotonic() + 60
+        while not checkpointed():
+            assert time.monotonic() < deadline, "the mirror published no checkpoint for the group"
+            step()
+        seen = time.monotonic()
+        while time.monotonic() - seen < 1.5:  # go on committing past that checkpoint
+            step()
+        primary.kill()  # SIGKILL: the primary is gone mid-stream, right after the group's last commit
+        assert not primary.is_running()
+    finally:
+        primary.kill()
+
+    conf = {"flow": "east->dc2", "apps": [app], "groups": [group], "mode": "unplanned", "drain_timeout_s": 60}
+    began = time.monotonic()
+    dr, gate = run("failover", conf, {"approve": "Approve"}, user="dana")
+    took = time.monotonic() - began
+    consumer.close()
+    assert dr.state == "success", states(dr)
+
+    # Precondition: the group committed on the primary after the last checkpoint the mirror emitted.
+    last = {p: up_down for (g, r, p), up_down in checkpoints.refresh().items() if g == group and r == remote}
+    checkpoints.close()
+    assert set(last) == {0, 1} and all(last[p][0] <= committed[p] for p in last), (last, committed)
+    reread_bound = sum(committed[p] - last[p][0] for p in last)  # consumed after the checkpoints
+    assert reread_bound > 0, (last, committed)
+
+    # The approver saw each offset's basis: a checkpoint, its age and the most records read again.
+    body = gate.bodies["approve"]
+    assert "UNREACHABLE" in body and "KafkaError{" not in body, body  # the reason in librdkafka's words
+    assert "exact:" not in body and body.count("checkpoint (") == 2, body
+    record = store.failovers()[0]
+    rows = record.details["groups"][group]
+    assert {r["basis"] for r in rows} == {"checkpoint"} and all(r["checkpoint_age_s"] is not None for r in rows)
+    stated_bound = sum(r["max_rereads"] for r in rows)
+    assert f"reads again at most **{stated_bound} records**" in body
+
+    # The group resumes on the standby at the checkpoints, translated.
+    assert committed_offsets(admin(dc2), group) == {(remote, p): last[p][1] for p in last}
+    on_standby = read_all(dc2, remote)
+    after = [r.value for r in on_standby if r.offset >= last[r.partition][1]]  # what the group reads next
+    before = [r.value for r in on_standby if r.offset < last[r.partition][1]]
+    duplicates = sum(v in consumed for v in after)
+    losses = [v for v in before if v not in consumed]  # skipped: on the standby, never read anywhere
+    print(f"unplanned failover DAG run {took:.1f}s; consumed {len(consumed)} on the primary, "
+          f"{len(on_standby)} on the standby; re-read {duplicates} (at most {reread_bound} by the checkpoints, "
+          f"{stated_bound} stated); lost {len(losses)}")
+    assert losses == [] and len(set(after)) == len(after)
+    assert 0 < duplicates <= reread_bound and duplicates <= stated_bound
+
+    # Who and when: the user who approved through the REST API, and the times RTO is read from.
+    assert (record.status, record.planned, record.approved_by) == ("done", False, "dana")
+    assert record.triggered_at and record.approved_at and record.finished_at
+    assert aware(record.triggered_at) <= aware(record.started_at) <= aware(record.approved_at) \
+        <= aware(record.finished_at)
+    assert record.rto_seconds is not None and 0 < record.rto_seconds <= took + 1
+    entry = store.active_cluster(app)
+    assert entry is not None and (entry.cluster, entry.changed_by) == ("dc2", "dana")
+    controls = store.flow_controls()
+    assert (controls["east->dc2"].desired, controls["east->dc2"].changed_by) == ("stopped", "dana")
+    assert (controls["dc2->east"].desired, controls["dc2->east"].changed_by) == ("running", "dana")

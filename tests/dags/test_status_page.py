@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,10 @@ def test_status_page_shows_the_store(tmp_path: Path, airflow_token: str) -> None
     store.add(DriftEvent(sync_run_id=run, flow="dc1->dc2", topic="dc1.orders", kind="config",
                          detail="retention.ms: 1 -> 2", action="applied"),
               DrDrill(flow="dc1->dc2", status="passed", rpo_records=0, rto_seconds=12.5, duplicates=0, losses=0),
-              Failover(kind="failover", flow="dc1->dc2", planned=True, status="done", approved_by="carol"))
+              Failover(kind="failover", flow="dc1->dc2", planned=False, status="done", approved_by="carol",
+                       triggered_at=datetime(2026, 5, 1, 10, 0, 0, tzinfo=UTC),
+                       approved_at=datetime(2026, 5, 1, 10, 0, 30, tzinfo=UTC),
+                       finished_at=datetime(2026, 5, 1, 10, 1, 12, 500000, tzinfo=UTC)))
     store.finish_sync_run(run, "drift", {"changes": 1})
     store.set_active_cluster("payments", "dc2", "carol", "planned failover")
 
@@ -35,6 +39,9 @@ def test_status_page_shows_the_store(tmp_path: Path, airflow_token: str) -> None
     assert data["flows"][0]["name"] == "dc1->dc2"
     assert data["drift"][0]["detail"] == "retention.ms: 1 -> 2"
     assert data["drills"][0]["rto_seconds"] == 12.5
+    fo = data["failovers"][0]  # RTO reads off the record: trigger -> approval -> completion
+    assert (fo["triggered"], fo["approved"], fo["finished"], fo["rto_s"]) == (
+        "2026-05-01T10:00:00+00:00", "2026-05-01T10:00:30+00:00", "2026-05-01T10:01:12+00:00", 72.5)
     assert data["registry"] == [{"app": "payments", "cluster": "dc2", "changed_by": "carol",
                                  "reason": "planned failover", "at": data["registry"][0]["at"]}]
     page = client.get("/")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from mirror_core.devcluster.local_cluster import free_port
 from mirror_core.state.store import StateStore
 from tests.dags.conftest import REPO
 from tests.kafka_harness import create_topic, partition_count, topics, write_config
@@ -80,3 +81,23 @@ def test_bad_params_fail_before_any_cluster_is_touched(dc1, dc2, name, tmp_path:
             dag.test(run_conf=conf)
     assert f"dc2.{t}" not in topics(dc1)
     assert len(store.sync_runs(limit=1000)) == before
+
+
+def test_a_source_down_fails_the_sync_in_one_line_without_retrying(dc2, name, tmp_path: Path, capsys) -> None:
+    down = f"127.0.0.1:{free_port()}"  # nothing listens there: the source cluster is down
+    config = write_config(tmp_path / "mm2.properties", {"east": down, "dc2": dc2},
+                          ["east->dc2.enabled = true", f"east->dc2.topics = {name}.*"])
+    dag = load_dag(config)
+    capsys.readouterr()
+    run = dag.test(run_conf={"flow": "east->dc2", "dry_run": False})
+    assert run.state == "failed"
+    sync = next(ti for ti in run.get_task_instances() if ti.task_id == "sync")
+    assert (sync.state, sync.try_number) == ("failed", 1)
+    task_log = capsys.readouterr().out
+    assert ("AirflowFailException: flow east->dc2: source cluster east is unreachable (Failed to get metadata: "
+            "Local: Broker transport failure); check that the cluster is up and reachable from here, then sync "
+            "again (nothing was changed)\n") in task_log
+    # Airflow frames every failed task with its own traceback; nothing of mirror_core's internals or of
+    # the Kafka error chain appears in it (the raise is dag_helpers.failing_fast's, from None).
+    framing = task_log[task_log.find("Traceback"):]
+    assert "mirror_core/" not in framing and "KafkaException" not in framing and "During handling" not in framing

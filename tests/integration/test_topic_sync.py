@@ -19,6 +19,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from mirror_core.devcluster.local_cluster import free_port
 from mirror_core.replication.acls import topic_acls
 from mirror_core.state.store import StateStore
 from tests.kafka_harness import REPO, admin, create_topic, partition_count, topics, write_config
@@ -171,3 +172,18 @@ def test_deny_acls_are_copied_unchanged(dc1, dc2, name, tmp_path: Path) -> None:
                            ("User:mallory", AclOperation.ALL, AclPermissionType.DENY),
                            ("User:carol", AclOperation.DESCRIBE, AclPermissionType.DENY)}
     assert json.loads(run_sync(config, db).stdout)[0]["changes"] == []  # idempotent
+
+
+def test_sync_with_the_source_down_says_so_in_one_line(dc2, name, tmp_path: Path) -> None:
+    down = f"127.0.0.1:{free_port()}"  # nothing listens there: the source cluster is down
+    config = write_config(tmp_path / "mm2.properties", {"dc1": down, "dc2": dc2},
+                          ["dc1->dc2.enabled = true", f"dc1->dc2.topics = {name}.*"])
+    db = f"sqlite:///{tmp_path / 'state.db'}"
+    proc = run_sync(config, db)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        "mirror-core: topics sync: flow dc1->dc2: source cluster dc1 is unreachable (Failed to get metadata: Local: "
+        "Broker transport failure); check that the cluster is up and reachable from here, then sync again (nothing "
+        "was changed)"], proc.stderr
+    run = StateStore(db).sync_runs("dc1->dc2")[0]  # the failed run is recorded with its reason
+    assert run.status == "failed" and "source cluster dc1 is unreachable" in run.summary["error"]

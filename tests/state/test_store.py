@@ -12,7 +12,7 @@ from alembic import command
 
 from mirror_core.config.loader import parse_text
 from mirror_core.state.errors import StateStoreError
-from mirror_core.state.models import DriftEvent, FlowInstance, ReconciliationReport
+from mirror_core.state.models import DriftEvent, FlowInstance, ReconciliationReport, aware
 from mirror_core.state.store import StateStore, alembic_config
 from tests.pg_harness import postgres_server
 
@@ -94,11 +94,14 @@ def test_drills_newest_first_with_their_measurements(store: StateStore) -> None:
 
 def test_failovers_and_failbacks_are_recorded_and_closed(store: StateStore) -> None:
     _, _, flow = unique_flow()
-    fo = store.start_failover("failover", flow, True, "manual__fo", {"rpo_records": 0, "groups": ["g"]})
+    triggered = datetime.now(UTC) - timedelta(seconds=90)
+    fo = store.start_failover("failover", flow, True, "manual__fo", {"rpo_records": 0, "groups": ["g"]}, triggered)
     fb = store.start_failover("failback", flow, True, "manual__fb", {"reverse_lag": 0})
     mine = [f for f in store.failovers(limit=1000) if f.flow == flow]
     assert [(f.id, f.kind, f.status, f.finished_at) for f in mine] == [
         (fb, "failback", "awaiting-approval", None), (fo, "failover", "awaiting-approval", None)]
+    store.approve_failover(fo, "carol", datetime(2030, 1, 1, 12, 0, 5, tzinfo=UTC))
+    assert next(f for f in store.failovers(limit=1000) if f.id == fo).status == "executing"
     store.finish_failover(fo, "done", "carol", steps=["stopped forward", "switched"], canary={"g": "ok"})
     store.finish_failover(fb, "rejected", "dave")
     rows = {f.id: f for f in store.failovers(limit=1000) if f.flow == flow}
@@ -107,6 +110,11 @@ def test_failovers_and_failbacks_are_recorded_and_closed(store: StateStore) -> N
     assert done.details == {"rpo_records": 0, "groups": ["g"], "steps": ["stopped forward", "switched"],
                             "canary": {"g": "ok"}}  # merged, not replaced
     assert done.finished_at is not None
+    # Trigger, approval and completion times: RTO reads off the record.
+    assert aware(done.triggered_at) == triggered  # type: ignore[arg-type]
+    assert aware(done.approved_at) == datetime(2030, 1, 1, 12, 0, 5, tzinfo=UTC)  # type: ignore[arg-type]
+    assert done.rto_seconds is not None and 90 <= done.rto_seconds < 120
+    assert rows[fb].rto_seconds is None  # rejected: no recovery to time
     assert (rows[fb].status, rows[fb].approved_by, rows[fb].details) == ("rejected", "dave", {"reverse_lag": 0})
     store.finish_failover(fo, "failed", error="verification failed")  # no approver given: kept
     again = next(f for f in store.failovers(limit=1000) if f.id == fo)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,8 @@ def test_xcom_keeps_the_dict_shape_approvers_and_the_state_store_know() -> None:
     assert xcom["apps"] == {"orders-app": {"from": "dc2", "to": "dc1"}}
     assert xcom["groups"]["app-g"][0] == {"group": "app-g", "topic": "orders", "partition": 0,
                                           "remote_topic": "dc1.orders", "source_offset": 30, "target_offset": 30,
-                                          "exact": True, "note": "", "basis": "offset-map"}
+                                          "exact": True, "note": "", "basis": "offset-map",
+                                          "checkpoint_age_s": None, "max_rereads": None}
     assert cutover_plan().to_xcom()["deny_writes"] is True
     assert failover_plan().to_xcom()["lag"]["partitions"] == [
         {"topic": "orders", "partition": 0, "lag": 3, "position": 27, "end": 30}]
@@ -99,8 +101,19 @@ def test_approval_bodies() -> None:
     assert body.startswith("### Failover of flow `dc1->dc2` (planned)\n")
     assert "- estimated data at risk (RPO): **3 records** — not yet replicated" in body
     assert "| orders-app | (unregistered) | dc2 |" in body
-    assert "| app-g | orders → dc1.orders | 0 | 30 | None | no: before the offset map |" in body
+    assert "| app-g | orders → dc1.orders | 0 | 30 | None | NOT exact (offset-map): before the offset map |" in body
+    assert "| app-g | orders → dc1.orders | 1 | 20 | 20 | exact: the group's committed offset, through the offset " \
+           "map |" in body and "re-read" not in body
     assert "**Warnings**\n- group x: nothing to translate" in body and body.endswith("Rejecting changes nothing.")
+    # From checkpoints (primary lost): each offset says how old its checkpoint is and how much may be read again.
+    unplanned = replace(failover_plan(), planned=False, groups={"app-g": (
+        GroupOffset("app-g", "orders", 0, "dc1.orders", 30, 31, True, "", "checkpoint", 2.4, 12),
+        GroupOffset("app-g", "orders", 1, "dc1.orders", 20, 20, True, "", "checkpoint", 0.5, 0))})
+    body = unplanned.render()
+    assert "| app-g | orders → dc1.orders | 0 | 30 | 31 | checkpoint (2.4 s old): at most 12 records re-read |" in body
+    assert "| 1 | 20 | 20 | checkpoint (0.5 s old): at most 0 records re-read |" in body
+    assert "reads again at most **12 records** in all" in body and "exact:" not in body
+    assert FailoverPlan.from_xcom(json.loads(json.dumps(unplanned.to_xcom()))) == unplanned
     body = failback_plan().render()
     assert "**5**" in body and "  - `orders[0]` offsets 50..54 (5)" in body and "**Warnings**" not in body
     body = cutover_plan().render()

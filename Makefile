@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/mirror-core dev fetch
 	$(BIN)/python -m mirror_core.devcluster.spark_packages
 	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-chromium.sh
 	bash scripts/ensure-gssapi-client.sh
 	touch $(STAMP)
 

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 LAG_DEADLINE_S = 5.0  # a page load waits at most this long for the live lag of all flows together
 LAG_TTL_S = 8.0  # a measured lag is shown again, without asking the clusters, for this long
 LAG_CALL_TIMEOUT_S = 3.0  # each cluster request of one measurement
+STALE_WAIT_S = 1.0  # with an earlier reading of a flow, a page load waits at most this long for a newer one
 HISTORY_SAMPLES = 360  # lag samples kept per flow (one per measurement: ~1 h at a 10 s refresh)
 INSTANCE_FRESH_S = 20.0  # an instance that reported within this long is live (it reports every ~2 s)
 INSTANCE_LOST_S = 3600.0  # a running instance silent for less than this is an attention item
@@ -144,7 +145,8 @@ class LagBoard:
         self._samples = samples
 
     def lags(self, flows: list[str], deadline_s: float = LAG_DEADLINE_S,
-             ttl_s: float = LAG_TTL_S) -> dict[str, LagReading]:
+             ttl_s: float | None = None) -> dict[str, LagReading]:
+        ttl_s = LAG_TTL_S if ttl_s is None else ttl_s
         config = self._config()
         end = time.monotonic() + deadline_s
         out: dict[str, LagReading] = {}
@@ -162,17 +164,18 @@ class LagBoard:
                                      name=f"mirror-status-lag {flow}").start()
                 waiting[flow] = done
         for flow, done in waiting.items():
-            done.wait(max(0.0, end - time.monotonic()))
             with self._lock:
                 known = self._known.get((config, flow))
-            if done.is_set() and known is not None:
+            # With an earlier reading, wait only briefly: the page shows that one (its time says how
+            # old) rather than wait out the cluster timeouts of a flow that was down already.
+            done.wait(max(0.0, min(end, time.monotonic() + STALE_WAIT_S if known else end) - time.monotonic()))
+            with self._lock:
+                known = self._known.get((config, flow))
+            if known is not None:
                 out[flow] = known
                 continue
-            before = (f"; last known {known.total if known.total is not None else known.error} "
-                      f"({time.time() - known.at:.0f}s ago)" if known else "")
-            out[flow] = LagReading(time.time(), None, known.partitions if known else (),
-                                   f"the clusters of {flow} did not answer within {deadline_s:g}s (one is down or "
-                                   f"slow); still measuring{before}")
+            out[flow] = LagReading(time.time(), None, (), f"the clusters of {flow} did not answer within "
+                                   f"{deadline_s:g}s (one is down or slow); still measuring")
         return out
 
     def history(self, flow: str) -> list[LagSample]:

@@ -160,8 +160,8 @@ def flow_card(f: Row) -> str:
         lagging = sum(1 for p in f["partitions"] if p["lag"])
         parts = (f"<details id='parts-{slug(name)}'{' open' if len(f['partitions']) <= 12 else ''}><summary>"
                  f"{len(f['partitions'])} partitions, {lagging} lagging</summary>"
-                 + table(f["partitions"], (("topic", "topic"), ("partition", "partition"), ("source_end", "source end"),
-                                           ("position", "replicated"), ("lag", "lag")),
+                 + table(f["partitions"], (("topic", "topic"), ("partition", "partition"), ("lag", "lag"),
+                                           ("position", "replicated"), ("source_end", "source end")),
                          numeric=("partition", "source_end", "position", "lag")) + "</details>")
     return (f"<article class='card flow' data-flow='{esc(name)}' data-state='{esc(f['state'])}'>"
             f"<header class='flow-head'><h3>{esc(name)}</h3>{badge(f['state'])}</header>"
@@ -264,7 +264,7 @@ a{color:var(--brand)}.meta,.muted,.note{color:var(--muted)}.meta{margin:0 0 14px
 background:var(--card);border:1px solid var(--border);border-radius:8px;padding:4px 10px;z-index:2}
 .card{background:var(--card);border:1px solid var(--border);border-radius:10px;padding:14px 16px;margin:0 0 14px;
 box-shadow:0 1px 2px rgba(0,0,0,.05)}
-.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(420px,1fr));gap:14px}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(400px,1fr));gap:14px}
 .grid .card{margin:0}
 .alert{border-left:4px solid var(--bad)}.calm{border-left:4px solid var(--good)}
 .count{background:var(--bad);color:#fff;border-radius:10px;padding:0 8px;font-size:12px;margin-left:6px}
@@ -297,6 +297,7 @@ white-space:nowrap}
 td{border-bottom:1px solid var(--border);padding:5px 8px;vertical-align:top}
 tbody tr:hover{background:var(--row)}.num{text-align:right;font-variant-numeric:tabular-nums}
 details summary{cursor:pointer;color:var(--brand);margin:4px 0}
+.flow table{font-size:12px}.flow th,.flow td{padding:3px 6px}.flow th{white-space:normal}
 """
 
 # Replace <main> with a fresh copy every REFRESH_MS: no reload, so the scroll position stays; the

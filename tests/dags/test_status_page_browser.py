@@ -65,6 +65,8 @@ def flow_card(driver: Any, flow: str) -> dict[str, Any]:
 def test_status_page_in_a_browser(dc1: str, dc2: str, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                   airflow_token: str, browser: Any) -> None:
     from mirror_airflow import status_app
+    from mirror_airflow.plugin import NAV_LABEL
+    from selenium.webdriver.common.by import By
 
     # Refresh and sample fast so the chart gets points within seconds (production: 10 s and 8 s).
     monkeypatch.setattr(status_app, "REFRESH_S", 2)
@@ -126,6 +128,14 @@ def test_status_page_in_a_browser(dc1: str, dc2: str, name: str, tmp_path: Path,
             wait_until(lambda: browser.execute_script("return document.getElementById('content').dataset.gen") is None,
                        15, what="a refresh of the content")
             assert browser.execute_script("return window.scrollY") == 400
+
+            # Airflow's own UI links the page from its navigation, the label whole (not cut with an ellipsis).
+            browser.get(f"{base}/")
+            label = wait_until(lambda: browser.find_elements(By.XPATH, f"//*[text()='{NAV_LABEL}']"), 60,
+                               what="the navigation link")[0]
+            assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth", label)
+            browser.get(f"{base}/mirror-core/")
+            wait_until(lambda: flow_card(browser, "primary->backup").get("points", 0) >= 3, 30, what="the page again")
 
             shots = [tmp_path / "status-page-light.png", tmp_path / "status-page-dark.png"]
             browser.execute_script("window.scrollTo(0, 0)")

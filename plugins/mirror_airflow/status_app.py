@@ -436,6 +436,7 @@ def drill_history(drills: list[DrDrill]) -> list[dict[str, Any]]:
             row[f"{m} change"] = _change(getattr(d, m), getattr(previous, m) if previous else None)
         missed = (d.report or {}).get("missed_objectives") or (d.report or {}).get("error") or ""
         row["missed"] = "; ".join(missed) if isinstance(missed, list) else missed
+        row["report"] = d.report or {}  # translation, checkpoint_published_after_s, failback, cleanup, work_dir
         rows.append(row)
     return rows
 

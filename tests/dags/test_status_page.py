@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -142,3 +143,54 @@ def test_page_answers_within_its_deadline_whatever_a_measurement_takes(tmp_path:
     lags = {f["name"]: f["lag"] for f in get_within(client, "/api/summary", timeout=30).json()["flows"]}
     assert lags == {"dc1->dc2": 7, "dc2->dc1": 7}
     assert sorted(calls) == ["dc1->dc2", "dc2->dc1"]
+
+
+def test_flow_state_and_attention_rules(airflow_db: Path) -> None:
+    """A standby flow a workflow started is running; desired != applied and failed records need attention;
+    Airflow's pending approvals are read from its own database (the query works on its schema)."""
+    from mirror_airflow.status_app import (
+        Approval,
+        FlowView,
+        InstanceView,
+        _applied,
+        attention,
+        flow_state,
+        pending_approvals,
+    )
+
+    running, stopped = InstanceView("m-0", "running", None), InstanceView("m-1", "stopped", None)
+    assert flow_state("standby", "running", [running]) == "running"
+    assert flow_state("standby", None, [stopped]) == "standby"
+    assert flow_state("enabled", "stopped", [stopped]) == "stopped"
+    assert flow_state("enabled", None, []) == "no live instance"
+    assert not _applied("running", [running, stopped]) and not _applied("running", []) and _applied(None, [])
+    flow = FlowView("dc1->dc2", "running", "enabled", "running", None, None, None, False, [running, stopped],
+                    None, None, 5, None, None, None, None)
+    recs: dict[str, list[dict[str, Any]]] = {
+        "failovers": [{"kind": "failover", "flow": "dc1->dc2", "status": "failed", "run_id": "r2", "error": "boom"},
+                      {"kind": "failover", "flow": "dc1->dc2", "status": "done", "run_id": "r1", "error": None}],
+        "cutovers": [], "drills": [], "reconciliations": [], "sync_runs": []}
+    items = attention([flow], [], [Approval("failover", "r3", "approve", "Approve the failover?", None)], recs)
+    assert [(i.severity, i.what) for i in items] == [("critical", "desired running, not applied"),
+                                                     ("critical", "failover failed"),
+                                                     ("warning", "approval waiting")], items
+    assert "m-1: stopped" in items[0].detail and "boom (run r2)" in items[1].detail
+    assert pending_approvals() == ([], None)
+
+
+def test_runbook_documents_the_summary_fields(tmp_path: Path, auth_headers: dict[str, str]) -> None:
+    """docs/runbooks.md lists exactly the fields /api/summary has (top level and per flow)."""
+    from mirror_airflow.status_app import FlowView, create_app
+
+    from tests.dags.conftest import REPO
+
+    doc = (REPO / "docs" / "runbooks.md").read_text()
+    table = doc.split("**`GET /mirror-core/api/summary`**", 1)[1].split("\n\n", 2)[1]
+    documented = {f.strip("`[]") for row in table.splitlines()[2:] for f in re.findall(r"`[a-z_]+(?:\[\])?`",
+                                                                                       row.split("|")[1])}
+    store = StateStore(f"sqlite:///{tmp_path / 's.db'}")
+    data = TestClient(create_app(store, with_lag=False), headers=auth_headers).get("/api/summary").json()
+    assert documented == set(data), documented ^ set(data)
+    flows_row = next(r for r in table.splitlines() if r.startswith("| `flows[]`"))
+    for name in FlowView.__dataclass_fields__:
+        assert f"`{name}`" in flows_row or f"`{name}[]`" in flows_row, name

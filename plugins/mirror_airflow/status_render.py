@@ -19,8 +19,8 @@ from typing import Any
 Row = dict[str, Any]
 
 _GOOD = {"running", "done", "passed", "ok", "applied", "approved", "success"}
-_BAD = {"failed", "error", "refused", "discrepancies", "drift", "critical", "no live instance"}
-_BUSY = {"stopping", "awaiting-approval", "proposed", "warning", "rolled-back", "rejected"}
+_BAD = {"failed", "error", "refused", "discrepancies", "drift", "critical"}
+_BUSY = {"stopping", "no live instance", "awaiting-approval", "proposed", "warning", "rolled-back", "rejected"}
 
 
 def esc(v: object) -> str:
@@ -36,7 +36,7 @@ def human(v: Any) -> str:
     if isinstance(v, int):
         return f"{v:,}"
     if isinstance(v, float):
-        return f"{v:,.1f}" if abs(v) >= 100 else f"{v:.3g}"
+        return f"{v:,.0f}" if v.is_integer() or abs(v) >= 100 else f"{v:.3g}"
     if isinstance(v, list | tuple):
         return ", ".join(human(x) for x in v) or "—"
     if isinstance(v, dict):
@@ -92,7 +92,8 @@ def sparkline(points: Sequence[tuple[str, float]], label: str, unit: str = "", w
            f"<polygon class='area' points='{area}'/><polyline class='line' points='{line}'/>{dots}</svg>")
     return (f"<figure class='spark'><figcaption>{esc(label)}</figcaption>{svg}"
             f"<div class='spark-legend'>now <b>{esc(human(values[-1]))}{esc(unit)}</b> · min {esc(human(lo))}"
-            f" · max {esc(human(hi))} · {len(points)} samples</div></figure>")
+            f" · max {esc(human(hi))} · {len(points)} samples since "
+            f"{esc(points[0][0][:19].replace('T', ' '))} UTC</div></figure>")
 
 
 # -- tables -------------------------------------------------------------------------------------------------
@@ -145,12 +146,14 @@ def flow_card(f: Row) -> str:
     history = [(s["at"], float(s["lag"])) for s in f["lag_history"]]
     chart = sparkline(history, f"lag of {name} over time", " records") if history else ""
     rate = f["records_per_s"]
+    peak = max((s["records_per_s"] or 0.0 for s in f["lag_history"]), default=0.0)
     desired = f["desired"] or f"as configured ({f['configured']})"
     applied = ", ".join(f"{i['instance']}: {i['state']}" for i in f["instances"]) or "no live mirror instance"
     facts = [("desired", esc(desired) + (f" <span class='muted'>by {esc(f['desired_by'])}, {when(f['desired_at'])}"
                                          f"</span>" if f["desired_by"] else "")),
              ("applied", esc(applied) + ("" if f["applied"] else " <span class='badge bad'>differs</span>")),
-             ("throughput", esc(f"{human(rate)} records/s") if rate is not None else "—"),
+             ("throughput", esc(f"{human(rate)} records/s" + (f" now, peak {human(peak)} in the chart" if peak else ""))
+              if rate is not None else "—"),
              ("configured", esc(f["configured"]) + (f" · {esc(f['policy'])} policy" if f["policy"] else "")
               + (" · exactly-once" if f["exactly_once"] else "")),
              ("lag measured", when(f["lag_measured_at"]))]
@@ -316,7 +319,7 @@ SCRIPT = """
       document.querySelectorAll('details[id]').forEach(function(d){open[d.id]=d.open;});
       fresh.querySelectorAll('details[id]').forEach(function(d){if(d.id in open){d.open=open[d.id];}});
       document.getElementById('content').replaceWith(fresh);
-      state.textContent='live, updated '+new Date().toLocaleTimeString();
+      state.textContent='live, updated '+new Date().toISOString().slice(11,19)+' UTC';
     }).catch(function(e){state.textContent='refresh failed ('+e.message+'); retrying';});
   }
   setInterval(refresh, REFRESH_MS);

@@ -8,6 +8,7 @@ their paths are printed (``pytest -rP`` or ``-s`` shows them).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from mirror_core.devcluster.local_cluster import free_port
+from mirror_core.state.models import Failover
 from mirror_core.state.store import StateStore
 from tests.dags.conftest import api_server
 from tests.kafka_harness import MirrorProcess, create_topic, produce_sequence, wait_until, write_config
@@ -62,6 +64,14 @@ def flow_card(driver: Any, flow: str) -> dict[str, Any]:
     """, flow) or {})
 
 
+def summary_json(driver: Any, base: str) -> dict[str, Any]:
+    """/mirror-core/api/summary as the browser (its session) gets it."""
+    text = driver.execute_async_script("""
+        fetch(arguments[0], {credentials: 'same-origin'}).then(r => r.text()).then(arguments[1]);
+    """, f"{base}/mirror-core/api/summary")
+    return dict(json.loads(text))
+
+
 def test_status_page_in_a_browser(dc1: str, dc2: str, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                   airflow_token: str, browser: Any) -> None:
     from mirror_airflow import status_app
@@ -89,6 +99,8 @@ def test_status_page_in_a_browser(dc1: str, dc2: str, name: str, tmp_path: Path,
     for rpo, rto in ((40, 21.5), (12, 14.0), (0, 9.5)):
         store.record_drill("primary->backup", "manual__drill", "passed", datetime.now(UTC),
                            rpo, rto, 0, 0, {})
+    store.add(Failover(kind="failover", flow="primary->backup", planned=True, status="done", approved_by="carol",
+                       run_id="manual__fo"))
     mirror = MirrorProcess(config, tmp_path, "page-mirror",
                            ["--state-db", store.url, "--instance-id", "page-mirror-0"]).start()
     try:
@@ -121,6 +133,20 @@ def test_status_page_in_a_browser(dc1: str, dc2: str, name: str, tmp_path: Path,
                                                   ".map(s => s.querySelectorAll('circle').length)")
             assert drill_points == [3, 3], drill_points
             assert "Nothing recorded yet:" in text and "cutovers" in text.split("Nothing recorded yet:")[1]
+            failovers = browser.execute_script("return document.getElementById('failovers').innerText")
+            assert re.search(r"\d\d:\d\d:\d\d UTC\s+—\s+failover\s+primary->backup\s+planned\s+done\s+carol",
+                             failovers), failovers
+
+            # A burst: some sample sees it replicated (throughput) and the lag is back to 0.
+            produce_sequence(dc1, f"{name}.orders", 3, 30_000, start=RECORDS)
+
+            def burst_seen() -> bool:
+                flow = next(f for f in summary_json(browser, base)["flows"] if f["name"] == "primary->backup")
+                return flow["lag"] == 0 and any((s["records_per_s"] or 0) > 0 for s in flow["lag_history"])
+
+            wait_until(burst_seen, 30, interval=1, what="the burst in the lag history")
+            browser.get(f"{base}/mirror-core/")
+            wait_until(lambda: flow_card(browser, "primary->backup").get("points", 0) >= 3, 30, what="the page again")
 
             # The refresh replaces the content without a reload: the scroll position stays.
             browser.execute_script("window.scrollTo(0, 400)")
@@ -150,7 +176,5 @@ def test_status_page_in_a_browser(dc1: str, dc2: str, name: str, tmp_path: Path,
                 assert shot.stat().st_size > 10_000
                 print(f"screenshot: {shot}")
     finally:
-        try:
-            mirror.stop(timeout=20)
-        finally:
-            mirror.ensure_dead()
+        # Not SIGTERM: a clean stop waits out the ~30 s readiness probe of primary->gone's dead cluster.
+        mirror.ensure_dead()

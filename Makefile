@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m mirror_core.devcluster.spark_packages
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-prometheus.sh
+	bash scripts/ensure-chromium.sh
 	bash scripts/ensure-gssapi-client.sh
 	touch $(STAMP)
 

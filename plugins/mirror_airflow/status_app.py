@@ -1,7 +1,23 @@
 """The mirror status page: a FastAPI app served by the Airflow API server (see plugin.py).
 
-Reads the state store, plus live replication lag bounded by one deadline per page load (see
-:class:`LagBoard`), so it stays fast and works while a cluster is down.
+What it shows, and where it comes from:
+
+* **Flows**: every flow the mirrors report (``flow_instances``: each ``mirror-core run --state-db``
+  instance reports the state it applies every ~2 s), the workflows control (``flow_controls``) or the
+  recorded config knows, plus the flows of the config file (``MIRROR_CORE_CONFIG``), so the page is
+  complete on a fresh setup as soon as a mirror runs. A flow's state is what its live instances apply
+  (a standby flow a workflow started is *running*), else its configured/desired state.
+* **Live lag** per flow and partition, measured from the clusters like ``mirror-core status``, bounded by
+  one deadline per page load (see :class:`LagBoard`), so the page stays fast while a cluster is down.
+  Every finished measurement is also a sample of the flow's lag history: a ring of the last
+  ``HISTORY_SAMPLES`` per flow, in this process's memory (see :class:`LagBoard` for why).
+* **Needs attention**: unreachable clusters, flows whose desired state is not applied, instances that
+  stopped reporting, failed workflows, approvals waiting (failover records and Airflow's own
+  human-in-the-loop tasks).
+* The state store's records: failovers, cutovers, DR drills (RPO/RTO trend charts), registry,
+  reconciliations, topic sync.
+
+The HTML (status_render.py) and ``/api/summary`` are built from the same :func:`summary`.
 
 Airflow does not protect plugin apps by itself: every route here depends on Airflow's own
 ``requires_authenticated`` check, which accepts the UI session (the ``_token`` JWT cookie) or an API
@@ -10,64 +26,136 @@ Airflow does not protect plugin apps by itself: every route here depends on Airf
 
 from __future__ import annotations
 
-import html
+import logging
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse
 from sqlalchemy import desc, select
 
-from mirror_core.state.models import Cutover, DrDrill, Failover, aware
+from mirror_core.state.models import Cutover, DrDrill, Failover, FlowInstance
 from mirror_core.state.store import StateStore
 
+log = logging.getLogger(__name__)
+
 LAG_DEADLINE_S = 5.0  # a page load waits at most this long for the live lag of all flows together
-LAG_TTL_S = 15.0  # a measured lag is shown again, without asking the clusters, for this long
+LAG_TTL_S = 8.0  # a measured lag is shown again, without asking the clusters, for this long
 LAG_CALL_TIMEOUT_S = 3.0  # each cluster request of one measurement
+STALE_WAIT_S = 1.0  # with an earlier reading of a flow, a page load waits at most this long for a newer one
+HISTORY_SAMPLES = 360  # lag samples kept per flow (one per measurement: ~1 h at a 10 s refresh)
+INSTANCE_FRESH_S = 20.0  # an instance that reported within this long is live (it reports every ~2 s)
+INSTANCE_LOST_S = 3600.0  # a running instance silent for less than this is an attention item
+REFRESH_S = 10  # the page reloads its content this often
 
 
-def _measure_lag(flow: str) -> Any:
-    """Total lag of ``flow`` from the clusters, or why it is not known."""
+def iso(t: datetime | None) -> str | None:
+    """ISO 8601 with its offset; SQLite returns naive datetimes, which the store wrote in UTC."""
+    if t is None:
+        return None
+    return (t if t.tzinfo is not None else t.replace(tzinfo=UTC)).astimezone(UTC).isoformat(timespec="seconds")
+
+
+def _epoch_iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
+
+
+# -- live lag -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PartitionLag:
+    topic: str
+    partition: int
+    lag: int | None
+    position: int | None  # next source offset to replicate
+    source_end: int | None
+
+
+@dataclass(frozen=True)
+class LagReading:
+    """One measurement of a flow from its clusters; ``error`` says why the lag is unknown."""
+
+    at: float  # epoch seconds
+    total: int | None
+    partitions: tuple[PartitionLag, ...] = ()
+    error: str | None = None
+    unreachable_cluster: str | None = None
+
+    @property
+    def replicated(self) -> int | None:
+        """Sum of the replicated positions (for throughput between two readings)."""
+        pos = [p.position for p in self.partitions]
+        return None if not pos or any(p is None for p in pos) else sum(p for p in pos if p is not None)
+
+
+@dataclass(frozen=True)
+class LagSample:
+    at: str  # ISO 8601, UTC
+    lag: int
+    records_per_s: float | None  # replicated since the previous sample
+
+
+def _measure_lag(flow: str) -> LagReading:
+    """Lag of ``flow`` from the clusters, or why it is not known."""
+    now = time.time()
     try:
-        from mirror_core.airflow_support import load_mirror_config
+        from mirror_core.airflow_support import config_path, load_mirror_config
         from mirror_core.status import flow_status
 
         config = load_mirror_config()
+        if flow not in {f.name for f in config.all_flows}:
+            return LagReading(now, None, error=f"not in the config file {config_path()}: lag cannot be measured")
         st = flow_status(config, config.flow(flow), timeout=LAG_CALL_TIMEOUT_S)
-        return st.total_lag if st.reachable else f"unavailable: {st.error}"
     except Exception as exc:
-        return f"unavailable: {exc}"
+        return LagReading(now, None, error=str(exc))
+    parts = tuple(PartitionLag(p.topic, p.partition, p.lag, p.position, p.source_end) for p in st.partitions)
+    if not st.reachable:
+        return LagReading(now, None, parts, st.error, st.unreachable_cluster)
+    return LagReading(now, st.total_lag, parts)
 
 
 class LagBoard:
-    """Live lag of the flows, measured in background threads.
+    """Live lag of the flows, measured in background threads, and the recent history of each.
 
     Invariant: a page load never waits longer than its deadline, whatever the clusters do. Every flow
     is measured in parallel; what is not known when the deadline passes is shown as unavailable with
     the reason, and the measurement goes on in the background (at most one per flow at a time) so a
     later page load shows its result. A measurement of a down cluster takes up to one request timeout
     per partition, which is why it never runs on the request's own time.
+
+    History: each finished measurement with a known lag is a sample, kept in memory (a ring per flow).
+    Page loads drive the sampling (at most one per ``ttl_s``), so the chart covers what the operators
+    looked at while the page was open: the "is it going down?" of a drain or a failover. The long
+    history is Prometheus's (``mirror_partition_lag_records``, the Grafana dashboard); writing samples
+    into the state store would make every page view a database write and the mirror's store a time
+    series. Each API server process has its own ring; a restart starts it again.
     """
 
-    def __init__(self, measure: Any = _measure_lag) -> None:
+    def __init__(self, measure: Callable[[str], LagReading] = _measure_lag, samples: int = HISTORY_SAMPLES) -> None:
         self._measure = measure
         self._lock = threading.Lock()
-        self._known: dict[tuple[str, str], tuple[float, Any]] = {}  # (config, flow) -> (when, lag)
+        self._known: dict[tuple[str, str], LagReading] = {}  # (config, flow) -> newest reading
         self._running: dict[tuple[str, str], threading.Event] = {}
+        self._history: dict[tuple[str, str], deque[tuple[LagReading, float | None]]] = {}
+        self._samples = samples
 
-    def lags(self, flows: list[str], deadline_s: float = LAG_DEADLINE_S, ttl_s: float = LAG_TTL_S) -> dict[str, Any]:
-        from mirror_core.airflow_support import config_path
-
-        config = str(config_path())
+    def lags(self, flows: list[str], deadline_s: float = LAG_DEADLINE_S,
+             ttl_s: float | None = None) -> dict[str, LagReading]:
+        ttl_s = LAG_TTL_S if ttl_s is None else ttl_s
+        config = self._config()
         end = time.monotonic() + deadline_s
-        out: dict[str, Any] = {}
+        out: dict[str, LagReading] = {}
         waiting: dict[str, threading.Event] = {}
         with self._lock:
             for flow in flows:
                 known = self._known.get((config, flow))
-                if known and time.monotonic() - known[0] < ttl_s:
-                    out[flow] = known[1]
+                if known and time.time() - known.at < ttl_s:
+                    out[flow] = known
                     continue
                 done = self._running.get((config, flow))
                 if done is None:
@@ -76,30 +164,243 @@ class LagBoard:
                                      name=f"mirror-status-lag {flow}").start()
                 waiting[flow] = done
         for flow, done in waiting.items():
-            done.wait(max(0.0, end - time.monotonic()))
             with self._lock:
                 known = self._known.get((config, flow))
-            if done.is_set() and known is not None:
-                out[flow] = known[1]
+            # With an earlier reading, wait only briefly: the page shows that one (its time says how
+            # old) rather than wait out the cluster timeouts of a flow that was down already.
+            done.wait(max(0.0, min(end, time.monotonic() + STALE_WAIT_S if known else end) - time.monotonic()))
+            with self._lock:
+                known = self._known.get((config, flow))
+            if known is not None:
+                out[flow] = known
                 continue
-            before = f"; last known {known[1]} ({time.monotonic() - known[0]:.0f}s ago)" if known else ""
-            out[flow] = (f"unavailable: the clusters of {flow} did not answer within {deadline_s:g}s (one is down "
-                         f"or slow); still measuring{before}")
+            out[flow] = LagReading(time.time(), None, (), f"the clusters of {flow} did not answer within "
+                                   f"{deadline_s:g}s (one is down or slow); still measuring")
         return out
 
+    def history(self, flow: str) -> list[LagSample]:
+        with self._lock:
+            ring = list(self._history.get((self._config(), flow), ()))
+        return [LagSample(_epoch_iso(r.at), r.total, rate) for r, rate in ring if r.total is not None]
+
+    @staticmethod
+    def _config() -> str:
+        from mirror_core.airflow_support import config_path
+
+        return str(config_path())
+
     def _run(self, config: str, flow: str, done: threading.Event) -> None:
-        value: Any = "unavailable: measurement failed"
+        reading = LagReading(time.time(), None, error="measurement failed")
         try:
-            value = self._measure(flow)
+            reading = self._measure(flow)
         finally:
             with self._lock:
-                self._known[(config, flow)] = (time.monotonic(), value)
+                self._known[(config, flow)] = reading
                 self._running.pop((config, flow), None)
+                if reading.total is not None:
+                    ring = self._history.setdefault((config, flow), deque(maxlen=self._samples))
+                    rate = _rate(ring[-1][0], reading) if ring else None
+                    ring.append((reading, rate))
             done.set()
+
+
+def _rate(before: LagReading, now: LagReading) -> float | None:
+    """Records replicated per second between two readings of the same partitions."""
+    a, b, dt = before.replicated, now.replicated, now.at - before.at
+    if a is None or b is None or dt <= 0 or len(before.partitions) != len(now.partitions):
+        return None
+    return max(0.0, (b - a) / dt)
 
 
 LAGS = LagBoard()
 
+
+# -- flows ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class InstanceView:
+    instance: str
+    state: str  # running | stopping | stopped, as the instance reports it
+    seen_at: str | None
+
+
+@dataclass
+class FlowView:
+    name: str
+    #: what the live instances apply: running | stopping | stopped | standby (stopped, started only by a
+    #: workflow) | no live instance
+    state: str
+    configured: str  # enabled | standby | not in the config
+    desired: str | None  # what the workflows set (flow_controls); None: as configured
+    desired_by: str | None
+    desired_reason: str | None
+    desired_at: str | None
+    applied: bool  # every live instance applies the desired state (True when none is set)
+    instances: list[InstanceView]
+    policy: str | None
+    exactly_once: bool | None
+    lag: int | None
+    lag_error: str | None  # why the lag is unknown
+    unreachable_cluster: str | None
+    lag_measured_at: str | None
+    records_per_s: float | None
+    partitions: list[PartitionLag] = field(default_factory=list)
+    lag_history: list[LagSample] = field(default_factory=list)
+
+
+def flow_state(configured: str, desired: str | None, live: list[InstanceView]) -> str:
+    """The state to show: what live instances apply; without any, the desired or configured state."""
+    states = {i.state for i in live}
+    for state in ("running", "stopping"):
+        if state in states:
+            return state
+    if live:
+        return "standby" if configured == "standby" and desired is None else "stopped"
+    return "no live instance"
+
+
+def _applied(desired: str | None, live: list[InstanceView]) -> bool:
+    """Every live instance applies ``desired`` (a flow desired running needs at least one)."""
+    if desired is None:
+        return True
+    if desired == "running":
+        return bool(live) and all(i.state == "running" for i in live)
+    return all(i.state == "stopped" for i in live)
+
+
+def _config_flows() -> dict[str, tuple[str, str, bool]]:
+    """The flows of the config file: name -> (policy, enabled|standby, exactly_once); empty if unreadable."""
+    try:
+        from mirror_core.airflow_support import load_mirror_config
+
+        config = load_mirror_config()
+    except Exception as exc:
+        log.warning("status page: cannot read the mirror config: %s", exc)
+        return {}
+    standby = {f.name for f in config.standby_flows}
+    return {f.name: (f.policy.name, "standby" if f.name in standby else "enabled", f.exactly_once)
+            for f in config.all_flows}
+
+
+def collect_flows(store: StateStore, lags: Callable[[list[str]], dict[str, LagReading]],
+                  history: Callable[[str], list[LagSample]]) -> tuple[list[FlowView], list[FlowInstance]]:
+    """Every known flow with state, control and lag; also the instance rows that are no longer live."""
+    recorded = {f.name: (f.policy, "standby" if f.standby else "enabled", f.exactly_once) for f in store.flows()}
+    configured = {**recorded, **_config_flows()}  # the file is what the mirrors read now
+    controls = store.flow_controls()
+    with store.session() as s:
+        rows = list(s.scalars(select(FlowInstance).order_by(FlowInstance.instance)))
+    fresh_since = datetime.now(UTC) - timedelta(seconds=INSTANCE_FRESH_S)
+    live_rows = [r for r in rows if datetime.fromisoformat(iso(r.seen_at) or "") >= fresh_since]
+    names = sorted(set(configured) | set(controls) | {r.flow for r in rows})
+    readings = lags(names)
+    out = []
+    for name in names:
+        policy, how, eos = configured.get(name, (None, "not in the config", None))
+        live = [InstanceView(r.instance, r.state, iso(r.seen_at)) for r in live_rows if r.flow == name]
+        control = controls.get(name)
+        desired = control.desired if control else None
+        reading = readings.get(name) or LagReading(time.time(), None, error="not measured")
+        samples = history(name)
+        out.append(FlowView(
+            name=name, state=flow_state(how, desired, live), configured=how, desired=desired,
+            desired_by=control.changed_by if control else None, desired_reason=control.reason if control else None,
+            desired_at=iso(control.changed_at) if control else None, applied=_applied(desired, live),
+            instances=live, policy=policy, exactly_once=eos, lag=reading.total, lag_error=reading.error,
+            unreachable_cluster=reading.unreachable_cluster,
+            lag_measured_at=_epoch_iso(reading.at) if reading.error is None else None,
+            records_per_s=samples[-1].records_per_s if samples else None,
+            partitions=list(reading.partitions), lag_history=samples))
+    return out, [r for r in rows if r not in live_rows]
+
+
+# -- needs attention --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Attention:
+    severity: str  # critical | warning
+    what: str  # short title
+    detail: str
+    flow: str | None = None
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A gate waiting for a person: an Airflow human-in-the-loop task, or a failover record."""
+
+    dag_id: str
+    run_id: str | None
+    task_id: str
+    subject: str
+    since: str | None
+
+
+def pending_approvals() -> tuple[list[Approval], str | None]:
+    """Airflow's human-in-the-loop tasks awaiting a response (this process is the API server, which has
+    the metadata DB), or why they cannot be read."""
+    try:
+        from airflow.models.hitl import HITLDetail
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.utils.session import create_session
+
+        with create_session() as s:
+            rows = (s.query(TaskInstance.dag_id, TaskInstance.run_id, TaskInstance.task_id, HITLDetail.subject,
+                            HITLDetail.created_at)
+                    .join(HITLDetail, HITLDetail.ti_id == TaskInstance.id)
+                    .filter(HITLDetail.responded_at.is_(None), TaskInstance.state == "awaiting_input")
+                    .order_by(HITLDetail.created_at).limit(20).all())
+        return [Approval(r[0], r[1], r[2], r[3], iso(r[4])) for r in rows], None
+    except Exception as exc:
+        return [], f"cannot read Airflow's required actions: {exc}"
+
+
+def attention(flows: list[FlowView], lost: list[FlowInstance], approvals: list[Approval],
+              records: dict[str, list[dict[str, Any]]]) -> list[Attention]:
+    """What an operator should look at first, the most serious first."""
+    items: list[Attention] = []
+    for f in flows:
+        if f.unreachable_cluster:
+            items.append(Attention("critical", f"cluster {f.unreachable_cluster} unreachable",
+                                   f.lag_error or "", f.name))
+        elif f.lag_error and f.configured != "not in the config":
+            items.append(Attention("warning", "lag unknown", f.lag_error, f.name))
+        if not f.applied:
+            applied = ", ".join(f"{i.instance}: {i.state}" for i in f.instances) or "no live mirror instance"
+            items.append(Attention("critical" if f.desired == "running" else "warning",
+                                   f"desired {f.desired}, not applied", f"applied: {applied}", f.name))
+    lost_after = datetime.now(UTC) - timedelta(seconds=INSTANCE_LOST_S)
+    for r in lost:
+        seen = iso(r.seen_at)
+        if r.state != "stopped" and datetime.fromisoformat(seen or "") >= lost_after:
+            items.append(Attention("warning", f"instance {r.instance} stopped reporting",
+                                   f"last seen {seen} while {r.state}; it did not stop cleanly", r.flow))
+    for a in approvals:
+        items.append(Attention("warning", "approval waiting", f"{a.dag_id} / {a.task_id}: {a.subject}"
+                               + (f" (since {a.since})" if a.since else "")))
+    for rec in records["failovers"]:
+        if rec["status"] == "awaiting-approval" and not approvals:
+            items.append(Attention("warning", f"{rec['kind']} awaiting approval", f"run {rec['run_id']}", rec["flow"]))
+    for title, key, bad in (("failover failed", "failovers", ("failed",)), ("cutover failed", "cutovers", ("failed",)),
+                            ("DR drill missed its objectives", "drills", ("failed", "error")),
+                            ("reconciliation found problems", "reconciliations", ("failed", "discrepancies")),
+                            ("topic sync failed", "sync_runs", ("failed",))):
+        for row in _latest_per_flow(records[key]):
+            if row["status"] in bad:
+                detail = row.get("error") or row.get("missed") or row.get("problems") or f"status {row['status']}"
+                items.append(Attention("critical" if key != "sync_runs" else "warning", title,
+                                       f"{detail} (run {row.get('run_id') or 'unknown'})", row.get("flow")))
+    return sorted(items, key=lambda i: i.severity != "critical")
+
+
+def _latest_per_flow(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest row of each flow (rows come newest first)."""
+    seen: dict[Any, dict[str, Any]] = {}
+    for r in rows:
+        seen.setdefault(r.get("flow") or (r.get("source"), r.get("target")), r)
+    return list(seen.values())
+
+
+# -- records of the state store ---------------------------------------------------------------------------
 
 def latest_reconciliations(store: StateStore) -> list[dict[str, Any]]:
     """The newest checkpoint reconciliation of every flow, with its discrepancies in short."""
@@ -107,49 +408,11 @@ def latest_reconciliations(store: StateStore) -> list[dict[str, Any]]:
     for r in store.latest_reconciliations():
         s = r.summary or {}
         out.append({"flow": r.flow, "status": r.status, "run_id": r.run_id,
-                    "at": (r.finished_at or r.started_at).isoformat(), "checked": s.get("checked"),
+                    "at": iso(r.finished_at or r.started_at), "checked": s.get("checked"),
                     "missing": s.get("missing_count"), "mismatched": s.get("mismatched_count"),
                     "extra": s.get("extra_count"), "groups_wrong": s.get("groups_wrong"),
                     "problems": "; ".join(s.get("checkpoint_problems", [])[:5])})
     return out
-
-
-def summary(store: StateStore, with_lag: bool = True, lag_deadline_s: float = LAG_DEADLINE_S) -> dict[str, Any]:
-    flows = store.flows()
-    lags = LAGS.lags([f.name for f in flows], lag_deadline_s) if with_lag else {}
-    with store.session() as s:
-        drills = list(s.scalars(select(DrDrill).order_by(desc(DrDrill.id)).limit(60)))
-        cutovers = list(s.scalars(select(Cutover).order_by(desc(Cutover.id)).limit(20)))
-        failovers = list(s.scalars(select(Failover).order_by(desc(Failover.id)).limit(20)))
-    return {
-        "flows": [{"name": f.name, "standby": f.standby, "policy": f.policy, "exactly_once": f.exactly_once,
-                   "lag": lags.get(f.name)} for f in flows],
-        "drift": [{"flow": d.flow, "topic": d.topic, "kind": d.kind, "detail": d.detail, "action": d.action,
-                   "at": d.created_at.isoformat()} for d in store.recent_drift(limit=50)],
-        "sync_runs": [{"flow": r.flow, "status": r.status, "dry_run": r.dry_run, "run_id": r.run_id,
-                       "summary": r.summary} for r in store.sync_runs(limit=20)],
-        "reconciliations": latest_reconciliations(store),
-        "drills": drill_history(drills)[:20],
-        "drill_trends": drill_trends(drills),
-        "cutovers": [{"source": c.source, "target": c.target, "status": c.status, "run_id": c.run_id,
-                      "started": c.started_at.isoformat(timespec="seconds"),
-                      "topics": ", ".join((c.details or {}).get("topics", [])),
-                      "approved_by": (c.details or {}).get("approved_by")} for c in cutovers],
-        "failovers": [{"kind": f.kind, "flow": f.flow, "status": f.status, "planned": f.planned,
-                       "approved_by": f.approved_by, "run_id": f.run_id,
-                       **{k: aware(at).isoformat(timespec="seconds") if at else None for k, at in (
-                           ("triggered", f.triggered_at), ("started", f.started_at), ("approved", f.approved_at),
-                           ("finished", f.finished_at))},
-                       "rto_s": f.rto_seconds,
-                       "rpo_records": (f.details or {}).get("rpo_records"),
-                       "error": (f.details or {}).get("error")} for f in failovers],
-        "flow_control": [{"flow": c.flow, "desired": c.desired, "by": c.changed_by, "why": c.reason,
-                          "run_id": c.run_id, "at": c.changed_at.isoformat(timespec="seconds"),
-                          "instances": ", ".join(f"{i.instance}: {i.state}" for i in store.flow_instances(c.flow))}
-                         for c in store.flow_controls().values()],
-        "registry": [{"app": a.app_alias, "cluster": a.cluster, "changed_by": a.changed_by, "reason": a.reason,
-                      "at": a.changed_at.isoformat()} for a in store.registry()],
-    }
 
 
 _DRILL_METRICS = ("rpo_records", "rto_seconds", "duplicates", "losses")
@@ -167,19 +430,20 @@ def drill_history(drills: list[DrDrill]) -> list[dict[str, Any]]:
     rows = []
     for i, d in enumerate(drills):
         previous = next((p for p in drills[i + 1:] if p.flow == d.flow and p.rpo_records is not None), None)
-        row: dict[str, Any] = {"flow": d.flow, "started": d.started_at.isoformat(timespec="seconds"),
-                               "status": d.status, "run_id": d.run_id}
+        row: dict[str, Any] = {"flow": d.flow, "started": iso(d.started_at), "status": d.status, "run_id": d.run_id}
         for m in _DRILL_METRICS:
             row[m] = getattr(d, m)
             row[f"{m} change"] = _change(getattr(d, m), getattr(previous, m) if previous else None)
         missed = (d.report or {}).get("missed_objectives") or (d.report or {}).get("error") or ""
         row["missed"] = "; ".join(missed) if isinstance(missed, list) else missed
+        row["report"] = d.report or {}  # translation, checkpoint_published_after_s, failback, cleanup, work_dir
         rows.append(row)
     return rows
 
 
 def drill_trends(drills: list[DrDrill]) -> list[dict[str, Any]]:
-    """Per flow: how many drills passed, the latest, best, worst and average RPO/RTO, and the direction."""
+    """Per flow: how many drills passed, the latest, best, worst and average RPO/RTO, the direction, and
+    the series (oldest first) the page charts."""
     out = []
     for flow in sorted({d.flow for d in drills}):
         mine = [d for d in drills if d.flow == flow]  # newest first
@@ -188,6 +452,8 @@ def drill_trends(drills: list[DrDrill]) -> list[dict[str, Any]]:
                                "passed": sum(d.status == "passed" for d in mine), "last": mine[0].status}
         for m, unit in (("rpo_records", ""), ("rto_seconds", "s")):
             values = [float(getattr(d, m)) for d in measured]
+            row[f"{m}_series"] = [{"at": iso(d.started_at), "value": v} for d, v in reversed(list(zip(measured, values,
+                                                                                                    strict=True)))]
             if not values:
                 row[m] = "no measurement"
                 continue
@@ -201,18 +467,68 @@ def drill_trends(drills: list[DrDrill]) -> list[dict[str, Any]]:
     return out
 
 
-def _table(title: str, rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return f"<h2>{html.escape(title)}</h2><p class='empty'>none recorded</p>"
-    cols = list(rows[0])
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in cols) + "</tr>" for r in rows)
-    return f"<h2>{html.escape(title)}</h2><table><tr>{head}</tr>{body}</table>"
+def records(store: StateStore) -> dict[str, list[dict[str, Any]]]:
+    """The workflow records of the state store, newest first, times ISO 8601 in UTC."""
+    with store.session() as s:
+        drills = list(s.scalars(select(DrDrill).order_by(desc(DrDrill.id)).limit(60)))
+        cutovers = list(s.scalars(select(Cutover).order_by(desc(Cutover.id)).limit(20)))
+        failovers = list(s.scalars(select(Failover).order_by(desc(Failover.id)).limit(20)))
+    return {
+        "failovers": [{"kind": f.kind, "flow": f.flow, "mode": "planned" if f.planned else "unplanned",
+                       "status": f.status, "approved_by": f.approved_by, "run_id": f.run_id,
+                       # records made before triggered_at existed: their start is the nearest there is
+                       "triggered": iso(f.triggered_at or f.started_at), "started": iso(f.started_at),
+                       "approved": iso(f.approved_at), "finished": iso(f.finished_at), "rto_s": f.rto_seconds,
+                       "rpo_records": (f.details or {}).get("rpo_records"),
+                       "error": (f.details or {}).get("error")} for f in failovers],
+        "cutovers": [{"source": c.source, "target": c.target, "status": c.status, "run_id": c.run_id,
+                      "started": iso(c.started_at), "finished": iso(c.finished_at),
+                      "topics": ", ".join((c.details or {}).get("topics", [])),
+                      "approved_by": (c.details or {}).get("approved_by"),
+                      "error": (c.details or {}).get("error")} for c in cutovers],
+        "drills": drill_history(drills)[:20],
+        "drill_trends": drill_trends(drills),
+        "registry": [{"app": a.app_alias, "cluster": a.cluster, "changed_by": a.changed_by, "reason": a.reason,
+                      "at": iso(a.changed_at)} for a in store.registry()],
+        "reconciliations": latest_reconciliations(store),
+        "sync_runs": [{"flow": r.flow, "status": r.status, "dry_run": r.dry_run, "run_id": r.run_id,
+                       "started": iso(r.started_at), "finished": iso(r.finished_at),
+                       "error": (r.summary or {}).get("error"), "summary": r.summary}
+                      for r in store.sync_runs(limit=20)],
+        "drift": [{"flow": d.flow, "topic": d.topic, "kind": d.kind, "detail": d.detail, "action": d.action,
+                   "at": iso(d.created_at)} for d in store.recent_drift(limit=50)],
+    }
+
+
+def summary(store: StateStore, with_lag: bool = True, lag_deadline_s: float = LAG_DEADLINE_S,
+            board: LagBoard | None = None) -> dict[str, Any]:
+    """Everything the page shows, JSON-ready (the ``/api/summary`` answer; fields in docs/runbooks.md)."""
+    board = board or LAGS
+
+    def lags(names: list[str]) -> dict[str, LagReading]:
+        if not with_lag:
+            return {n: LagReading(time.time(), None, error="lag not measured here") for n in names}
+        return board.lags(names, lag_deadline_s)
+
+    flows, lost = collect_flows(store, lags, board.history if with_lag else lambda _: [])
+    approvals, approvals_error = pending_approvals()
+    recs = records(store)
+    return {
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "refresh_seconds": REFRESH_S,
+        "attention": [asdict(a) for a in attention(flows, lost, approvals, recs)],
+        "flows": [asdict(f) for f in flows],
+        "approvals": [asdict(a) for a in approvals],
+        "approvals_error": approvals_error,
+        **recs,
+    }
 
 
 def create_app(store: StateStore | None = None, with_lag: bool = True,
                lag_deadline_s: float = LAG_DEADLINE_S) -> FastAPI:
     from airflow.api_fastapi.core_api.security import requires_authenticated
+
+    from mirror_airflow.status_render import render_page
 
     app = FastAPI(title="mirror_core status", dependencies=[Depends(requires_authenticated())])
     holder: dict[str, StateStore] = {}
@@ -229,16 +545,6 @@ def create_app(store: StateStore | None = None, with_lag: bool = True,
 
     @app.get("/", response_class=HTMLResponse)
     def page() -> str:
-        data = summary(get_store(), with_lag, lag_deadline_s)
-        sections = [_table(title, data[key]) for title, key in (
-            ("Flows", "flows"), ("Active-cluster registry", "registry"), ("Recent topic drift", "drift"),
-            ("Topic sync runs", "sync_runs"), ("Latest reconciliation per flow", "reconciliations"),
-            ("DR drill trends", "drill_trends"), ("DR drills", "drills"),
-            ("Cutovers", "cutovers"), ("Failovers and failbacks", "failovers"),
-            ("Flow control (desired state; live mirror instances)", "flow_control"))]
-        style = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1em}"
-                 "td,th{border:1px solid #ccc;padding:.25em .5em;font-size:90%}.empty{color:#888}")
-        return (f"<!doctype html><html><head><title>mirror_core status</title><style>{style}</style></head>"
-                f"<body><h1>mirror_core status</h1>{''.join(sections)}</body></html>")
+        return render_page(summary(get_store(), with_lag, lag_deadline_s))
 
     return app

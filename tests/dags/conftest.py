@@ -6,10 +6,15 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from mirror_core.devcluster.local_cluster import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 _HOME = Path(tempfile.mkdtemp(prefix="mirror-airflow-"))
@@ -48,3 +53,24 @@ def airflow_token(airflow_db: Path) -> str:
 @pytest.fixture
 def auth_headers(airflow_token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {airflow_token}"}
+
+
+@contextmanager
+def api_server() -> Iterator[str]:
+    """Airflow's API server (REST API and execution API) in a thread of this process: its base URL."""
+    import uvicorn
+    from airflow.api_fastapi.app import create_app
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="airflow-api-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the API server did not start within 60s"
+        time.sleep(0.1)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)

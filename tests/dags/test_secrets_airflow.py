@@ -16,10 +16,7 @@ import json
 import os
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,36 +26,15 @@ import pytest
 
 from mirror_core.airflow_support import airflow_connections, connection_id
 from mirror_core.config.loader import load_config
-from mirror_core.devcluster.local_cluster import LocalCluster, free_port
+from mirror_core.devcluster.local_cluster import LocalCluster
 from mirror_core.state.store import StateStore
-from tests.dags.conftest import REPO
+from tests.dags.conftest import REPO, api_server
 from tests.kafka_harness import create_topic, partition_count, unique, write_config
 from tests.security_harness import SCRAM_JAAS, SCRAM_USER, running_secure_cluster
 
 # Distinctive, long enough for every masker, and nothing JSON or a URL would escape.
 PASSWORD = "Qv4-tcs-SCRAM-pr0vider-S3CRET-7731"
 DAG_ID = "topic_config_sync"
-
-
-@contextmanager
-def api_server() -> Iterator[str]:
-    """Airflow's API server (REST API and execution API) in a thread of this process: its base URL."""
-    import uvicorn
-    from airflow.api_fastapi.app import create_app
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, name="airflow-api-server", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the API server did not start within 60s"
-        time.sleep(0.1)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 def provider_config(path: Path, secrets: Path, clusters: dict[str, str], secure_lines: list[str],

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -96,11 +98,11 @@ def test_lag_is_unavailable_not_slow_when_a_cluster_is_down(dc1, name, tmp_path:
 
     page = get_within(client, "/", timeout=30)
     assert page.status_code == 200
-    assert "unavailable: the clusters of dc1-&gt;dc2 did not answer within 2s" in page.text
+    assert "the clusters of dc1-&gt;dc2 did not answer within 2s" in page.text
     data = get_within(client, "/api/summary", timeout=30).json()
     flows = {f["name"]: f for f in data["flows"]}
-    assert {n: f["standby"] for n, f in flows.items()} == {"dc1->dc2": False, "dc2->dc1": True}
-    assert all(str(f["lag"]).startswith("unavailable: ") for f in flows.values()), flows
+    assert {n: f["configured"] for n, f in flows.items()} == {"dc1->dc2": "enabled", "dc2->dc1": "standby"}
+    assert all(f["lag"] is None and f["lag_error"] for f in flows.values()), flows
     # Page loads reuse the measurements under way (never more than one per flow); once they are
     # done, the page says why.
     measuring = [t for t in threading.enumerate() if t.name.startswith("mirror-status-lag")]
@@ -109,7 +111,9 @@ def test_lag_is_unavailable_not_slow_when_a_cluster_is_down(dc1, name, tmp_path:
         t.join(60)
     data = get_within(client, "/api/summary", timeout=30).json()
     for flow in data["flows"]:
-        assert str(flow["lag"]).startswith("unavailable: cluster dc2: cannot connect"), flow
+        assert flow["lag_error"].startswith("cluster dc2: cannot connect"), flow
+        assert flow["unreachable_cluster"] == "dc2", flow
+    assert {(a["what"], a["flow"]) for a in data["attention"]} >= {("cluster dc2 unreachable", "dc1->dc2")}
 
 
 def test_page_answers_within_its_deadline_whatever_a_measurement_takes(tmp_path: Path, monkeypatch,
@@ -121,11 +125,11 @@ def test_page_answers_within_its_deadline_whatever_a_measurement_takes(tmp_path:
     calls: list[str] = []
     release = threading.Event()
 
-    def measure(flow: str) -> Any:
+    def measure(flow: str) -> status_app.LagReading:
         calls.append(flow)
         if flow == "dc2->dc1":
             release.wait(120)
-        return 7
+        return status_app.LagReading(time.time(), 7)
 
     monkeypatch.setattr(status_app, "LAGS", status_app.LagBoard(measure))
     store = StateStore(f"sqlite:///{tmp_path / 's.db'}")
@@ -134,11 +138,11 @@ def test_page_answers_within_its_deadline_whatever_a_measurement_takes(tmp_path:
                                    "dc1->dc2.enabled = true\ndc2->dc1.enabled = true\n", validate_clients=False))
     client = TestClient(status_app.create_app(store, lag_deadline_s=1), headers=auth_headers)
     try:
-        lags = {f["name"]: f["lag"] for f in get_within(client, "/api/summary", timeout=30).json()["flows"]}
-        assert lags["dc1->dc2"] == 7
-        assert lags["dc2->dc1"].startswith("unavailable: the clusters of dc2->dc1 did not answer within 1s")
+        flows = {f["name"]: f for f in get_within(client, "/api/summary", timeout=30).json()["flows"]}
+        assert flows["dc1->dc2"]["lag"] == 7
+        assert flows["dc2->dc1"]["lag_error"].startswith("the clusters of dc2->dc1 did not answer within 1s")
         page = get_within(client, "/", timeout=30)
-        assert "unavailable: the clusters of dc2-&gt;dc1 did not answer within 1s" in page.text
+        assert "the clusters of dc2-&gt;dc1 did not answer within 1s" in page.text
     finally:
         release.set()
     # The hung measurement finishes in the background; the next load shows it (cached, not re-measured).
@@ -146,3 +150,54 @@ def test_page_answers_within_its_deadline_whatever_a_measurement_takes(tmp_path:
     lags = {f["name"]: f["lag"] for f in get_within(client, "/api/summary", timeout=30).json()["flows"]}
     assert lags == {"dc1->dc2": 7, "dc2->dc1": 7}
     assert sorted(calls) == ["dc1->dc2", "dc2->dc1"]
+
+
+def test_flow_state_and_attention_rules(airflow_db: Path) -> None:
+    """A standby flow a workflow started is running; desired != applied and failed records need attention;
+    Airflow's pending approvals are read from its own database (the query works on its schema)."""
+    from mirror_airflow.status_app import (
+        Approval,
+        FlowView,
+        InstanceView,
+        _applied,
+        attention,
+        flow_state,
+        pending_approvals,
+    )
+
+    running, stopped = InstanceView("m-0", "running", None), InstanceView("m-1", "stopped", None)
+    assert flow_state("standby", "running", [running]) == "running"
+    assert flow_state("standby", None, [stopped]) == "standby"
+    assert flow_state("enabled", "stopped", [stopped]) == "stopped"
+    assert flow_state("enabled", None, []) == "no live instance"
+    assert not _applied("running", [running, stopped]) and not _applied("running", []) and _applied(None, [])
+    flow = FlowView("dc1->dc2", "running", "enabled", "running", None, None, None, False, [running, stopped],
+                    None, None, 5, None, None, None, None)
+    recs: dict[str, list[dict[str, Any]]] = {
+        "failovers": [{"kind": "failover", "flow": "dc1->dc2", "status": "failed", "run_id": "r2", "error": "boom"},
+                      {"kind": "failover", "flow": "dc1->dc2", "status": "done", "run_id": "r1", "error": None}],
+        "cutovers": [], "drills": [], "reconciliations": [], "sync_runs": []}
+    items = attention([flow], [], [Approval("failover", "r3", "approve", "Approve the failover?", None)], recs)
+    assert [(i.severity, i.what) for i in items] == [("critical", "desired running, not applied"),
+                                                     ("critical", "failover failed"),
+                                                     ("warning", "approval waiting")], items
+    assert "m-1: stopped" in items[0].detail and "boom (run r2)" in items[1].detail
+    assert pending_approvals() == ([], None)
+
+
+def test_runbook_documents_the_summary_fields(tmp_path: Path, auth_headers: dict[str, str]) -> None:
+    """docs/runbooks.md lists exactly the fields /api/summary has (top level and per flow)."""
+    from mirror_airflow.status_app import FlowView, create_app
+
+    from tests.dags.conftest import REPO
+
+    doc = (REPO / "docs" / "runbooks.md").read_text()
+    table = doc.split("**`GET /mirror-core/api/summary`**", 1)[1].split("\n\n", 2)[1]
+    documented = {f.strip("`[]") for row in table.splitlines()[2:] for f in re.findall(r"`[a-z_]+(?:\[\])?`",
+                                                                                       row.split("|")[1])}
+    store = StateStore(f"sqlite:///{tmp_path / 's.db'}")
+    data = TestClient(create_app(store, with_lag=False), headers=auth_headers).get("/api/summary").json()
+    assert documented == set(data), documented ^ set(data)
+    flows_row = next(r for r in table.splitlines() if r.startswith("| `flows[]`"))
+    for name in FlowView.__dataclass_fields__:
+        assert f"`{name}`" in flows_row or f"`{name}[]`" in flows_row, name

@@ -23,9 +23,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
+from mirror_core.authorization import Access, NotAuthorized, check, guard
 from mirror_core.clients import ClusterHealth, explain_failure, make_admin, make_consumer, make_producer
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.metrics import Metrics
+from mirror_core.policy import HEARTBEATS_TOPIC
 from mirror_core.replication.acks import MAX_BACKOFF_S, Acks
 from mirror_core.replication.assignment import Assignment
 from mirror_core.replication.commit import OffsetMapWriter, ProgressCommitter, advance_idle
@@ -82,6 +84,13 @@ class FlowReplicator:
             try:
                 self._run_once()
                 return
+            except NotAuthorized as exc:  # an ACL is missing: one line, and retry (granting it is enough)
+                self.metrics.errors.labels(self.flow.name, "not_authorized").inc()
+                self.reporter.set_state(f"restarting after error: {exc}")
+                log.error("%s; retrying in %.0fs", exc, backoff)
+                self._close(graceful=False)
+                self.stop.wait(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
             except Exception as exc:
                 self.metrics.errors.labels(self.flow.name, "restart").inc()
                 self.reporter.set_state(f"restarting after error: {exc}")
@@ -99,17 +108,24 @@ class FlowReplicator:
 
     def _wait_for_clusters(self, topics: TopicManager) -> None:
         """Create the internal topics, retrying (with backoff) while a cluster does not answer."""
+        flow = self.flow
+        src, tgt = self.config.cluster(flow.source), self.config.cluster(flow.target)
         backoff = 1.0
         while not self.stop.is_set():
             try:
-                ensure_progress_topic(topics.target, self.flow.progress_topic, self.flow.internal_replication_factor)
-                ensure_offset_syncs_topic(topics.target, offset_syncs_topic(self.flow.source),
-                                          self.flow.internal_replication_factor)
+                with guard(flow.name, Access("Create", flow.progress_topic, tgt)):
+                    ensure_progress_topic(topics.target, flow.progress_topic, flow.internal_replication_factor)
+                with guard(flow.name, Access("Create", offset_syncs_topic(flow.source), tgt)):
+                    ensure_offset_syncs_topic(topics.target, offset_syncs_topic(flow.source),
+                                              flow.internal_replication_factor)
                 self.target_health.mark_ok()
-                if self.flow.emit_heartbeats:
-                    ensure_heartbeats_topic(topics.source, self.flow.heartbeats_replication_factor)
+                if flow.emit_heartbeats:
+                    with guard(flow.name, Access("Create", HEARTBEATS_TOPIC, src)):
+                        ensure_heartbeats_topic(topics.source, flow.heartbeats_replication_factor)
                 self.source_health.mark_ok()
                 return
+            except NotAuthorized:
+                raise
             except Exception as exc:
                 why = explain_failure(exc, (topics.target, self.target_health), (topics.source, self.source_health))
                 self.reporter.set_state(f"waiting for clusters: {why}")
@@ -132,7 +148,7 @@ class FlowReplicator:
             src, flow.worker_group_id, flow.consumer_overrides, self.source_health,
             enforced={"topic.metadata.refresh.interval.ms": refresh_ms, "auto.offset.reset": flow.start_position})
         self._acks = acks = Acks(flow.name, consumer, self.metrics, request_refresh=lambda: None,
-                                 last_heartbeat_ms=self._last_heartbeat_ms)
+                                 last_heartbeat_ms=self._last_heartbeat_ms, target=tgt)
         self._assignment = assignment = Assignment(flow, consumer, topics, progress, acks, self.reporter,
                                                    self.metrics, self.source_health, self.target_health, self.stop,
                                                    self._topic_ids, self._missing_topics)
@@ -216,7 +232,7 @@ class FlowReplicator:
             m = msgs[i]
             err = m.error()
             if err is not None:
-                self._consume_error(err)
+                self._consume_error(err, m.topic())
                 i += 1
                 continue
             topic = m.topic()
@@ -232,11 +248,14 @@ class FlowReplicator:
                 produce_run(st, msgs[i:j])
             i = j
 
-    def _consume_error(self, err: KafkaError) -> None:
+    def _consume_error(self, err: KafkaError, topic: str | None) -> None:
         code = err.code()
         if code == KafkaError._PARTITION_EOF:
             return
         self.metrics.errors.labels(self.flow.name, "consume").inc()
+        # The source refuses to let the worker group read (or join): nothing can be copied; say which ACL.
+        name = self.flow.worker_group_id if code == KafkaError.GROUP_AUTHORIZATION_FAILED else topic or "?"
+        check(self.flow.name, err, Access("Read", name, self.config.cluster(self.flow.source)))
         if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC) and self._assignment is not None:
             self._assignment.request_refresh(within_s=1.0)
         log.warning("flow %s: consumer error: %s", self.flow.name, err.str())

@@ -76,12 +76,18 @@ def denied_line(flow: str, error: BaseException | KafkaError | None, access: Acc
     if found is None:
         return None
     code_name, resource = found
-    # The code names the resource type that was refused; a Cluster refusal may come from any call.
+    who, cluster = principal(access.cluster), access.cluster.alias
+    if resource == "Cluster" and access.operation == "Write":
+        # An idempotent producer needs IdempotentWrite on the cluster, which Kafka grants to anyone
+        # allowed to Write some topic (KIP-679): the Write ACL on the topic is the one missing.
+        return (f"flow {flow}: not authorized to write topic '{access.name}' on cluster {cluster} "
+                f"({code_name}: no IdempotentWrite): grant {who} WRITE on Topic:{access.name} "
+                "(see README 'ACLs the mirror needs')")
+    what = "the cluster" if resource == "Cluster" else f"{_NOUN[resource]} '{access.name}'"
     name = "kafka-cluster" if resource == "Cluster" else access.name
-    what = f"{_NOUN[resource]} '{name}'" if resource != "Cluster" else "the cluster"
-    return (f"flow {flow}: not authorized to {access.operation} {what} on cluster {access.cluster.alias} "
-            f"({code_name}): grant {principal(access.cluster)} {_acl_operation(access.operation)} on "
-            f"{resource}:{name} (see README 'ACLs the mirror needs')")
+    return (f"flow {flow}: not authorized to {access.operation} {what} on cluster {cluster} ({code_name}): "
+            f"grant {who} {_acl_operation(access.operation)} on {resource}:{name} "
+            "(see README 'ACLs the mirror needs')")
 
 
 def check(flow: str, error: BaseException | KafkaError | None, access: Access) -> None:

@@ -125,13 +125,14 @@ class Acks:
             self.request_refresh()  # recreate the remote topic on the next loop
             with contextlib.suppress(KafkaException):
                 st.producer.list_topics(st.remote, timeout=5)  # and refresh the producer's view of it
+        resume = st.acked if st.acked is not None else b.first
         denied = self.denied(st, err)
         if denied is not None:
             self.metrics.errors.labels(self.flow_name, "not_authorized").inc()
-            log.error("%s; retrying from offset %s in %.1fs", denied, st.acked, st.backoff)
+            log.error("%s; retrying from offset %s in %.1fs", denied, resume, st.backoff)
         else:
             log.warning("flow %s: %s: delivery failed (%s); retrying from offset %s in %.1fs",
-                        self.flow_name, where, err.str(), st.acked, st.backoff)
+                        self.flow_name, where, err.str(), resume, st.backoff)
         self.rewind(st, b, careful=False, backoff=True)
 
     def denied(self, st: PartitionState, err: KafkaError | None) -> str | None:

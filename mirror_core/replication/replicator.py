@@ -137,7 +137,8 @@ class FlowReplicator:
     def _setup(self) -> None:
         flow = self.flow
         src, tgt = self.config.cluster(flow.source), self.config.cluster(flow.target)
-        topics = TopicManager(flow, make_admin(src, self.source_health), make_admin(tgt, self.target_health))
+        topics = TopicManager(flow, make_admin(src, self.source_health), make_admin(tgt, self.target_health),
+                              clusters=(src, tgt))
         self._wait_for_clusters(topics)
         reader = make_consumer(tgt, f"{flow.worker_group_id}.progress-reader", health=self.target_health)
         self._progress = progress = ProgressStore(flow.progress_topic, reader, self.instance)
@@ -155,7 +156,7 @@ class FlowReplicator:
         acks.request_refresh = assignment.request_refresh
         committer = ProgressCommitter(progress, OffsetMapWriter(offset_syncs_topic(flow.source), self.metrics,
                                                                 flow.name), self.metrics, flow.name,
-                                      assignment.topic_ids.get)
+                                      assignment.topic_ids.get, tgt)
         delivery: Delivery
         if flow.exactly_once:
             # Each owned slot has its own transactional producer (see exactly_once.py).
@@ -180,6 +181,7 @@ class FlowReplicator:
             return
         consumer, acks, assignment = self._consumer, self._acks, self._assignment
         delivery, heartbeats = self._delivery, self._heartbeats
+        src = self.config.cluster(self.flow.source)
         assert consumer is not None and acks is not None and assignment is not None and delivery is not None
         batch_max = self.flow.batch_max_records
         max_in_flight = self.flow.max_in_flight_records
@@ -193,7 +195,8 @@ class FlowReplicator:
                 if now >= assignment.next_refresh:
                     assignment.refresh(now, delivery.on_topics)
                 if heartbeats is not None:
-                    heartbeats.maybe_emit(now)
+                    with guard(self.flow.name, Access("Write", HEARTBEATS_TOPIC, src)):
+                        heartbeats.maybe_emit(now)
                 acks.resume_due(now, assignment.owns)
                 delivery.poll()
                 if delivery.in_flight() >= max_in_flight:
@@ -271,6 +274,8 @@ class FlowReplicator:
                 delivery.close(graceful)
             if consumer is not None:
                 consumer.close()  # runs the revoke callback, which commits again (a no-op by then)
+        except NotAuthorized as exc:  # the final commit was refused: said once, without a traceback
+            log.error("%s", exc)
         except Exception:
             log.exception("flow %s: error while closing", self.flow.name)
         finally:
@@ -281,8 +286,13 @@ class FlowReplicator:
                 self._target_meta.close()
                 self._target_meta = None
             if self._hb_producer is not None:
-                self._hb_producer.flush(2)
-                self._hb_producer = None
+                hb_producer, self._hb_producer = self._hb_producer, None
+                try:  # a refused heartbeat producer (no Write on the topic) fails fatally, and says so here
+                    with guard(self.flow.name, Access("Write", HEARTBEATS_TOPIC,
+                                                      self.config.cluster(self.flow.source))):
+                        hb_producer.flush(2)
+                except NotAuthorized as exc:
+                    log.error("%s", exc)
             self._heartbeats = None
             if self._assignment is not None:
                 self._assignment.clear()

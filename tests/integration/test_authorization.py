@@ -11,6 +11,7 @@ it is granted.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,26 +79,29 @@ def acl(resource: ResourceType, name: str, pattern: ResourcePatternType, op: Acl
     return AclBinding(resource, name, pattern, PRINCIPAL, "*", op, AclPermissionType.ALLOW)
 
 
-def mirror_acls(topics_prefix: str) -> tuple[list[AclBinding], list[AclBinding]]:
-    """(source, target) ACLs of README "ACLs the mirror needs", for a flow replicating ``<topics_prefix>*``
-    with heartbeats, checkpoints, group offset sync and exactly-once."""
+def mirror_acls(topics_prefix: str, exactly_once: bool) -> tuple[list[AclBinding], list[AclBinding]]:
+    """(source, target) ACLs of README "ACLs the mirror needs" for a flow replicating ``<topics_prefix>*``
+    with heartbeats, checkpoints and group offset sync: exactly those, nothing for the other guarantee."""
     source = [
         acl(Res.TOPIC, topics_prefix, PREFIXED, Op.READ),  # replicated topics (Read implies Describe)
         acl(Res.TOPIC, topics_prefix, PREFIXED, Op.DESCRIBE_CONFIGS),  # their configs, copied to the remote topics
-        acl(Res.GROUP, "mirror-core.", PREFIXED, Op.READ),  # the worker group
         acl(Res.GROUP, "*", LITERAL, Op.DESCRIBE),  # the groups to checkpoint: their committed offsets
         *(acl(Res.TOPIC, "heartbeats", LITERAL, op)  # heartbeats: emitted, and replicated like data
           for op in (Op.CREATE, Op.WRITE, Op.READ, Op.DESCRIBE_CONFIGS)),
     ]
     target = [
-        *(acl(Res.TOPIC, f"{SRC}.", PREFIXED, op)  # remote topics, checkpoints: create, write, sync configs
+        # remote topics and checkpoints: create, write, read (group offset sync), sync configs, add partitions
+        *(acl(Res.TOPIC, f"{SRC}.", PREFIXED, op)
           for op in (Op.CREATE, Op.WRITE, Op.READ, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.ALTER)),
-        *(acl(Res.TOPIC, "mirror-core.", PREFIXED, op)  # progress, offset syncs, exactly-once slots
+        *(acl(Res.TOPIC, "mirror-core.", PREFIXED, op)  # progress, offset syncs (exactly-once: slots)
           for op in (Op.CREATE, Op.WRITE, Op.READ)),
-        acl(Res.GROUP, "mirror-core.", PREFIXED, Op.READ),  # internal readers, exactly-once slot group
-        acl(Res.TRANSACTIONAL_ID, f"mirror-core.{SRC}-{TGT}.", PREFIXED, Op.WRITE),  # exactly-once
         acl(Res.GROUP, "*", LITERAL, Op.READ),  # group offset sync: commit to the same groups
     ]
+    if exactly_once:
+        target += [acl(Res.GROUP, "mirror-core.", PREFIXED, Op.READ),  # the slot group
+                   acl(Res.TRANSACTIONAL_ID, f"mirror-core.{SRC}-{TGT}.", PREFIXED, Op.WRITE)]
+    else:
+        source += [acl(Res.GROUP, "mirror-core.", PREFIXED, Op.READ)]  # the worker group
     return source, target
 
 
@@ -118,10 +122,13 @@ def client_lines(sides: Sides) -> list[str]:
 
 
 def mirror_config(sides: Sides, name: str, path: Path, *extra: str) -> Path:
-    lines = flow_lines(name, f"{FLOW}.consumer.group.id = mirror-core.{name}", "emit.heartbeats.enabled = true",
-                       "emit.heartbeats.interval.seconds = 1", "emit.checkpoints.interval.seconds = 1",
-                       "sync.group.offsets.enabled = true", "sync.group.offsets.interval.seconds = 1", *extra,
-                       flow=FLOW)
+    # Every feature that needs an ACL: heartbeats, checkpoints, group offset sync; the worker group
+    # under the documented prefix.
+    ours = [f"{FLOW}.consumer.group.id = mirror-core.{name}", "emit.heartbeats.enabled = true",
+            "emit.heartbeats.interval.seconds = 1", "emit.checkpoints.interval.seconds = 1",
+            "sync.group.offsets.enabled = true", "sync.group.offsets.interval.seconds = 1", *extra]
+    keys = {line.split("=")[0] for line in ours}
+    lines = [line for line in flow_lines(name, flow=FLOW) if line.split("=")[0] not in keys] + ours
     return write_config(path, {SRC: sides.source.sasl_bootstrap, TGT: sides.target.sasl_bootstrap},
                         client_lines(sides) + lines)
 
@@ -136,11 +143,16 @@ def as_mirror(cluster: SecureCluster, cert: ClientCert | None = None) -> dict[st
     return conf
 
 
-def progress_keys(sides: Sides) -> set[tuple[str, int]]:
-    topic = f"mirror-core.progress.{SRC}.internal"
-    if topic not in admin(sides.target.plain_bootstrap).list_topics(timeout=10).topics:
-        return set()
-    return {decode_key(r.key) for r in read_all(sides.target.plain_bootstrap, topic, timeout=10) if r.key}
+def progress(sides: Sides, topic: str) -> dict[int, int]:
+    """The mirror's stored progress (next offset to read) per partition of a source topic."""
+    internal = f"mirror-core.progress.{SRC}.internal"
+    if internal not in admin(sides.target.plain_bootstrap).list_topics(timeout=10).topics:
+        return {}
+    out = {}
+    for r in read_all(sides.target.plain_bootstrap, internal, timeout=10):
+        if r.key and r.value and decode_key(r.key)[0] == topic:
+            out[decode_key(r.key)[1]] = int(json.loads(r.value)["next"])
+    return out
 
 
 def seed(sides: Sides, name: str, count: int) -> tuple[str, str]:
@@ -157,7 +169,7 @@ def seed(sides: Sides, name: str, count: int) -> tuple[str, str]:
 def test_replication_with_exactly_the_documented_acls(sides: Sides, name: str, tmp_path: Path,
                                                       mirrors: list[MirrorProcess], guarantee: str) -> None:
     topic, group = seed(sides, name, 40)
-    source_acls, target_acls = mirror_acls(f"{name}.")
+    source_acls, target_acls = mirror_acls(f"{name}.", guarantee == "exactly-once")
     set_acls(sides.source.plain_bootstrap, source_acls)
     set_acls(sides.target.plain_bootstrap, target_acls)
 
@@ -196,3 +208,45 @@ def test_replication_with_exactly_the_documented_acls(sides: Sides, name: str, t
     assert m.stop() == 0
     log = m.log()
     assert "not authorized" not in log and "AUTHORIZATION_FAILED" not in log and "Traceback" not in log, log[-3000:]
+
+
+MISSING = {
+    # (side, the ACL left out, (operation, resource, name)) with {name} = the test's topic prefix
+    "target Write": ("target", acl(Res.TOPIC, f"{SRC}.", PREFIXED, Op.WRITE), ("Write", "topic", "{remote}")),
+    "source group Read": ("source", acl(Res.GROUP, "mirror-core.", PREFIXED, Op.READ),
+                          ("Read", "group", "mirror-core.{name}")),
+}
+
+
+@pytest.mark.parametrize("missing", list(MISSING))
+def test_a_missing_acl_is_named_and_nothing_moves(sides: Sides, name: str, tmp_path: Path,
+                                                  mirrors: list[MirrorProcess], missing: str) -> None:
+    topic, _ = seed(sides, name, 30)
+    remote = f"{SRC}.{topic}"
+    side, left_out, (operation, noun, resource) = MISSING[missing]
+    resource = resource.format(remote=remote, name=name)
+    acls = dict(zip(("source", "target"), mirror_acls(f"{name}.", exactly_once=False), strict=True))
+    assert left_out in acls[side]
+    acls[side].remove(left_out)
+    set_acls(sides.source.plain_bootstrap, acls["source"])
+    set_acls(sides.target.plain_bootstrap, acls["target"])
+    m = MirrorProcess(mirror_config(sides, name, tmp_path / "mm2.properties"), tmp_path, "missing-acl").start()
+    mirrors.append(m)
+
+    alias = TGT if side == "target" else SRC
+    code = "TOPIC_AUTHORIZATION_FAILED" if noun == "topic" else "GROUP_AUTHORIZATION_FAILED"
+    kind = "Topic" if noun == "topic" else "Group"
+    line = (f"flow {FLOW}: not authorized to {operation} {noun} '{resource}' on cluster {alias} ({code}): "
+            f"grant {PRINCIPAL} {operation.upper()} on {kind}:{resource} (see README 'ACLs the mirror needs')")
+    wait_until(lambda: line in m.log(), 90, interval=1, what="the missing ACL named in the mirror log")
+    # Nothing was copied and no progress moved past the start.
+    assert sum(end_offsets(sides.target.plain_bootstrap, remote).values()) == 0
+    assert all(n == 0 for n in progress(sides, topic).values()), progress(sides, topic)
+    assert m.alive() and "Traceback" not in m.log()
+
+    # Granting it is enough: the mirror resumes without a restart.
+    grant = admin(sides.target.plain_bootstrap if side == "target" else sides.source.plain_bootstrap)
+    grant.create_acls([left_out])[left_out].result(15)
+    wait_until(lambda: end_offsets(sides.target.plain_bootstrap, remote) == {0: 15, 1: 15}, 90, interval=1,
+               what="replication once the ACL is granted")
+    wait_until(lambda: progress(sides, topic) == {0: 15, 1: 15}, 30, interval=1, what="progress")

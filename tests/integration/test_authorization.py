@@ -211,11 +211,16 @@ def test_replication_with_exactly_the_documented_acls(sides: Sides, name: str, t
 
 
 MISSING = {
-    # (side, the ACL left out, (operation, resource, name)) with {name} = the test's topic prefix
-    "target Write": ("target", acl(Res.TOPIC, f"{SRC}.", PREFIXED, Op.WRITE), ("Write", "topic", "{remote}")),
-    "source group Read": ("source", acl(Res.GROUP, "mirror-core.", PREFIXED, Op.READ),
+    # (side, exactly-once, the ACL left out, (operation, resource, name)); {name}: the test's topic prefix
+    "target Write": ("target", False, acl(Res.TOPIC, f"{SRC}.", PREFIXED, Op.WRITE), ("Write", "topic", "{remote}")),
+    "source group Read": ("source", False, acl(Res.GROUP, "mirror-core.", PREFIXED, Op.READ),
                           ("Read", "group", "mirror-core.{name}")),
+    "transactional id Write": ("target", True,
+                               acl(Res.TRANSACTIONAL_ID, f"mirror-core.{SRC}-{TGT}.", PREFIXED, Op.WRITE),
+                               ("Write", "transactional id", f"mirror-core.{SRC}-{TGT}.slot-0")),
 }
+CODES = {"topic": ("TOPIC_AUTHORIZATION_FAILED", "Topic"), "group": ("GROUP_AUTHORIZATION_FAILED", "Group"),
+         "transactional id": ("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "TransactionalId")}
 
 
 @pytest.mark.parametrize("missing", list(MISSING))
@@ -223,19 +228,21 @@ def test_a_missing_acl_is_named_and_nothing_moves(sides: Sides, name: str, tmp_p
                                                   mirrors: list[MirrorProcess], missing: str) -> None:
     topic, _ = seed(sides, name, 30)
     remote = f"{SRC}.{topic}"
-    side, left_out, (operation, noun, resource) = MISSING[missing]
+    side, eos, left_out, (operation, noun, resource) = MISSING[missing]
     resource = resource.format(remote=remote, name=name)
-    acls = dict(zip(("source", "target"), mirror_acls(f"{name}.", exactly_once=False), strict=True))
+    acls = dict(zip(("source", "target"), mirror_acls(f"{name}.", exactly_once=eos), strict=True))
     assert left_out in acls[side]
     acls[side].remove(left_out)
     set_acls(sides.source.plain_bootstrap, acls["source"])
     set_acls(sides.target.plain_bootstrap, acls["target"])
-    m = MirrorProcess(mirror_config(sides, name, tmp_path / "mm2.properties"), tmp_path, "missing-acl").start()
+    # One slot: the transactional id refused is slot 0's.
+    eos_lines = ["exactly.once.enabled = true", "exactly.once.slots = 1"] if eos else []
+    m = MirrorProcess(mirror_config(sides, name, tmp_path / "mm2.properties", *eos_lines), tmp_path,
+                      "missing-acl").start()
     mirrors.append(m)
 
     alias = TGT if side == "target" else SRC
-    code = "TOPIC_AUTHORIZATION_FAILED" if noun == "topic" else "GROUP_AUTHORIZATION_FAILED"
-    kind = "Topic" if noun == "topic" else "Group"
+    code, kind = CODES[noun]
     line = (f"flow {FLOW}: not authorized to {operation} {noun} '{resource}' on cluster {alias} ({code}): "
             f"grant {PRINCIPAL} {operation.upper()} on {kind}:{resource} (see README 'ACLs the mirror needs')")
     wait_until(lambda: line in m.log(), 90, interval=1, what="the missing ACL named in the mirror log")
@@ -247,6 +254,6 @@ def test_a_missing_acl_is_named_and_nothing_moves(sides: Sides, name: str, tmp_p
     # Granting it is enough: the mirror resumes without a restart.
     grant = admin(sides.target.plain_bootstrap if side == "target" else sides.source.plain_bootstrap)
     grant.create_acls([left_out])[left_out].result(15)
-    wait_until(lambda: end_offsets(sides.target.plain_bootstrap, remote) == {0: 15, 1: 15}, 90, interval=1,
-               what="replication once the ACL is granted")
+    wait_until(lambda: len(read_all(sides.target.plain_bootstrap, remote, timeout=10)) == 30, 90, interval=1,
+               what="replication once the ACL is granted")  # (counted: transaction markers take offsets)
     wait_until(lambda: progress(sides, topic) == {0: 15, 1: 15}, 30, interval=1, what="progress")

@@ -13,6 +13,7 @@ at any point therefore replays records (possible duplicates) and never skips one
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -21,11 +22,11 @@ import time
 import uuid
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 
 from mirror_core.authorization import Access, NotAuthorized, check, guard
 from mirror_core.clients import ClusterHealth, explain_failure, make_admin, make_consumer, make_producer
-from mirror_core.config.model import FlowConfig, MirrorConfig
+from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mirror_core.metrics import Metrics
 from mirror_core.policy import HEARTBEATS_TOPIC
 from mirror_core.replication.acks import MAX_BACKOFF_S, Acks
@@ -195,8 +196,7 @@ class FlowReplicator:
                 if now >= assignment.next_refresh:
                     assignment.refresh(now, delivery.on_topics)
                 if heartbeats is not None:
-                    with guard(self.flow.name, Access("Write", HEARTBEATS_TOPIC, src)):
-                        heartbeats.maybe_emit(now)
+                    self._emit_heartbeat(heartbeats, now, src)
                 acks.resume_due(now, assignment.owns)
                 delivery.poll()
                 if delivery.in_flight() >= max_in_flight:
@@ -219,6 +219,21 @@ class FlowReplicator:
                     next_commit = now + self.flow.commit_interval_ms / 1000.0
         finally:
             self._close(graceful=True)
+
+    def _emit_heartbeat(self, heartbeats: HeartbeatEmitter, now: float, src: ClusterConfig) -> None:
+        try:
+            heartbeats.maybe_emit(now)
+        except KafkaException as exc:
+            # A refused idempotent producer fails fatally, and produce() then says only "fatal error";
+            # flush() raises the cause (CLUSTER_AUTHORIZATION_FAILED: no Write on the topic).
+            cause: KafkaException = exc
+            if self._hb_producer is not None:
+                try:
+                    self._hb_producer.flush(0)
+                except KafkaException as fatal:
+                    cause = fatal
+            check(self.flow.name, cause, Access("Write", HEARTBEATS_TOPIC, src))
+            raise
 
     def _dispatch(self, msgs: list[Message]) -> None:
         """Split a consumed batch into runs of one partition and produce each (the hot path)."""
@@ -287,12 +302,8 @@ class FlowReplicator:
                 self._target_meta = None
             if self._hb_producer is not None:
                 hb_producer, self._hb_producer = self._hb_producer, None
-                try:  # a refused heartbeat producer (no Write on the topic) fails fatally, and says so here
-                    with guard(self.flow.name, Access("Write", HEARTBEATS_TOPIC,
-                                                      self.config.cluster(self.flow.source))):
-                        hb_producer.flush(2)
-                except NotAuthorized as exc:
-                    log.error("%s", exc)
+                with contextlib.suppress(KafkaException):  # a fatal error: reported by _emit_heartbeat
+                    hb_producer.flush(2)
             self._heartbeats = None
             if self._assignment is not None:
                 self._assignment.clear()

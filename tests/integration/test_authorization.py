@@ -257,3 +257,21 @@ def test_a_missing_acl_is_named_and_nothing_moves(sides: Sides, name: str, tmp_p
     wait_until(lambda: len(read_all(sides.target.plain_bootstrap, remote, timeout=10)) == 30, 90, interval=1,
                what="replication once the ACL is granted")  # (counted: transaction markers take offsets)
     wait_until(lambda: progress(sides, topic) == {0: 15, 1: 15}, 30, interval=1, what="progress")
+
+
+def test_a_missing_heartbeats_write_is_named(sides: Sides, name: str, tmp_path: Path,
+                                             mirrors: list[MirrorProcess]) -> None:
+    """The heartbeat producer is refused its producer id (IdempotentWrite comes with Write on a topic):
+    librdkafka fails it fatally and names the cause only through the error callback."""
+    seed(sides, name, 1)
+    source_acls, target_acls = mirror_acls(f"{name}.", exactly_once=False)
+    heartbeats_write = acl(Res.TOPIC, "heartbeats", LITERAL, Op.WRITE)
+    source_acls.remove(heartbeats_write)
+    set_acls(sides.source.plain_bootstrap, source_acls)
+    set_acls(sides.target.plain_bootstrap, target_acls)
+    m = MirrorProcess(mirror_config(sides, name, tmp_path / "mm2.properties"), tmp_path, "no-hb").start()
+    mirrors.append(m)
+    line = (f"flow {FLOW}: not authorized to write topic 'heartbeats' on cluster {SRC} (CLUSTER_AUTHORIZATION_FAILED: "
+            f"no IdempotentWrite): grant {PRINCIPAL} WRITE on Topic:heartbeats (see README 'ACLs the mirror needs')")
+    wait_until(lambda: line in m.log(), 60, interval=1, what="the missing heartbeats ACL named")
+    assert m.alive() and "Traceback" not in m.log()

@@ -259,19 +259,32 @@ def test_a_missing_acl_is_named_and_nothing_moves(sides: Sides, name: str, tmp_p
     wait_until(lambda: progress(sides, topic) == {0: 15, 1: 15}, 30, interval=1, what="progress")
 
 
-def test_a_missing_heartbeats_write_is_named(sides: Sides, name: str, tmp_path: Path,
-                                             mirrors: list[MirrorProcess]) -> None:
-    """The heartbeat producer is refused its producer id (IdempotentWrite comes with Write on a topic):
-    librdkafka fails it fatally and names the cause only through the error callback."""
-    seed(sides, name, 1)
-    source_acls, target_acls = mirror_acls(f"{name}.", exactly_once=False)
-    heartbeats_write = acl(Res.TOPIC, "heartbeats", LITERAL, Op.WRITE)
-    source_acls.remove(heartbeats_write)
-    set_acls(sides.source.plain_bootstrap, source_acls)
-    set_acls(sides.target.plain_bootstrap, target_acls)
-    m = MirrorProcess(mirror_config(sides, name, tmp_path / "mm2.properties"), tmp_path, "no-hb").start()
+NAMED_ONLY = {
+    # The heartbeat producer is refused its producer id (IdempotentWrite comes with Write on a topic):
+    # librdkafka fails it fatally and names the cause only when flushed.
+    "heartbeats Write": ("source", acl(Res.TOPIC, "heartbeats", LITERAL, Op.WRITE),
+                         f"not authorized to write topic 'heartbeats' on cluster {SRC} (CLUSTER_AUTHORIZATION_FAILED: "
+                         f"no IdempotentWrite): grant {PRINCIPAL} WRITE on Topic:heartbeats"),
+    # Group offset sync may not touch the application's group on the target; replication goes on.
+    "synced group Read": ("target", acl(Res.GROUP, "*", LITERAL, Op.READ),
+                          f"not authorized to Read group '{{name}}-app' on cluster {TGT} (GROUP_AUTHORIZATION_FAILED): "
+                          f"grant {PRINCIPAL} READ on Group:{{name}}-app"),
+}
+
+
+@pytest.mark.parametrize("missing", list(NAMED_ONLY))
+def test_a_missing_acl_of_a_side_task_is_named(sides: Sides, name: str, tmp_path: Path,
+                                               mirrors: list[MirrorProcess], missing: str) -> None:
+    seed(sides, name, 30)
+    side, left_out, expected = NAMED_ONLY[missing]
+    acls = dict(zip(("source", "target"), mirror_acls(f"{name}.", exactly_once=False), strict=True))
+    acls[side].remove(left_out)
+    set_acls(sides.source.plain_bootstrap, acls["source"])
+    set_acls(sides.target.plain_bootstrap, acls["target"])
+    m = MirrorProcess(mirror_config(sides, name, tmp_path / "mm2.properties"), tmp_path, "side-task").start()
     mirrors.append(m)
-    line = (f"flow {FLOW}: not authorized to write topic 'heartbeats' on cluster {SRC} (CLUSTER_AUTHORIZATION_FAILED: "
-            f"no IdempotentWrite): grant {PRINCIPAL} WRITE on Topic:heartbeats (see README 'ACLs the mirror needs')")
-    wait_until(lambda: line in m.log(), 60, interval=1, what="the missing heartbeats ACL named")
+    line = f"flow {FLOW}: {expected.format(name=name)} (see README 'ACLs the mirror needs')"
+    wait_until(lambda: line in m.log(), 60, interval=1, what="the missing ACL named in the mirror log")
+    if missing == "synced group Read":
+        assert len(read_all(sides.target.plain_bootstrap, f"{SRC}.{name}.orders")) == 30
     assert m.alive() and "Traceback" not in m.log()

@@ -183,6 +183,7 @@ def test_replication_with_exactly_the_documented_acls(sides: Sides, name: str, t
     no_cert = AdminClient(as_mirror(sides.target))
     with pytest.raises(KafkaException):
         no_cert.list_topics(timeout=5)
+    assert AdminClient(as_mirror(sides.target, sides.cert)).list_topics(timeout=15).brokers  # with it: in
     assert end_offsets(sides.source.plain_bootstrap, topic) == {0: 20, 1: 20}
 
     eos = ["exactly.once.enabled = true", "exactly.once.slots = 2"] if guarantee == "exactly-once" else []

@@ -59,10 +59,6 @@ def code_of(error: BaseException | KafkaError | None) -> int | None:
     return error.code() if isinstance(error, KafkaError) else None
 
 
-def is_denied(error: BaseException | KafkaError | None) -> bool:
-    return code_of(error) in AUTHORIZATION_CODES
-
-
 def principal(cluster: ClusterConfig) -> str:
     """The principal the mirror most likely has on ``cluster``: ``User:<name>`` for a SASL user name;
     otherwise (certificates, Kerberos, OAuth) the broker maps it, and only it knows the name."""

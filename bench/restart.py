@@ -5,8 +5,8 @@ the same brokers, under the same steady load, in the same run.
 Measured from outside, on the target: the target end offset of every partition is sampled every
 50 ms. After a restart, "resumed" is the moment every partition has advanced past its end offset at
 the moment the new process was started (so the time of process start-up counts; the time a dead
-process lies dead does not). For a join, the figure is the longest time any partition made no
-progress in the 40 s after the second process started.
+process lies dead does not). For a join, and for the second process's SIGTERM without a restart (a
+scale-down), the figure is the longest time any partition made no progress in the 40 s after.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from bench.scenarios import PARTITIONS, create_topic, stop
 
 # (topic, workdir, process number) -> the process; number 0 is the one killed and restarted.
 ProcessStarter = Callable[[str, Path, int], subprocess.Popen[bytes]]
-EVENTS = ("SIGKILL, restart", "SIGTERM, restart", "second process joins")
+EVENTS = ("SIGKILL, restart", "SIGTERM, restart", "second process joins", "second process stops for good")
 RATE = 2000  # records/s of the steady load (250 per partition)
 
 
@@ -135,6 +135,11 @@ def restart_run(system: str, start: ProcessStarter, src: str, dst: str, alias: s
                 procs.append(start(topic, workdir, 1))
                 results[EVENTS[2]].runs.append(round(ends.longest_stall(40), 2))
                 print(f"{system}: {EVENTS[2]}: longest stall {results[EVENTS[2]].runs[-1]} s", flush=True)
+                # Scale down: SIGTERM, and the process does not come back (a static member keeps its
+                # partitions until its session times out; a dynamic one leaves the group at once).
+                procs[1].terminate()
+                results[EVENTS[3]].runs.append(round(ends.longest_stall(40), 2))
+                print(f"{system}: {EVENTS[3]}: longest stall {results[EVENTS[3]].runs[-1]} s", flush=True)
                 stop(procs[1:])
                 del procs[1:]
     finally:
@@ -149,7 +154,8 @@ def restart_markdown(rows: list[dict[str, object]]) -> str:
     lines = ["", "## Restart: seconds until every partition is copied again", "",
              f"Steady load {RATE} records/s over {PARTITIONS} partitions; one process, killed or stopped and "
              "restarted at once (time from the new process's start until every partition advanced on the "
-             "target); a second process joining (longest time any partition stalled in the 40 s after). "
+             "target); a second process joining, then stopping for good (SIGTERM, no restart): the longest time "
+             "any partition stalled in the 40 s after. "
              "mirror_core static: `--instance-id`; dynamic: none (session.timeout.ms 20 s); "
              "MirrorMaker 2: dedicated mode, Connect defaults (session.timeout.ms 10 s).", "",
              "| system | event | median s | min s | max s | runs |", "|---|---|---:|---:|---:|---|"]

@@ -13,9 +13,10 @@ from tests.kafka_harness import MirrorProcess, new_cluster, unique, write_config
 
 @pytest.fixture(scope="session")
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalCluster]]:
-    """dc1 and dc2: independent single-node KRaft clusters on loopback, for the whole session."""
+    """dc1 and dc2: independent single-node KRaft clusters on loopback, for the whole session (dc1 also
+    has the non-super ``app`` user: kafka_harness.app_client)."""
     root = tmp_path_factory.mktemp("kafka")
-    pair = {"dc1": new_cluster("dc1", root), "dc2": new_cluster("dc2", root)}
+    pair = {"dc1": new_cluster("dc1", root, app_user=True), "dc2": new_cluster("dc2", root)}
     try:
         for c in pair.values():
             c.start()

@@ -36,9 +36,28 @@ AUTHORIZER = {
 }
 
 
-def new_cluster(name: str, root: Path, **extra: str) -> LocalCluster:
-    return LocalCluster(name=name, base_dir=root / name, port=free_port(), controller_port=free_port(),
-                        extra_props={**AUTHORIZER, **extra}, heap="512m")
+# An application that is not a super user: SCRAM user ``app`` on a SASL_PLAINTEXT listener (new_cluster
+# with app_user=True). ACLs apply to it, e.g. the cutover's DENY WRITE; with no ACL on a topic it may write.
+APP_USER, APP_PASSWORD = "app", "app-pw-5521"
+
+
+def new_cluster(name: str, root: Path, app_user: bool = False, **extra: str) -> LocalCluster:
+    if app_user:
+        extra = {"sasl.enabled.mechanisms": "SCRAM-SHA-512", **extra,
+                 "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config":
+                     "org.apache.kafka.common.security.scram.ScramLoginModule required;"}
+    cluster = LocalCluster(name=name, base_dir=root / name, port=free_port(), controller_port=free_port(),
+                           extra_props={**AUTHORIZER, **extra}, heap="512m")
+    if app_user:
+        cluster.extra_listeners["SASL_PLAINTEXT"] = free_port()
+        cluster.format_args.extend(["--add-scram", f"SCRAM-SHA-512=[name={APP_USER},password={APP_PASSWORD}]"])
+    return cluster
+
+
+def app_client(cluster: LocalCluster) -> dict[str, str]:
+    """librdkafka settings of the ``app`` user (a cluster made with ``app_user=True``)."""
+    return {"bootstrap.servers": cluster.bootstrap_for("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": APP_USER, "sasl.password": APP_PASSWORD}
 
 
 def unique(prefix: str = "t") -> str:
@@ -87,9 +106,10 @@ def producer(bootstrap: str, **extra: Any) -> Producer:
 
 
 def produce_sequence(bootstrap: str, topic: str, partitions: int, count: int, start: int = 0,
-                     value_size: int = 0) -> None:
-    """Records ``seq-<i>`` (key ``k<i>``) spread round-robin over partitions, with a header per record."""
-    p = producer(bootstrap)
+                     value_size: int = 0, **client: Any) -> None:
+    """Records ``seq-<i>`` (key ``k<i>``) spread round-robin over partitions, with a header per record
+    (``client``: more producer settings, e.g. another principal's)."""
+    p = producer(bootstrap, **client)
     pad = b"x" * value_size
     for i in range(start, start + count):
         while True:

@@ -30,10 +30,12 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from mirror_core.devcluster.kafka_dist import java_executable
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
-from tests.kafka_harness import REPO, MirrorProcess, mirror_env, new_cluster
+from tests.kafka_harness import AUTHORIZER, REPO, MirrorProcess, mirror_env, new_cluster
 
 SCRAM_USER = "mirror"
 SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required"
+# No ACL, no access; the harness's own PLAINTEXT clients (and the broker itself) stay super users.
+STRICT_AUTHORIZER = {**AUTHORIZER, "allow.everyone.if.no.acl.found": "false"}
 
 
 @dataclass(frozen=True)
@@ -209,9 +211,16 @@ def mismatched_keystore(client: ClientCert, other: ClientCert, path: Path, store
     return path
 
 
-def new_secure_cluster(name: str, root: Path, pki: Pki, password: str, mtls: bool = False) -> LocalCluster:
+def new_secure_cluster(name: str, root: Path, pki: Pki, password: str, mtls: bool = False,
+                       strict_acls: bool = False, users: dict[str, str] | None = None,
+                       sasl_client_auth: bool = False) -> LocalCluster:
     """A cluster with PLAINTEXT (harness) and SASL_SSL (SCRAM-SHA-512 user ``mirror``) listeners; with
-    ``mtls`` also an ``SSL`` listener that requires a client certificate signed by the PKI's CA."""
+    ``mtls`` also an ``SSL`` listener that requires a client certificate signed by the PKI's CA.
+
+    ``strict_acls``: what production runs — a principal without a matching ACL is refused (only the
+    harness's PLAINTEXT ``User:ANONYMOUS`` stays a super user). ``users``: more SCRAM users (name ->
+    password). ``sasl_client_auth``: the SASL_SSL listener also requires a client certificate (SASL
+    names the principal; the certificate is a second factor)."""
     props = {
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": f"{SCRAM_JAAS};",
@@ -226,11 +235,18 @@ def new_secure_cluster(name: str, root: Path, pki: Pki, password: str, mtls: boo
             "listener.name.ssl.ssl.truststore.type": "PEM",
             "listener.name.ssl.ssl.truststore.location": str(pki.ca_pem),
         })
+    if sasl_client_auth:
+        props.update({"listener.name.sasl_ssl.ssl.client.auth": "required",
+                      "listener.name.sasl_ssl.ssl.truststore.type": "PEM",
+                      "listener.name.sasl_ssl.ssl.truststore.location": str(pki.ca_pem)})
+    if strict_acls:
+        props.update(STRICT_AUTHORIZER)
     cluster = new_cluster(name, root, **props)
     cluster.extra_listeners["SASL_SSL"] = free_port()
     if mtls:
         cluster.extra_listeners["SSL"] = free_port()
-    cluster.format_args.extend(["--add-scram", f"SCRAM-SHA-512=[name={SCRAM_USER},password={password}]"])
+    for user, pw in {SCRAM_USER: password, **(users or {})}.items():
+        cluster.format_args.extend(["--add-scram", f"SCRAM-SHA-512=[name={user},password={pw}]"])
     return cluster
 
 
@@ -269,9 +285,10 @@ class SecureCluster:
 
 @contextmanager
 def running_secure_cluster(name: str, root: Path, password: str, pki: Pki | None = None,
-                           mtls: bool = False) -> Iterator[SecureCluster]:
+                           mtls: bool = False, strict_acls: bool = False, users: dict[str, str] | None = None,
+                           sasl_client_auth: bool = False) -> Iterator[SecureCluster]:
     pki = pki or make_pki(root / f"{name}-pki")
-    cluster = new_secure_cluster(name, root, pki, password, mtls)
+    cluster = new_secure_cluster(name, root, pki, password, mtls, strict_acls, users, sasl_client_auth)
     try:
         cluster.start()
         yield SecureCluster(cluster, pki, password)

@@ -19,6 +19,8 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
+from mirror_core.authorization import Access, denied_line
+from mirror_core.config.model import ClusterConfig
 from mirror_core.kafka_io import QUIET, log_end
 from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
 from mirror_core.stores.internal_topics import TopicTail, ensure_internal_topic
@@ -75,17 +77,23 @@ def publish_checkpoint(producer: Producer, topic: str, group: str, remote_topic:
 
 
 def sync_group_offsets(admin: AdminClient, group: str, wanted: dict[tuple[str, int], int],
-                       timeout: float = 15) -> dict[tuple[str, int], int]:
+                       timeout: float = 15, flow: str | None = None,
+                       target: ClusterConfig | None = None) -> dict[tuple[str, int], int]:
     """Commit ``wanted`` to ``group`` on the target if it has no active members; never backwards.
 
     Returns what was committed (empty when the group is active or already at/after every offset).
+    ``flow`` and ``target`` name them when the target refuses the group (a missing ACL).
     """
     try:
         if active_members(admin, group, timeout):
             return {}
         current = committed_offsets(admin, group, timeout)
     except KafkaException as exc:
-        log.warning("group offset sync: cannot describe %s on the target: %s", group, exc)
+        denied = denied_line(flow, exc, Access("Read", group, target)) if flow and target else None
+        if denied is not None:  # the other groups are still synced: said, not raised
+            log.warning("%s", denied)
+        else:
+            log.warning("group offset sync: cannot describe %s on the target: %s", group, exc)
         return {}
     forward = {k: v for k, v in wanted.items() if current.get(k, -1) < v}
     if forward:
@@ -188,7 +196,8 @@ class CheckpointEmitter(threading.Thread):
                     self._published[key] = (upstream, tr.target_offset)
                     published += 1
             if sync_now and translated:
-                committed = sync_group_offsets(tgt_admin, group, translated)
+                committed = sync_group_offsets(tgt_admin, group, translated, flow=flow.name,
+                                               target=self.config.cluster(flow.target))
                 if committed:
                     log.info("flow %s: synced %d offsets of group %s to %s", flow.name, len(committed), group,
                              flow.target)

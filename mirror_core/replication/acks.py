@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from mirror_core.authorization import Access, denied_line
+from mirror_core.config.model import ClusterConfig
 from mirror_core.metrics import Metrics
 from mirror_core.replication.batch import Batch, PartitionMode, PartitionState
 
@@ -35,8 +37,10 @@ class Acks:
     means (at-least-once: :meth:`handle_failure`; exactly-once: abort the slot's transaction)."""
 
     def __init__(self, flow_name: str, consumer: Consumer, metrics: Metrics,
-                 request_refresh: Callable[[], None], last_heartbeat_ms: int = 0) -> None:
+                 request_refresh: Callable[[], None], last_heartbeat_ms: int = 0,
+                 target: ClusterConfig | None = None) -> None:
         self.flow_name = flow_name
+        self.target = target  # names the cluster in a "not authorized" line
         self.consumer = consumer
         self.metrics = metrics
         self.request_refresh = request_refresh
@@ -124,9 +128,21 @@ class Acks:
             self.request_refresh()  # recreate the remote topic on the next loop
             with contextlib.suppress(KafkaException):
                 st.producer.list_topics(st.remote, timeout=5)  # and refresh the producer's view of it
-        log.warning("flow %s: %s: delivery failed (%s); retrying from offset %s in %.1fs",
-                    self.flow_name, where, err.str(), st.acked, st.backoff)
+        resume = st.acked if st.acked is not None else b.first
+        denied = self.denied(st, err)
+        if denied is not None:
+            self.metrics.errors.labels(self.flow_name, "not_authorized").inc()
+            log.error("%s; retrying from offset %s in %.1fs", denied, resume, st.backoff)
+        else:
+            log.warning("flow %s: %s: delivery failed (%s); retrying from offset %s in %.1fs",
+                        self.flow_name, where, err.str(), resume, st.backoff)
         self.rewind(st, b, careful=False, backoff=True)
+
+    def denied(self, st: PartitionState, err: KafkaError | None) -> str | None:
+        """The "not authorized" line when the target refused to let the mirror write ``st``'s remote topic."""
+        if self.target is None:
+            return None
+        return denied_line(self.flow_name, err, Access("Write", st.remote, self.target))
 
     def rewind(self, st: PartitionState, failed: Batch | None, careful: bool, backoff: bool,
                to: int | None = None) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
 
+from mirror_core.authorization import NotAuthorized
 from mirror_core.clients import ClusterHealth, explain_failure
 from mirror_core.config.model import FlowConfig
 from mirror_core.errors import ClusterUnavailable, MirrorError
@@ -264,6 +265,8 @@ class Assignment:
 
     def raise_callback_error(self) -> None:
         exc, self._callback_error = self._callback_error, None
+        if isinstance(exc, NotAuthorized):
+            raise exc  # already the one line to show (e.g. a transactional id refused)
         if exc is not None:
             raise MirrorError(f"rebalance callback failed: {exc}") from exc
 

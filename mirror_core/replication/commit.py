@@ -9,11 +9,16 @@ acks.py): a crash replays records, it never skips one.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
+from mirror_core import authorization
+from mirror_core.authorization import Access
+from mirror_core.config.model import ClusterConfig
 from mirror_core.kafka_io import log_end
 from mirror_core.metrics import Metrics
 from mirror_core.replication.batch import PartitionState
@@ -85,7 +90,8 @@ class ProgressCommitter:
     """Writes progress (and, first, offset-map entries) of acknowledged records to the target."""
 
     def __init__(self, progress: ProgressStore, map_writer: OffsetMapWriter, metrics: Metrics, flow_name: str,
-                 topic_ids: TopicIds) -> None:
+                 topic_ids: TopicIds, target: ClusterConfig | None = None) -> None:
+        self.target = target  # names the cluster in a "not authorized" line
         self.progress = progress
         self.map_writer = map_writer
         self.metrics = metrics
@@ -98,7 +104,8 @@ class ProgressCommitter:
             if st.acked is None:
                 continue
             try:
-                progress = self.map_writer.durable_position(st, producer)
+                with self._writing(self.map_writer.topic):
+                    progress = self.map_writer.durable_position(st, producer)
                 if progress is None or progress == st.committed:
                     continue
 
@@ -107,7 +114,9 @@ class ProgressCommitter:
                         st.committed = None  # retried at the next commit
                         self.metrics.errors.labels(self.flow_name, "progress_commit").inc()
 
-                self.progress.write(producer, st.topic, st.partition, progress, on_delivery, self.topic_ids(st.topic))
+                with self._writing(self.progress.topic):
+                    self.progress.write(producer, st.topic, st.partition, progress, on_delivery,
+                                        self.topic_ids(st.topic))
                 st.committed = progress
             except BufferError:
                 break
@@ -133,9 +142,17 @@ class ProgressCommitter:
         offset written; the caller marks it committed once the transaction commits."""
         assert st.acked is not None
         acked = st.acked
-        self.map_writer.write_in_transaction(st, producer)
-        self.progress.write(producer, st.topic, st.partition, acked, None, self.topic_ids(st.topic))
+        with self._writing(self.map_writer.topic):
+            self.map_writer.write_in_transaction(st, producer)
+        with self._writing(self.progress.topic):
+            self.progress.write(producer, st.topic, st.partition, acked, None, self.topic_ids(st.topic))
         return acked
+
+    def _writing(self, topic: str) -> AbstractContextManager[None]:
+        """A write to an internal topic the target refuses raises :class:`NotAuthorized` naming it."""
+        if self.target is None:
+            return contextlib.nullcontext()
+        return authorization.guard(self.flow_name, Access("Write", topic, self.target))
 
 
 def advance_idle(consumer: Consumer, states: list[PartitionState],

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
+from mirror_core import authorization
+from mirror_core.authorization import Access
 from mirror_core.clients import (
     ClusterHealth,
     error_code,
@@ -54,12 +56,17 @@ def slot_topic(source: str, target: str) -> str:
     return f"mirror-core.slots.{source}-{target}.internal"
 
 
-def ensure_slot_topic(admin: AdminClient, topic: str, slots: int, replication_factor: int) -> None:
-    ensure_internal_topic(admin, topic, replication_factor, {"cleanup.policy": "delete"}, partitions=slots)
+def ensure_slot_topic(admin: AdminClient, topic: str, slots: int, replication_factor: int, flow: str,
+                      target: ClusterConfig) -> None:
+    with authorization.guard(flow, Access("Create", topic, target)):
+        ensure_internal_topic(admin, topic, replication_factor, {"cleanup.policy": "delete"}, partitions=slots)
     md = admin.list_topics(topic=topic, timeout=15).topics[topic]
-    if len(md.partitions) < slots:  # more slots configured than before: grow (never shrink)
+    # More slots configured than before: grow (never shrink). A topic just created may show no
+    # partitions yet: that is not a smaller topic (growing it would need the Alter ACL for nothing).
+    if 0 < len(md.partitions) < slots:
         try:
-            admin.create_partitions([NewPartitions(topic, slots)])[topic].result(15)
+            with authorization.guard(flow, Access("Alter", topic, target)):
+                admin.create_partitions([NewPartitions(topic, slots)])[topic].result(15)
         except KafkaException as exc:
             if error_code(exc) != KafkaError.INVALID_PARTITIONS:
                 raise  # INVALID_PARTITIONS: another instance (or a stale metadata view) got there
@@ -85,7 +92,8 @@ class SlotManager:
         self.acks = acks
         self.committer = committer
         self.topic = slot_topic(flow.source, flow.target)
-        ensure_slot_topic(make_admin(self.target), self.topic, self.slots, flow.internal_replication_factor)
+        ensure_slot_topic(make_admin(self.target), self.topic, self.slots, flow.internal_replication_factor,
+                          flow.name, target)
         self.producers: dict[int, Producer] = {}
         self.open: set[int] = set()
         self.membership: Consumer = make_consumer(self.target, f"{flow.worker_group_id}.slots", health=target_health,
@@ -113,10 +121,11 @@ class SlotManager:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             k = tp.partition
+            tid = f"mirror-core.{self.flow.source}-{self.flow.target}.slot-{k}"
             producer = make_producer(self.target, self.flow.producer_overrides, self.target_health, enforced={
-                "transactional.id": f"mirror-core.{self.flow.source}-{self.flow.target}.slot-{k}",
-                "transaction.timeout.ms": "60000", "message.timeout.ms": "55000"})
-            producer.init_transactions(60)  # fences and aborts any previous owner of this slot
+                "transactional.id": tid, "transaction.timeout.ms": "60000", "message.timeout.ms": "55000"})
+            with authorization.guard(self.flow.name, Access("Write", tid, self.target)):
+                producer.init_transactions(60)  # fences and aborts any previous owner of this slot
             self.producers[k] = producer
             log.info("flow %s: took exactly-once slot %d", self.flow.name, k)
         consumer.incremental_assign(partitions)
@@ -213,6 +222,9 @@ class SlotManager:
             st.committed = acked
 
     def fail(self, st: PartitionState, b: Batch) -> None:
+        if (denied := self.acks.denied(st, b.err)) is not None:
+            self.metrics.errors.labels(self.flow.name, "not_authorized").inc()
+            log.error("%s", denied)
         self._abort(st.slot, st, b, b.err.str() if b.err is not None else "target offsets not contiguous")
 
     def _abort(self, k: int | None, failed: PartitionState | None, b: Batch | None, reason: str) -> None:

@@ -13,6 +13,7 @@ at any point therefore replays records (possible duplicates) and never skips one
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -21,8 +22,9 @@ import time
 import uuid
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 
+from mirror_core.authorization import Access, NotAuthorized, check, guard
 from mirror_core.clients import (
     ClusterHealth,
     explain_failure,
@@ -31,9 +33,10 @@ from mirror_core.clients import (
     make_consumer,
     make_producer,
 )
-from mirror_core.config.model import FlowConfig, MirrorConfig
+from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mirror_core.errors import FencedInstance
 from mirror_core.metrics import Metrics
+from mirror_core.policy import HEARTBEATS_TOPIC
 from mirror_core.replication.acks import MAX_BACKOFF_S, Acks
 from mirror_core.replication.assignment import Assignment
 from mirror_core.replication.commit import OffsetMapWriter, ProgressCommitter, advance_idle
@@ -100,6 +103,13 @@ class FlowReplicator:
                 log.error("flow %s: %s", self.flow.name, exc)
                 self._close(graceful=False)
                 return
+            except NotAuthorized as exc:  # an ACL is missing: one line, and retry (granting it is enough)
+                self.metrics.errors.labels(self.flow.name, "not_authorized").inc()
+                self.reporter.set_state(f"restarting after error: {exc}")
+                log.error("%s; retrying in %.0fs", exc, backoff)
+                self._close(graceful=False)
+                self.stop.wait(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
             except Exception as exc:
                 self.metrics.errors.labels(self.flow.name, "restart").inc()
                 self.reporter.set_state(f"restarting after error: {exc}")
@@ -117,17 +127,24 @@ class FlowReplicator:
 
     def _wait_for_clusters(self, topics: TopicManager) -> None:
         """Create the internal topics, retrying (with backoff) while a cluster does not answer."""
+        flow = self.flow
+        src, tgt = self.config.cluster(flow.source), self.config.cluster(flow.target)
         backoff = 1.0
         while not self.stop.is_set():
             try:
-                ensure_progress_topic(topics.target, self.flow.progress_topic, self.flow.internal_replication_factor)
-                ensure_offset_syncs_topic(topics.target, offset_syncs_topic(self.flow.source),
-                                          self.flow.internal_replication_factor)
+                with guard(flow.name, Access("Create", flow.progress_topic, tgt)):
+                    ensure_progress_topic(topics.target, flow.progress_topic, flow.internal_replication_factor)
+                with guard(flow.name, Access("Create", offset_syncs_topic(flow.source), tgt)):
+                    ensure_offset_syncs_topic(topics.target, offset_syncs_topic(flow.source),
+                                              flow.internal_replication_factor)
                 self.target_health.mark_ok()
-                if self.flow.emit_heartbeats:
-                    ensure_heartbeats_topic(topics.source, self.flow.heartbeats_replication_factor)
+                if flow.emit_heartbeats:
+                    with guard(flow.name, Access("Create", HEARTBEATS_TOPIC, src)):
+                        ensure_heartbeats_topic(topics.source, flow.heartbeats_replication_factor)
                 self.source_health.mark_ok()
                 return
+            except NotAuthorized:
+                raise
             except Exception as exc:
                 why = explain_failure(exc, (topics.target, self.target_health), (topics.source, self.source_health))
                 self.reporter.set_state(f"waiting for clusters: {why}")
@@ -139,7 +156,8 @@ class FlowReplicator:
     def _setup(self) -> None:
         flow = self.flow
         src, tgt = self.config.cluster(flow.source), self.config.cluster(flow.target)
-        topics = TopicManager(flow, make_admin(src, self.source_health), make_admin(tgt, self.target_health))
+        topics = TopicManager(flow, make_admin(src, self.source_health), make_admin(tgt, self.target_health),
+                              clusters=(src, tgt))
         self._wait_for_clusters(topics)
         reader = make_consumer(tgt, f"{flow.worker_group_id}.progress-reader", health=self.target_health)
         self._progress = progress = ProgressStore(flow.progress_topic, reader, self.instance)
@@ -151,14 +169,14 @@ class FlowReplicator:
             enforced={"topic.metadata.refresh.interval.ms": refresh_ms, "auto.offset.reset": flow.start_position,
                       **self.membership})
         self._acks = acks = Acks(flow.name, consumer, self.metrics, request_refresh=lambda: None,
-                                 last_heartbeat_ms=self._last_heartbeat_ms)
+                                 last_heartbeat_ms=self._last_heartbeat_ms, target=tgt)
         self._assignment = assignment = Assignment(flow, consumer, topics, progress, acks, self.reporter,
                                                    self.metrics, self.source_health, self.target_health, self.stop,
                                                    self._topic_ids, self._missing_topics)
         acks.request_refresh = assignment.request_refresh
         committer = ProgressCommitter(progress, OffsetMapWriter(offset_syncs_topic(flow.source), self.metrics,
                                                                 flow.name), self.metrics, flow.name,
-                                      assignment.topic_ids.get)
+                                      assignment.topic_ids.get, tgt)
         delivery: Delivery
         if flow.exactly_once:
             # Each owned slot has its own transactional producer (see exactly_once.py).
@@ -184,6 +202,7 @@ class FlowReplicator:
             return
         consumer, acks, assignment = self._consumer, self._acks, self._assignment
         delivery, heartbeats = self._delivery, self._heartbeats
+        src = self.config.cluster(self.flow.source)
         assert consumer is not None and acks is not None and assignment is not None and delivery is not None
         batch_max = self.flow.batch_max_records
         max_in_flight = self.flow.max_in_flight_records
@@ -197,7 +216,7 @@ class FlowReplicator:
                 if now >= assignment.next_refresh:
                     assignment.refresh(now, delivery.on_topics)
                 if heartbeats is not None:
-                    heartbeats.maybe_emit(now)
+                    self._emit_heartbeat(heartbeats, now, src)
                 acks.resume_due(now, assignment.owns)
                 delivery.poll()
                 if delivery.in_flight() >= max_in_flight:
@@ -221,6 +240,21 @@ class FlowReplicator:
         finally:
             self._close(graceful=True)
 
+    def _emit_heartbeat(self, heartbeats: HeartbeatEmitter, now: float, src: ClusterConfig) -> None:
+        try:
+            heartbeats.maybe_emit(now)
+        except KafkaException as exc:
+            # A refused idempotent producer fails fatally, and produce() then says only "fatal error";
+            # flush() raises the cause (CLUSTER_AUTHORIZATION_FAILED: no Write on the topic).
+            cause: KafkaException = exc
+            if self._hb_producer is not None:
+                try:
+                    self._hb_producer.flush(0)
+                except KafkaException as fatal:
+                    cause = fatal
+            check(self.flow.name, cause, Access("Write", HEARTBEATS_TOPIC, src))
+            raise
+
     def _dispatch(self, msgs: list[Message]) -> None:
         """Split a consumed batch into runs of one partition and produce each (the hot path)."""
         assert self._assignment is not None and self._producing is not None and self._acks is not None
@@ -236,7 +270,7 @@ class FlowReplicator:
             m = msgs[i]
             err = m.error()
             if err is not None:
-                self._consume_error(err)
+                self._consume_error(err, m.topic())
                 i += 1
                 continue
             topic = m.topic()
@@ -252,11 +286,14 @@ class FlowReplicator:
                 produce_run(st, msgs[i:j])
             i = j
 
-    def _consume_error(self, err: KafkaError) -> None:
+    def _consume_error(self, err: KafkaError, topic: str | None) -> None:
         code = err.code()
         if code == KafkaError._PARTITION_EOF:
             return
         self.metrics.errors.labels(self.flow.name, "consume").inc()
+        # The source refuses to let the worker group read (or join): nothing can be copied; say which ACL.
+        name = self.flow.worker_group_id if code == KafkaError.GROUP_AUTHORIZATION_FAILED else topic or "?"
+        check(self.flow.name, err, Access("Read", name, self.config.cluster(self.flow.source)))
         fatal = fatal_consumer_error(err, self.flow.worker_group_id)
         if fatal is not None:
             raise fatal
@@ -275,6 +312,8 @@ class FlowReplicator:
                 delivery.close(graceful)
             if consumer is not None:
                 consumer.close()  # runs the revoke callback, which commits again (a no-op by then)
+        except NotAuthorized as exc:  # the final commit was refused: said once, without a traceback
+            log.error("%s", exc)
         except Exception:
             log.exception("flow %s: error while closing", self.flow.name)
         finally:
@@ -285,8 +324,9 @@ class FlowReplicator:
                 self._target_meta.close()
                 self._target_meta = None
             if self._hb_producer is not None:
-                self._hb_producer.flush(2)
-                self._hb_producer = None
+                hb_producer, self._hb_producer = self._hb_producer, None
+                with contextlib.suppress(KafkaException):  # a fatal error: reported by _emit_heartbeat
+                    hb_producer.flush(2)
             self._heartbeats = None
             if self._assignment is not None:
                 self._assignment.clear()

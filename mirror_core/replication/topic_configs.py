@@ -19,8 +19,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from mirror_core import authorization
+from mirror_core.authorization import Access
 from mirror_core.clients import error_code
-from mirror_core.config.model import FlowConfig
+from mirror_core.config.model import ClusterConfig, FlowConfig
 from mirror_core.replication.topic_changes import PER_TOPIC_ERRORS, TopicChange, TopicProblems, error_reason
 
 log = logging.getLogger(__name__)
@@ -47,8 +49,10 @@ class TopicConfigSync:
     """Keeps the configs set on a flow's remote topics those set on their sources."""
 
     def __init__(self, flow: FlowConfig, source_admin: AdminClient, target_admin: AdminClient,
-                 problems: TopicProblems, timeout: float = 15.0) -> None:
+                 problems: TopicProblems, timeout: float = 15.0,
+                 clusters: tuple[ClusterConfig, ClusterConfig] | None = None) -> None:
         self.flow = flow
+        self.clusters = clusters  # (source, target): to name them when an ACL is missing
         self.source = source_admin
         self.target = target_admin
         self.problems = problems
@@ -68,6 +72,9 @@ class TopicConfigSync:
             try:
                 entries = fut.result(self.timeout)
             except KafkaException as exc:
+                if self.clusters is not None:
+                    authorization.check(self.flow.name, exc, Access(
+                        "DescribeConfigs", res.name, self.clusters[0 if admin is self.source else 1]))
                 if error_code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
                     continue
                 raise

@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from mirror_core.clients import error_code
-from mirror_core.config.model import FlowConfig
+from mirror_core.config.model import ClusterConfig, FlowConfig
 from mirror_core.errors import ClusterUnavailable
 from mirror_core.replication.topic_changes import (
     CONFIG_ERRORS,
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 class TopicManager:
     def __init__(self, flow: FlowConfig, source_admin: AdminClient, target_admin: AdminClient,
-                 timeout: float = 15.0) -> None:
+                 timeout: float = 15.0, clusters: tuple[ClusterConfig, ClusterConfig] | None = None) -> None:
         self.flow = flow
         self.source = source_admin
         self.target = target_admin
@@ -50,7 +50,7 @@ class TopicManager:
         #: problems met since the caller last took them (:meth:`take_problems`), by creation and config sync
         self.problems = TopicProblems()
         #: the remote topics' configs: the source's explicit ones (``configs.sync`` keeps them so)
-        self.configs = TopicConfigSync(flow, source_admin, target_admin, self.problems, timeout)
+        self.configs = TopicConfigSync(flow, source_admin, target_admin, self.problems, timeout, clusters)
 
     def source_topics(self, timeout: float | None = None) -> dict[str, int]:
         """Source topics this flow replicates, with their partition counts (``timeout``: this call's own)."""

@@ -4,11 +4,12 @@ the end, the groups and applications are on the target with exact offsets and no
 
 from __future__ import annotations
 
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
 from mirror_core.offsets.groups import commit_offsets, committed_offsets
 from tests.dags.test_failover_dags import run, setup, states  # noqa: F401 - setup is a fixture
-from tests.kafka_harness import admin, create_topic, end_offsets, produce_sequence, wait_until
+from tests.kafka_harness import admin, app_client, create_topic, end_offsets, produce_sequence, wait_until
 
 
 def deny_acls(bootstrap: str, topic: str) -> int:
@@ -18,8 +19,19 @@ def deny_acls(bootstrap: str, topic: str) -> int:
     return len(a.describe_acls(flt, request_timeout=10).result(10))
 
 
-def test_cutover_reject_rollback_and_complete(dc1, dc2, name, setup) -> None:  # type: ignore[no-untyped-def] # noqa: F811
+def refused_write(client: dict[str, str], topic: str) -> KafkaError | None:
+    """The error of one write by this principal (None: the write landed)."""
+    errors: list[KafkaError | None] = []
+    p = Producer({**client, "message.timeout.ms": 15000})
+    p.produce(topic, b"after the cutover", partition=0, on_delivery=lambda err, _msg: errors.append(err))
+    p.flush(20)
+    assert len(errors) == 1
+    return errors[0]
+
+
+def test_cutover_reject_rollback_and_complete(dc1, dc2, name, setup, clusters) -> None:  # type: ignore[no-untyped-def] # noqa: F811
     store, mirror = setup
+    app_client_conf = app_client(clusters["dc1"])  # not a super user: ACLs apply to it
     t, group, app = f"{name}.ledger", f"{name}-ledger-app", f"{name}-ledger"
     create_topic(dc1, t, 2)
     produce_sequence(dc1, t, 2, 40)
@@ -49,7 +61,9 @@ def test_cutover_reject_rollback_and_complete(dc1, dc2, name, setup) -> None:  #
     assert committed_offsets(admin(dc2), group) == {}
 
     # All the way: exact offsets on the target, applications moved, the flow stopped for good.
-    produce_sequence(dc1, t, 2, 10, start=40)
+    # The application (a non-super principal) writes to the source before the cutover: it may.
+    produce_sequence(dc1, t, 2, 10, start=40, **app_client_conf)
+    assert end_offsets(dc1, t) == {0: 25, 1: 25}
     dr, _ = run("cloud_migration_cutover", conf, {"approve_start": "Approve",
                                                   "quiesce": "Producers are stopped on the source",
                                                   "final_approval": "Approve"})
@@ -61,4 +75,8 @@ def test_cutover_reject_rollback_and_complete(dc1, dc2, name, setup) -> None:  #
     assert store.active_cluster(app).cluster == "dc2"  # type: ignore[union-attr]
     assert store.flow_controls()["dc1->dc2"].desired == "stopped"
     assert deny_acls(dc1, t) == 1  # producers stay fenced off the old cluster
+    # ... and the DENY really fences them: the same application's write is refused and nothing lands.
+    err = refused_write(app_client_conf, t)
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
+    assert end_offsets(dc1, t) == {0: 25, 1: 25}
     assert end_offsets(dc2, f"dc1.{t}") == {0: 25, 1: 25}

@@ -49,17 +49,20 @@ def test_a_state_store_error_is_one_line_and_the_traceback_is_opt_in(tmp_path: P
 def test_run_obeys_the_state_store_named_by_mirror_core_db_url(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'state.db'}"
     base = {k: v for k, v in os.environ.items() if k != "MIRROR_CORE_CONFIG"}
-    proc = subprocess.Popen([sys.executable, "-m", "mirror_core", "run", "--config", str(EXAMPLE)], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**base, "MIRROR_CORE_DB_URL": url})
+    log = tmp_path / "run.log"
+    # The log goes to a file: an undrained pipe fills with the (unreachable) clusters' warnings and
+    # blocks the process. Killed at the end: its graceful stop against clusters that are down is not
+    # what this test is about (and takes ~20 s).
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "mirror_core", "run", "--config", str(EXAMPLE)], cwd=REPO,
+                                stdout=subprocess.DEVNULL, stderr=out, env={**base, "MIRROR_CORE_DB_URL": url})
     try:
-        deadline, seen = time.monotonic() + 30, ""
-        assert proc.stderr is not None
-        while time.monotonic() < deadline and "control plane" not in seen:
-            seen += proc.stderr.readline()
-        assert f"control plane: obeying flow states in {url}" in seen, seen
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "control plane" not in log.read_text(errors="replace"):
+            time.sleep(0.2)
+        assert f"control plane: obeying flow states in {url}" in log.read_text(errors="replace")
     finally:
-        proc.terminate()
+        proc.kill()
         proc.wait(30)
 
 

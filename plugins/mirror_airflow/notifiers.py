@@ -74,6 +74,6 @@ class WebhookNotifier(BaseNotifier):
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
                 log.info("%s notification sent through %s (HTTP %s)", self.event, self.conn_id, response.status)
-        except (urllib.error.URLError, OSError) as exc:  # never fails the task; the URL is never logged
+        except (urllib.error.URLError, OSError, ValueError) as exc:  # never fails the task; never logs the URL
             reason = getattr(exc, "code", None) or getattr(exc, "reason", None) or type(exc).__name__
             log.warning("%s notification through %s failed: %s", self.event, self.conn_id, reason)

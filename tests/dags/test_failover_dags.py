@@ -121,6 +121,7 @@ def test_failover_reject_then_approve_then_failback(dc1, dc2, name, setup, webho
         "/dags/failover/runs/" in text and text.endswith("/tasks/approve/required_actions"), text
     out = capfd.readouterr()
     assert token not in out.out + out.err
+    assert "AirflowFailException: rejected by " in out.out and ": nothing changed\n" in out.out  # one line
     assert gate.details["approve"]["assigned_users"] in (None, [])  # no approvers configured: any user
 
     # Approvers configured (and Airflow not in all-admins mode): eve is refused by the API, dana approves.
@@ -146,8 +147,10 @@ def test_failover_reject_then_approve_then_failback(dc1, dc2, name, setup, webho
     # active, lag 0"); after its response timeout it takes its default, Reject, and nothing changes.
     monkeypatch.setenv("MIRROR_CORE_GATE_TIMEOUT_S_FAILOVER", "3")
     before = {f: (c.desired, c.changed_at) for f, c in store.flow_controls().items()}
+    capfd.readouterr()
     dr, gate = run("failover", conf, {"approve": None})
     assert dr.state == "failed" and states(dr)["execute"] == "skipped" and states(dr)["finalize"] == "failed"
+    assert "AirflowFailException: rejected by nobody (the gate timed out): nothing changed\n" in capfd.readouterr().out
     assert gate.details["approve"]["defaults"] == ["Reject"]
     body = gate.bodies["approve"]
     assert "**ALREADY FAILED OVER**: standby **dc2** is active now" in body and "becomes active" not in body

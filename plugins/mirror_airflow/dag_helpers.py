@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +17,6 @@ from mirror_airflow.notifiers import WebhookNotifier
 from mirror_core.airflow_support import config_path, load_mirror_config
 
 S = TypeVar("S")
-log = logging.getLogger(__name__)
 
 
 def flows_for_params() -> tuple[list[str], str | None]:
@@ -154,7 +152,9 @@ def gate_settings(dag_id: str) -> dict[str, Any]:
     try:
         seconds = float(timeout)
     except ValueError:
-        raise ValueError(f"MIRROR_CORE_GATE_TIMEOUT_S: not a number of seconds: {timeout!r}") from None
+        seconds = 0.0
+    if not seconds > 0:  # 0 would mean no timeout at all to Airflow
+        raise ValueError(f"MIRROR_CORE_GATE_TIMEOUT_S: not a positive number of seconds: {timeout!r}")
     return {"assigned_users": [HITLUser(id=u, name=u) for u in approvers] or None,
             "response_timeout": timedelta(seconds=seconds), "notifiers": [WebhookNotifier("approval")]}
 

@@ -27,9 +27,11 @@ def test_gate_settings_per_dag_then_global(monkeypatch) -> None:  # type: ignore
     assert [u["id"] for u in gate_settings("failover")["assigned_users"]] == ["dana", "lee"]
     assert [u["id"] for u in gate_settings("failback")["assigned_users"]] == ["ops"]
     assert gate_settings("failback")["response_timeout"] == timedelta(seconds=60)
-    monkeypatch.setenv("MIRROR_CORE_GATE_TIMEOUT_S_FAILOVER", "4h")
-    with pytest.raises(ValueError, match=r"^MIRROR_CORE_GATE_TIMEOUT_S: not a number of seconds: '4h'$"):
-        gate_settings("failover")
+    for bad in ("4h", "0", "-5"):
+        monkeypatch.setenv("MIRROR_CORE_GATE_TIMEOUT_S_FAILOVER", bad)
+        with pytest.raises(ValueError, match=rf"^MIRROR_CORE_GATE_TIMEOUT_S: not a positive number of seconds: "
+                                             rf"'{bad}'$"):
+            gate_settings("failover")
 
 
 def test_a_failing_webhook_is_one_line_without_its_url(monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]

@@ -19,7 +19,8 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Param, dag, get_current_context, task
-from mirror_airflow.dag_helpers import failing_fast, flows_for_params, run_params, state_store
+from mirror_airflow.dag_helpers import RETRY_SAFE, failing_fast, flows_for_params, run_params, state_store
+from mirror_airflow.notifiers import WebhookNotifier
 
 from mirror_core.airflow_support import load_mirror_config
 from mirror_core.reconciliation import JOB, WINDOWS
@@ -36,6 +37,8 @@ SPARK_CONF = {"spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false"}
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
+    on_failure_callback=WebhookNotifier("failure"),
+    default_args=RETRY_SAFE,  # transient errors only: see RETRY_SAFE
     tags=["mirror_core", "spark"],
     doc_md=__doc__,
     params={

@@ -24,18 +24,23 @@ from mirror_airflow.dag_helpers import (
     answer,
     clusters_for_params,
     failing_fast,
+    gate_settings,
+    last_responder,
     responder,
     run_params,
     state_store,
 )
+from mirror_airflow.notifiers import WebhookNotifier
 
 from mirror_core.airflow_support import load_mirror_config
 from mirror_core.workflows.params import CutoverParams
 from mirror_core.workflows.plans import CutoverPlan
 
 CLUSTERS, CONFIG_ERROR = clusters_for_params()  # the DAG parses even with a broken config
+GATE = gate_settings("cloud_migration_cutover")  # approvers, response timeout, notifier
 STOPPED = "Producers are stopped on the source"
 ROLL_BACK = "Roll back"
+GATES = ["approve_start", "quiesce", "final_approval"]  # in the order they are asked
 
 
 @dag(
@@ -44,6 +49,7 @@ ROLL_BACK = "Roll back"
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
+    on_failure_callback=WebhookNotifier("failure"),
     tags=["mirror_core", "migration"],
     doc_md=__doc__,
     params={
@@ -72,6 +78,7 @@ def cloud_migration_cutover() -> None:
         task_id="approve_start",
         subject="Start the cutover {{ params.source }} -> {{ params.target }}?",
         body="{{ ti.xcom_pull(task_ids='preflight')['body'] }}",
+        **GATE,
     )
 
     @task
@@ -88,6 +95,7 @@ def cloud_migration_cutover() -> None:
              "Roll back undoes the ACL change, if any.",
         options=[STOPPED, ROLL_BACK],
         defaults=[ROLL_BACK],
+        **GATE,
     )
 
     @task
@@ -121,6 +129,7 @@ def cloud_migration_cutover() -> None:
         body="Applications now resolve to **{{ params.target }}** and the groups have their translated offsets "
              "there. Check the applications, then approve to finish, or reject to roll back.\n\n"
              "{{ ti.xcom_pull(task_ids='switch') }}",
+        **GATE,
     )
 
     @task
@@ -145,7 +154,7 @@ def cloud_migration_cutover() -> None:
                  "switched": ti.xcom_pull(task_ids="switch")}
         with failing_fast():
             close_cutover(load_mirror_config(), state_store(), CutoverPlan.from_xcom(plan) if plan else None, answers,
-                          steps, bool(ti.xcom_pull(task_ids="done")), responder(ti, "final_approval")[1],
+                          steps, bool(ti.xcom_pull(task_ids="done")), last_responder(ti, GATES),
                           context["run_id"])
 
     denied = deny_writes(plan)

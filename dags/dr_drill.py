@@ -27,6 +27,7 @@ from typing import Any
 from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
 from mirror_airflow.dag_helpers import failing_fast, flows_for_params, mirror_config, state_store
+from mirror_airflow.notifiers import WebhookNotifier
 
 from mirror_core.airflow_support import config_path, load_mirror_config
 from mirror_core.workflows.plans import DrillOutcome
@@ -40,6 +41,7 @@ FLOWS, CONFIG_ERROR = flows_for_params()  # the DAG parses even with a broken co
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
+    on_failure_callback=WebhookNotifier("failure"),
     tags=["mirror_core", "dr"],
     doc_md=__doc__,
     params={

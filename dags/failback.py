@@ -24,11 +24,13 @@ from mirror_airflow.dag_helpers import (
     failing_fast,
     finalize_failover,
     flows_for_params,
+    gate_settings,
     responder,
     run_params,
     run_started,
     state_store,
 )
+from mirror_airflow.notifiers import WebhookNotifier
 from mirror_airflow.sensors import ReplicationLagSensor
 
 from mirror_core.airflow_support import load_mirror_config
@@ -36,6 +38,7 @@ from mirror_core.workflows.params import FailbackParams
 from mirror_core.workflows.plans import Execution, FailbackPlan
 
 FLOWS, CONFIG_ERROR = flows_for_params()
+GATE = gate_settings("failback")  # approvers, response timeout, notifier
 REPLAY = "Fail back; consumers replay the unreplicated records"
 SKIP = "Fail back; consumers skip the unreplicated records (kept and listed)"
 REJECT = "Reject"
@@ -48,6 +51,7 @@ ACTIONS = {REPLAY: "replay", SKIP: "skip"}  # execute_failback's unreplicated_ac
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
+    on_failure_callback=WebhookNotifier("failure"),
     tags=["mirror_core", "dr"],
     doc_md=__doc__,
     params={
@@ -98,6 +102,7 @@ def failback() -> None:
         body="{{ ti.xcom_pull(task_ids='assess')['body'] }}",
         options=[REPLAY, SKIP, REJECT],
         defaults=[REJECT],
+        **GATE,
     )
 
     @task

@@ -22,17 +22,20 @@ from mirror_airflow.dag_helpers import (
     failing_fast,
     finalize_failover,
     flows_for_params,
+    gate_settings,
     responder,
     run_params,
     run_started,
     state_store,
 )
+from mirror_airflow.notifiers import WebhookNotifier
 
 from mirror_core.airflow_support import load_mirror_config
 from mirror_core.workflows.params import FailoverParams
 from mirror_core.workflows.plans import Execution, FailoverPlan
 
 FLOWS, CONFIG_ERROR = flows_for_params()
+GATE = gate_settings("failover")  # approvers, response timeout, notifier
 
 
 @dag(
@@ -41,6 +44,7 @@ FLOWS, CONFIG_ERROR = flows_for_params()
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
+    on_failure_callback=WebhookNotifier("failure"),
     tags=["mirror_core", "dr"],
     doc_md=__doc__,
     params={
@@ -71,6 +75,7 @@ def failover() -> None:
         task_id="approve",
         subject="Fail over {{ params.flow }} ({{ params.mode }})?",
         body="{{ ti.xcom_pull(task_ids='assess')['body'] }}",
+        **GATE,
     )
 
     @task

@@ -11,7 +11,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
-from mirror_airflow.dag_helpers import failing_fast, flows_for_params, run_params, state_store
+from mirror_airflow.dag_helpers import RETRY_SAFE, failing_fast, flows_for_params, run_params, state_store
+from mirror_airflow.notifiers import WebhookNotifier
 
 from mirror_core.airflow_support import load_mirror_config
 from mirror_core.workflows.params import TopicSyncParams
@@ -25,6 +26,8 @@ FLOWS, CONFIG_ERROR = flows_for_params()  # the DAG parses even with a broken co
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
+    on_failure_callback=WebhookNotifier("failure"),
+    default_args=RETRY_SAFE,  # transient errors only: see RETRY_SAFE
     tags=["mirror_core"],
     doc_md=__doc__,
     params={

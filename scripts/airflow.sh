@@ -17,26 +17,23 @@ export MIRROR_CORE_CONFIG="${MIRROR_CORE_CONFIG:-$REPO/examples/mm2.properties}"
 export MIRROR_CORE_DB_URL="${MIRROR_CORE_DB_URL:-sqlite:///$REPO/.state/mirror-core.db}"
 export AIRFLOW_CONN_SPARK_DEFAULT="${AIRFLOW_CONN_SPARK_DEFAULT:-{\"conn_type\": \"spark\", \"host\": \"local[*]\"}}"
 mkdir -p "$AIRFLOW_HOME" "$REPO/.state"
-# One connection per cluster, derived from the mirror config (kafka_<alias>). A broken config stops
-# here, loudly: Airflow started without its connections would only fail later, less clearly.
-if ! connections="$("$REPO/.venv/bin/python" - <<'PY'
-import shlex
+# A broken config stops here, loudly: Airflow started with it would only fail later, less clearly. No
+# Kafka connection is derived from it: the DAGs read the clusters (and their secrets, through the
+# config's providers) from the config itself, so no secret is copied into Airflow's environment.
+if ! "$REPO/.venv/bin/python" - <<'PY'
 import sys
 
-from mirror_core.airflow_support import airflow_connections, config_path, load_mirror_config
+from mirror_core.airflow_support import config_path, load_mirror_config
 
 try:
-    exports = airflow_connections(load_mirror_config())
+    load_mirror_config()
 except Exception as exc:
     sys.exit(f"mirror_core: the mirror config {config_path()} is invalid: {exc}")
-for key, value in exports.items():
-    print(f"export {key}={shlex.quote(value)}")
 PY
-)"; then
+then
     echo "mirror_core: Airflow not started; fix the config (MIRROR_CORE_CONFIG=$MIRROR_CORE_CONFIG) and retry" >&2
     exit 1
 fi
-eval "$connections"
 echo "mirror_core: config $MIRROR_CORE_CONFIG, state store $MIRROR_CORE_DB_URL, AIRFLOW_HOME $AIRFLOW_HOME"
 echo "mirror_core: Airflow UI on http://localhost:8080 (status page: http://localhost:8080/mirror-core/)"
 # The login, on every start: 'airflow standalone' prints the generated password only on the first one.

@@ -217,8 +217,26 @@ def assess_failover(config: MirrorConfig, flow_name: str, apps: list[str], group
     registry = registry_moves(store, apps, flow.target)
     warnings += [f"application {alias} already uses {flow.target}" for alias, move in registry.items()
                  if move.current == flow.target]
+    failed_over = already_failed_over(store, flow, reverse, registry)
     return FailoverPlan(flow.name, flow.source, flow.target, planned, primary_ok, primary_note, lag, rpo, rpo_note,
-                        group_offsets(translations), registry, reverse.name if reverse else None, tuple(warnings))
+                        group_offsets(translations), registry, reverse.name if reverse else None, tuple(warnings),
+                        failed_over)
+
+
+def already_failed_over(store: StateStore | None, flow: FlowConfig, reverse: FlowConfig | None,
+                        registry: dict[str, RegistryMove]) -> tuple[str, ...]:
+    """Why the standby is active already (the flow controls and the registry say so); empty when it is not.
+    A stopped forward flow reads lag 0 while the primary goes on taking writes: "lag 0" would mislead."""
+    controls = store.flow_controls() if store is not None else {}
+    forward, back = controls.get(flow.name), controls.get(reverse.name) if reverse else None
+    why = []
+    if forward is not None and forward.desired == "stopped":
+        why.append(f"the forward flow {flow.name} is stopped (by {forward.changed_by})")
+    if reverse is not None and back is not None and back.desired == "running":
+        why.append(f"the reverse flow {reverse.name} is running (by {back.changed_by})")
+    if registry and all(move.current == flow.target for move in registry.values()):
+        why.append(f"every application listed already uses {flow.target}")
+    return tuple(why)
 
 
 def execute_failover(config: MirrorConfig, store: StateStore, plan: FailoverPlan, who: str, run_id: str | None,

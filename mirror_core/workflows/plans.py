@@ -154,12 +154,17 @@ class FailoverPlan:
     apps: Apps
     reverse_flow: str | None
     warnings: tuple[str, ...] = ()
+    failed_over: tuple[str, ...] = ()  # why the standby is active already (empty: it is not)
     record_id: int | None = None  # the state-store record, once made
 
     @property
     def destination(self) -> str:
         """The cluster the groups and applications move to."""
         return self.standby
+
+    @property
+    def already_failed_over(self) -> bool:
+        return bool(self.failed_over)
 
     def with_record(self, record_id: int) -> FailoverPlan:
         return replace(self, record_id=record_id)
@@ -170,7 +175,8 @@ class FailoverPlan:
                 "planned": self.planned, "primary_reachable": self.primary_reachable,
                 "primary_note": self.primary_note, "lag": self.lag.to_xcom(), "rpo_records": self.rpo_records,
                 "rpo_note": self.rpo_note, "groups": _groups_to_xcom(self.groups), "apps": _apps_to_xcom(self.apps),
-                "reverse_flow": self.reverse_flow, "warnings": list(self.warnings)}
+                "reverse_flow": self.reverse_flow, "warnings": list(self.warnings),
+                "failed_over": list(self.failed_over)}
 
     def render(self) -> str:
         return render.failover_plan(self)
@@ -183,7 +189,7 @@ class FailoverPlan:
         return cls(data["flow"], data["primary"], data["standby"], data["planned"], data["primary_reachable"],
                    data["primary_note"], DataLag.from_xcom(data["lag"]), data["rpo_records"], data["rpo_note"],
                    _groups_from_xcom(data["groups"]), _apps_from_xcom(data["apps"]), data["reverse_flow"],
-                   tuple(data.get("warnings", ())), data.get("record_id"))
+                   tuple(data.get("warnings", ())), tuple(data.get("failed_over", ())), data.get("record_id"))
 
 
 # -- failback ------------------------------------------------------------------------------------------

@@ -12,11 +12,18 @@ def failover_plan(plan: FailoverPlan) -> str:
     rpo = plan.rpo_records if plan.rpo_records is not None else "unknown"
     lines = [f"### Failover of flow `{plan.flow}` ({'planned' if plan.planned else 'unplanned'})", "",
              f"- primary **{plan.primary}**: {'reachable' if plan.primary_reachable else 'UNREACHABLE'}"
-             f" ({plan.primary_note})",
-             f"- standby **{plan.standby}** becomes active",
-             f"- replication lag now: {plan.lag.total if plan.lag.total is not None else 'unknown'}",
-             f"- estimated data at risk (RPO): **{rpo} records** — {plan.rpo_note}",
-             f"- reverse flow started after the switch: {plan.reverse_flow or 'none configured'}"]
+             f" ({plan.primary_note})"]
+    if plan.already_failed_over:
+        # The forward flow is stopped: its lag and RPO say nothing about data at risk any more.
+        lines += [f"- **ALREADY FAILED OVER**: standby **{plan.standby}** is active now — "
+                  + "; ".join(plan.failed_over),
+                  "- approving again re-commits the groups' offsets and re-points the applications listed; "
+                  "to return to the primary, run the failback DAG"]
+    else:
+        lines += [f"- standby **{plan.standby}** becomes active",
+                  f"- replication lag now: {plan.lag.total if plan.lag.total is not None else 'unknown'}",
+                  f"- estimated data at risk (RPO): **{rpo} records** — {plan.rpo_note}"]
+    lines.append(f"- reverse flow started after the switch: {plan.reverse_flow or 'none configured'}")
     return "\n".join(lines + _moves(plan.apps, plan.groups, plan.warnings))
 
 

@@ -102,14 +102,14 @@ def verify_moved_groups(config: MirrorConfig, store: StateStore, plan: FailoverP
 def close_failover(store: StateStore, plan: FailoverPlan | FailbackPlan | None, rejected: bool, who: str,
                    verified: bool) -> None:
     """The last task, whatever happened: record a rejection; fail when the workflow did not complete (a
-    trigger-rule ``all_done`` leaf would otherwise let a failed run look successful)."""
+    trigger-rule ``all_done`` leaf would otherwise let a failed run look successful). A rejection fails
+    too, once recorded: a run that changed nothing must not show as a successful failover."""
     if plan is None:
         raise WorkflowError("the assessment did not complete (see the log of the task that failed before it); "
                             "nothing was changed")
     if rejected:
         store.finish_failover(_record_id(plan), "rejected", who)
-        print(f"rejected by {who}: nothing was changed")
-        return
+        raise WorkflowError(f"rejected by {who}: nothing changed")
     if not verified:
         raise WorkflowError(f"the {plan.kind} did not complete (see the execute/verify logs; the state store "
                             "records where it stopped)")
@@ -158,8 +158,9 @@ class CutoverAnswers:
 def close_cutover(config: MirrorConfig, store: StateStore, plan: CutoverPlan | None, answers: CutoverAnswers,
                   done: Mapping[str, Any], recorded: bool, who: str, run_id: str | None) -> list[str]:
     """The last task, whatever happened: unless the cutover was approved to the end, undo what ran
-    (``done``: what the steps returned) and record rejected / rolled-back / failed; fail the run when a
-    step failed (a decline is a successful run). Returns what was undone."""
+    (``done``: what the steps returned) and record rejected / rolled-back / failed; the run then fails
+    (a declined cutover, once undone and recorded, must not show as a successful one). Returns what was
+    undone when the cutover was kept (nothing)."""
     if plan is None:
         raise WorkflowError("preflight failed (see its log); nothing was changed")
     if answers.kept:
@@ -170,9 +171,11 @@ def close_cutover(config: MirrorConfig, store: StateStore, plan: CutoverPlan | N
     status = "rejected" if answers.started is False else "rolled-back" if answers.declined else "failed"
     store.finish_cutover(_record_id(plan), status, undone=undone)
     print(f"cutover {status}; undone: {undone or 'nothing to undo'}")
-    if not answers.declined:
-        raise WorkflowError(f"a cutover step failed; rolled back: {undone}")
-    return undone
+    if answers.started is False:
+        raise WorkflowError(f"rejected by {who}: nothing changed")
+    if answers.declined:
+        raise WorkflowError(f"rolled back by {who}: undone {', '.join(undone) or 'nothing'}")
+    raise WorkflowError(f"a cutover step failed; rolled back: {undone}")
 
 
 # -- DR drill ------------------------------------------------------------------------------------------

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLOperator
 from airflow.sdk import get_current_context
 from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.execution_time.hitl import HITLUser
 
+from mirror_airflow.notifiers import WebhookNotifier
 from mirror_core.airflow_support import config_path, load_mirror_config
 
 S = TypeVar("S")
@@ -85,9 +88,10 @@ def record_decision(context: Any, result: Any) -> None:
     """Push who chose what at a gate under a key of its own (read back by :func:`responder`)."""
     user = result.get("responded_by_user") or {}
     at = result.get("responded_at")
-    context["ti"].xcom_push(DECISION_KEY, {"chosen": (result.get("chosen_options") or [None])[0],
-                                          "who": str(user.get("name") or user.get("id") or "unknown"),
-                                          "at": at.isoformat() if isinstance(at, datetime) else at})
+    # No responder: Airflow applied the gate's defaults (do nothing) when its response timeout passed.
+    who = str(user.get("name") or user.get("id") or "") or "nobody (the gate timed out)"
+    context["ti"].xcom_push(DECISION_KEY, {"chosen": (result.get("chosen_options") or [None])[0], "who": who,
+                                           "at": at.isoformat() if isinstance(at, datetime) else at})
 
 
 def responder(ti: Any, gate: str) -> tuple[str | None, str]:
@@ -114,8 +118,53 @@ def answer(ti: Any, gate: str, yes: str, no: str) -> bool | None:
     return True if chosen == yes else False if chosen == no else None
 
 
+def last_responder(ti: Any, gates: list[str]) -> str:
+    """Who answered the last of ``gates`` (in order) that was answered; 'unknown' when none was."""
+    for gate in reversed(gates):
+        if ti.xcom_pull(task_ids=gate, key=DECISION_KEY):
+            return responder(ti, gate)[1]
+    return "unknown"
+
+
+# Tasks that only read, or re-apply the same desired state (topic-config sync, reconciliation), may retry
+# a transient error; the failover/failback/cutover/drill steps change state step by step and never
+# retry (a second attempt would act on a half-done change): they record and fail instead. A
+# WorkflowError (failing_fast) is never retried either way: retrying cannot fix it.
+RETRY_SAFE = {"retries": 2, "retry_delay": timedelta(minutes=1)}
+
+DEFAULT_GATE_TIMEOUT_S = 4 * 3600
+
+
+def _env(name: str, dag_id: str) -> str | None:
+    """``name_<DAG_ID>`` (this DAG only) or else ``name`` (every DAG)."""
+    return os.environ.get(f"{name}_{dag_id.upper()}") or os.environ.get(name) or None
+
+
+def gate_settings(dag_id: str) -> dict[str, Any]:
+    """What every gate of ``dag_id`` gets, read when the DAG is parsed: its approvers
+    (``MIRROR_CORE_APPROVERS[_<DAG_ID>]``, comma-separated Airflow user ids; unset: any user allowed to
+    act on the DAG), its response timeout (``MIRROR_CORE_GATE_TIMEOUT_S[_<DAG_ID>]``, default 4 h: the
+    gate then takes its "do nothing" default, so ``max_active_runs=1`` is never held forever) and the
+    notifier telling that an approval is waiting. From the deployment's environment, not an Airflow
+    Variable: whoever may edit Variables in the UI must not be able to make themselves an approver."""
+    approvers = [u.strip() for u in (_env("MIRROR_CORE_APPROVERS", dag_id) or "").split(",") if u.strip()]
+    timeout = _env("MIRROR_CORE_GATE_TIMEOUT_S", dag_id) or str(DEFAULT_GATE_TIMEOUT_S)
+    try:
+        seconds = float(timeout)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:  # 0 would mean no timeout at all to Airflow
+        raise ValueError(f"MIRROR_CORE_GATE_TIMEOUT_S: not a positive number of seconds: {timeout!r}")
+    return {"assigned_users": [HITLUser(id=u, name=u) for u in approvers] or None,
+            "response_timeout": timedelta(seconds=seconds), "notifiers": [WebhookNotifier("approval")]}
+
+
 class ApprovalGate(ApprovalOperator):
-    """Approve/Reject that records the decision and the approver for the tasks after it."""
+    """Approve/Reject that records the decision and the approver for the tasks after it; unanswered
+    within its response timeout, it rejects."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(defaults=[self.REJECT], **kwargs)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         record_decision(context, event)

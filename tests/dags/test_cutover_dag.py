@@ -42,7 +42,7 @@ def test_cutover_reject_rollback_and_complete(dc1, dc2, name, setup, clusters) -
             "deny_writes": True, "drain_timeout_s": 60}
 
     dr, gate = run("cloud_migration_cutover", conf, {"approve_start": "Reject"})
-    assert dr.state == "success" and states(dr)["drain"] == "skipped"
+    assert dr.state == "failed" and states(dr)["drain"] == "skipped" and states(dr)["rollback"] == "failed"
     assert f"dc1.{t}" in gate.bodies["approve_start"]
     assert store.cutovers()[0].status == "rejected"
     assert deny_acls(dc1, t) == 0 and store.flow_controls() == {} and store.registry() == []
@@ -51,8 +51,8 @@ def test_cutover_reject_rollback_and_complete(dc1, dc2, name, setup, clusters) -
     dr, _ = run("cloud_migration_cutover", conf, {"approve_start": "Approve",
                                                   "quiesce": "Producers are stopped on the source",
                                                   "final_approval": "Reject"})
-    assert dr.state == "success", states(dr)
-    assert states(dr)["switch"] == "success" and states(dr)["done"] == "skipped"
+    assert dr.state == "failed", states(dr)
+    assert states(dr)["switch"] == "success" and states(dr)["done"] == "skipped" and states(dr)["rollback"] == "failed"
     record = store.cutovers()[0]
     assert record.status == "rolled-back", record.details
     assert deny_acls(dc1, t) == 0

@@ -3,7 +3,11 @@ plane, approval gates answered through Airflow's REST API (reject changes nothin
 
 from __future__ import annotations
 
+import json
+import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -38,9 +42,10 @@ def load(dag_id: str):  # type: ignore[no-untyped-def]
     return bag.get_dag(dag_id)
 
 
-def run(dag_id: str, conf: dict, answers: dict[str, str], user: str | None = None):  # type: ignore[no-untyped-def]
+def run(dag_id: str, conf: dict, answers: dict[str, str | None], user: str | None = None,  # type: ignore[no-untyped-def]
+        refused_user: str | None = None):
     dag = load(dag_id)
-    with Responder(dag_id, answers, user=user) as r:
+    with Responder(dag_id, answers, user=user, refused_user=refused_user) as r:
         dr = dag.test(run_conf=conf)
     assert not r.errors, r.errors
     assert not r.answers, f"gates never reached: {r.answers}"
@@ -49,6 +54,30 @@ def run(dag_id: str, conf: dict, answers: dict[str, str], user: str | None = Non
 
 def states(dr) -> dict[str, str]:  # type: ignore[no-untyped-def]
     return {ti.task_id: ti.state for ti in dr.get_task_instances()}
+
+
+@pytest.fixture()
+def webhook(monkeypatch) -> Iterator[tuple[list[tuple[str, dict]], str]]:  # type: ignore[no-untyped-def]
+    """A real HTTP server standing in for a Slack incoming webhook; the connection mirror_core_notify holds
+    its URL, a secret token in the path as Slack's has: (posts received as (path, JSON body), token)."""
+    received: list[tuple[str, dict]] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append((self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    token = unique("T0KEN")
+    url = f"http://127.0.0.1:{server.server_port}/services/{token}"
+    monkeypatch.setenv("AIRFLOW_CONN_MIRROR_CORE_NOTIFY", json.dumps({"conn_type": "http", "password": url}))
+    yield received, token
+    server.shutdown()
 
 
 @pytest.fixture()
@@ -66,8 +95,10 @@ def setup(dc1, dc2, name, tmp_path: Path, monkeypatch, start_mirror):  # type: i
     return StateStore(db), mirror
 
 
-def test_failover_reject_then_approve_then_failback(dc1, dc2, name, setup) -> None:  # type: ignore[no-untyped-def]
+def test_failover_reject_then_approve_then_failback(dc1, dc2, name, setup, webhook, monkeypatch,  # type: ignore[no-untyped-def]
+                                                    capfd) -> None:
     store, mirror = setup
+    posts, token = webhook
     t, group, app = f"{name}.orders", f"{name}-app", f"{name}-orders-app"
     create_topic(dc1, t, 2)
     produce_sequence(dc1, t, 2, 100)
@@ -76,24 +107,60 @@ def test_failover_reject_then_approve_then_failback(dc1, dc2, name, setup) -> No
     wait_until(lambda: all(p["lag"] == 0 for p in mirror.partitions() if p["topic"] == t), 30, what="progress")
     conf = {"flow": "dc1->dc2", "apps": [app], "groups": [group], "mode": "planned", "drain_timeout_s": 60}
 
-    # Reject: nothing changes.
+    # Reject: nothing changes, and the run is not a success.
     dr, gate = run("failover", conf, {"approve": "Reject"})
-    assert dr.state == "success" and states(dr)["execute"] == "skipped"
+    assert dr.state == "failed" and states(dr)["execute"] == "skipped" and states(dr)["finalize"] == "failed"
     assert f"dc1.{t}" in gate.bodies["approve"] and group in gate.bodies["approve"]
     assert store.failovers()[0].status == "rejected"
     assert store.flow_controls() == {} and store.registry() == []
     assert committed_offsets(admin(dc2), group) == {}
+    # The gate's notifier posted where to approve (Slack-compatible JSON); its URL's token never logged.
+    assert len(posts) == 1 and posts[0][0] == f"/services/{token}", posts
+    text = posts[0][1]["text"]
+    assert text.startswith("Approval waiting: failover of flow dc1->dc2, gate approve.") and \
+        "/dags/failover/runs/" in text and text.endswith("/tasks/approve/required_actions"), text
+    out = capfd.readouterr()
+    assert token not in out.out + out.err
+    assert "AirflowFailException: rejected by " in out.out and ": nothing changed\n" in out.out  # one line
+    assert gate.details["approve"]["assigned_users"] in (None, [])  # no approvers configured: any user
 
+    # Approvers configured (and Airflow not in all-admins mode): eve is refused by the API, dana approves.
+    monkeypatch.setenv("MIRROR_CORE_APPROVERS_FAILOVER", "dana")
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "False")
     # Approve: forward stopped, offsets translated exactly, registry switched, reverse started.
-    dr, _ = run("failover", conf, {"approve": "Approve"})
+    dr, gate = run("failover", conf, {"approve": "Approve"}, user="dana", refused_user="eve")
     assert dr.state == "success", states(dr)
+    assert gate.details["approve"]["assigned_users"] == [{"id": "dana", "name": "dana"}]
+    status, detail = gate.refusals["approve"]
+    assert status == 403 and "eve" in detail and "not a respondent" in detail, gate.refusals
     record = store.failovers()[0]
-    assert record.status == "done" and record.approved_by
+    assert record.status == "done" and record.approved_by == "dana"
+    monkeypatch.delenv("MIRROR_CORE_APPROVERS_FAILOVER")
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "True")
     assert committed_offsets(admin(dc2), group) == {(f"dc1.{t}", 0): 30, (f"dc1.{t}", 1): 20}
     assert store.active_cluster(app).cluster == "dc2"  # type: ignore[union-attr]
     controls = store.flow_controls()
     assert controls["dc1->dc2"].desired == "stopped" and controls["dc2->dc1"].desired == "running"
     wait_until(lambda: [i.state for i in store.flow_instances("dc2->dc1")] == ["running"], 30, what="reverse up")
+
+    # A second failover, unanswered: its gate says the flow is failed over already (not "standby becomes
+    # active, lag 0"); after its response timeout it takes its default, Reject, and nothing changes.
+    monkeypatch.setenv("MIRROR_CORE_GATE_TIMEOUT_S_FAILOVER", "3")
+    before = {f: (c.desired, c.changed_at) for f, c in store.flow_controls().items()}
+    capfd.readouterr()
+    dr, gate = run("failover", conf, {"approve": None})
+    assert dr.state == "failed" and states(dr)["execute"] == "skipped" and states(dr)["finalize"] == "failed"
+    assert "AirflowFailException: rejected by nobody (the gate timed out): nothing changed\n" in capfd.readouterr().out
+    assert gate.details["approve"]["defaults"] == ["Reject"]
+    body = gate.bodies["approve"]
+    assert "**ALREADY FAILED OVER**: standby **dc2** is active now" in body and "becomes active" not in body
+    assert "forward flow dc1->dc2 is stopped (by dana)" in body and "reverse flow dc2->dc1 is running" in body
+    record = store.failovers()[0]
+    assert record.status == "rejected" and record.details["failed_over"], record.details
+    assert {f: (c.desired, c.changed_at) for f, c in store.flow_controls().items()} == before
+    assert store.active_cluster(app).cluster == "dc2"  # type: ignore[union-attr]
+    assert committed_offsets(admin(dc2), group) == {(f"dc1.{t}", 0): 30, (f"dc1.{t}", 1): 20}
+    monkeypatch.delenv("MIRROR_CORE_GATE_TIMEOUT_S_FAILOVER")
 
     # While failed over: 10 records land on dc1 too late (never replicated); the applications
     # write 20 records on dc2 and the group reads to the end of the replica plus 10 new ones.
@@ -106,7 +173,7 @@ def test_failover_reject_then_approve_then_failback(dc1, dc2, name, setup) -> No
     # Failback rejected: nothing changes.
     fb = {"flow": "dc1->dc2", "apps": [app], "groups": [group], "max_reverse_lag": 0, "drain_timeout_s": 60}
     dr, _ = run("failback", fb, {"decide": "Reject"})
-    assert dr.state == "success" and states(dr)["execute"] == "skipped"
+    assert dr.state == "failed" and states(dr)["execute"] == "skipped" and states(dr)["finalize"] == "failed"
     assert store.failovers()[0].status == "rejected"
     assert store.active_cluster(app).cluster == "dc2"  # type: ignore[union-attr]
     assert store.flow_controls()["dc2->dc1"].desired == "running"

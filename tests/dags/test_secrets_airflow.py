@@ -6,16 +6,14 @@ deployment runs them: the LocalExecutor hands them to Airflow's task supervisor,
 process, writes the task log file under ``AIRFLOW_HOME/logs`` and talks to the execution API of a real
 API server (started here, in a thread, on the test's metadata DB). Then the password is looked for in
 every file under AIRFLOW_HOME (task logs, the metadata DB with its XComs and rendered template fields,
-the mirror_core state store), in what the run printed, in the run's XComs and rendered fields as the
-REST API returns them, and in the Airflow connection derived from the config.
+the mirror_core state store), in what the run printed, and in the run's XComs and rendered fields as the
+REST API returns them. No Airflow connection holds a copy: the DAGs read the clusters from the config.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +22,6 @@ from typing import Any
 import httpx
 import pytest
 
-from mirror_core.airflow_support import airflow_connections, connection_id
-from mirror_core.config.loader import load_config
 from mirror_core.devcluster.local_cluster import LocalCluster
 from mirror_core.state.store import StateStore
 from tests.dags.conftest import REPO, api_server
@@ -106,14 +102,11 @@ def secure_setup(clusters: dict[str, LocalCluster], tmp_path_factory: pytest.Tem
         yield SecureSetup(config, topic, dc2)
 
 
-def start_like_make_airflow(setup: SecureSetup, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """The environment `make airflow` (scripts/airflow.sh) gives every Airflow process: the config and
-    one connection per cluster derived from it. Returns the connections."""
+def start_like_make_airflow(setup: SecureSetup, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment `make airflow` (scripts/airflow.sh) gives every Airflow process: the config (no
+    connection derived from it, so the password is in no Airflow process's environment)."""
     monkeypatch.setenv("MIRROR_CORE_CONFIG", str(setup.config))
-    connections = airflow_connections(load_config(setup.config, validate_clients=False))
-    for key, value in connections.items():
-        monkeypatch.setenv(key, value)
-    return connections
+    assert not [k for k, v in os.environ.items() if PASSWORD in v]
 
 
 def run_like_a_deployment(dag: Any, conf: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
@@ -185,35 +178,6 @@ def test_topic_sync_over_sasl_ssl_leaves_the_password_nowhere(
     assert stored["xcom"] and stored["rendered"], stored
 
     assert_nowhere(home, printed.out, printed.err, caplog.text, json.dumps(shown), json.dumps(stored, default=str))
-
-
-def test_derived_connection_as_airflow_shows_it(secure_setup: SecureSetup, airflow_db: Path,
-                                                monkeypatch: pytest.MonkeyPatch, auth_headers: dict[str, str]) -> None:
-    """The connections `make airflow` derives from the config carry the resolved password in their extra
-    (the hook authenticates with it). What Airflow shows of them: pinned here, see the asserts."""
-    connections = start_like_make_airflow(secure_setup, monkeypatch)
-    extra = json.loads(connections[f"AIRFLOW_CONN_{connection_id('dc1s').upper()}"])["extra"]
-    assert extra["sasl.password"] == PASSWORD  # resolved from the secrets file, into the environment
-
-    def cli(*args: str) -> str:
-        proc = subprocess.run([sys.executable, "-m", "airflow", "connections", *args], capture_output=True,
-                              text=True, env=os.environ.copy(), timeout=120, check=False)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-        return proc.stdout
-
-    # Not shown at all: `airflow connections list` and the REST API (the UI) show the metadata DB's
-    # connections only, and environment connections are not in it.
-    listed = cli("list", "--show-values", "-o", "json")
-    assert connection_id("dc1s") not in listed and PASSWORD not in listed, listed
-    with api_server() as base, httpx.Client(base_url=f"{base}/api/v2", headers=auth_headers, timeout=30) as api:
-        got = api.get(f"/connections/{connection_id('dc1s')}")
-        assert got.status_code == 404 and PASSWORD not in got.text, got.text
-    # NOT masked, by Airflow's design: `airflow connections get` prints a connection in full, extra and URI
-    # included (as it prints a connection's password field). Whoever can run it there can read the same
-    # environment anyway, but the password leaves the mode-600 secrets file for the environment of every
-    # Airflow process. If this starts failing, Airflow masks it: make it `not in`.
-    shown = json.loads(cli("get", connection_id("dc1s"), "-o", "json"))[0]
-    assert shown["extra_dejson"]["sasl.password"] == PASSWORD and PASSWORD in shown["get_uri"], shown
 
 
 def test_airflow_masks_the_password_a_task_prints_logs_or_renders(

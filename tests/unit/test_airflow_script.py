@@ -32,7 +32,7 @@ def test_prints_the_login_on_every_start(tmp_path: Path) -> None:
     assert f"mirror_core: login admin; first start: 'airflow standalone' generates the password, prints it " \
            f"below and keeps it in {home / PASSWORDS}" in first.stdout
     started = (home / "started").read_text()
-    assert started.startswith("STARTED standalone ") and '"bootstrap.servers": "127.0.0.1:19092"' in started
+    assert started == "STARTED standalone \n"  # no Kafka connection derived from the config (no secret copied)
 
     (home / PASSWORDS).write_text(json.dumps({"admin": "s3cret-Pw"}))  # what the first start generated
     again = start(tmp_path)

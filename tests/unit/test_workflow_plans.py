@@ -114,6 +114,12 @@ def test_approval_bodies() -> None:
     assert "| 1 | 20 | 20 | checkpoint (0.5 s old): at most 0 records re-read |" in body
     assert "reads again at most **12 records** in all" in body and "exact:" not in body
     assert FailoverPlan.from_xcom(json.loads(json.dumps(unplanned.to_xcom()))) == unplanned
+    # Already failed over: the body says so instead of "becomes active" with a stopped flow's lag of 0.
+    again = replace(failover_plan(), failed_over=("the forward flow dc1->dc2 is stopped (by dana)",))
+    body = again.render()
+    assert "**ALREADY FAILED OVER**: standby **dc2** is active now — the forward flow dc1->dc2 is stopped" in body
+    assert "becomes active" not in body and "replication lag now" not in body and "RPO" not in body
+    assert FailoverPlan.from_xcom(json.loads(json.dumps(again.to_xcom()))) == again and again.already_failed_over
     body = failback_plan().render()
     assert "**5**" in body and "  - `orders[0]` offsets 50..54 (5)" in body and "**Warnings**" not in body
     body = cutover_plan().render()
@@ -172,7 +178,8 @@ def test_failover_outcome() -> None:
     store: Any = Store()
     with pytest.raises(WorkflowError, match="the assessment did not complete"):
         close_failover(store, None, False, "ann", False)
-    close_failover(store, failover_plan(), True, "ann", False)
+    with pytest.raises(WorkflowError, match=r"^rejected by ann: nothing changed$"):  # recorded, then the run fails
+        close_failover(store, failover_plan(), True, "ann", False)
     assert store.calls == [("failover", 7, "rejected", "ann")]
     with pytest.raises(WorkflowError, match="the failback did not complete"):
         close_failover(store, failback_plan(), False, "ann", False)
@@ -193,11 +200,12 @@ def test_cutover_outcome(config: MirrorConfig, monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(WorkflowError, match="approved, but recording the cutover failed"):
         close_cutover(config, store, plan, CutoverAnswers(True, True, True), {}, False, "bo", "r1")
     assert store.calls == [] and undone == []
-    for answers, status in ((CutoverAnswers(False, None, None), "rejected"),
-                            (CutoverAnswers(True, False, None), "rolled-back"),
-                            (CutoverAnswers(True, True, False), "rolled-back")):
-        result = close_cutover(config, store, plan, answers, {}, False, "bo", "r1")
-        assert "registry restored" in result and store.calls[-1][2] == status
+    for answers, status, line in ((CutoverAnswers(False, None, None), "rejected", "rejected by bo: nothing changed"),
+                                  (CutoverAnswers(True, False, None), "rolled-back", "rolled back by bo: undone "),
+                                  (CutoverAnswers(True, True, False), "rolled-back", "rolled back by bo: undone ")):
+        with pytest.raises(WorkflowError) as declined:  # a decline fails the run, once undone and recorded
+            close_cutover(config, store, plan, answers, {}, False, "bo", "r1")
+        assert str(declined.value).startswith(line) and store.calls[-1][2] == status
     with pytest.raises(WorkflowError, match="a cutover step failed; rolled back"):
         close_cutover(config, store, plan, CutoverAnswers(True, True, None), {}, False, "bo", "r1")
     assert store.calls[-1][2] == "failed" and len(undone) == 4  # DENY WRITE removed every time

@@ -157,7 +157,8 @@ def restart_markdown(rows: list[dict[str, object]]) -> str:
              "target); a second process joining, then stopping for good (SIGTERM, no restart): the longest time "
              "any partition stalled in the 40 s after. "
              "mirror_core static: `--instance-id`; dynamic: none (session.timeout.ms 20 s); "
-             "MirrorMaker 2: dedicated mode, Connect defaults (session.timeout.ms 10 s).", "",
+             "MirrorMaker 2: dedicated mode, Connect defaults (session.timeout.ms 10 s). A stall of 40 s means the "
+             "partition was still not copied at the end of the 40 s window.", "",
              "| system | event | median s | min s | max s | runs |", "|---|---|---:|---:|---:|---|"]
     for r in rows:
         runs = [float(x) for x in r["runs"]]  # type: ignore[attr-defined]

@@ -14,9 +14,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev,airflow,spark,aws]'
 	$(BIN)/mirror-core dev fetch
 	$(BIN)/python -m mirror_core.devcluster.spark_packages
-	bash scripts/ensure-postgres.sh
-	bash scripts/ensure-prometheus.sh
-	bash scripts/ensure-chromium.sh
+	bash scripts/ensure-test-servers.sh
 	bash scripts/ensure-gssapi-client.sh
 	touch $(STAMP)
 

@@ -31,7 +31,7 @@ def _as_postgres(cmd: list[str]) -> list[str]:
 def postgres_server() -> Iterator[str]:
     initdb, pg_ctl, psql = pg_bin("initdb"), pg_bin("pg_ctl"), pg_bin("psql")
     if not (initdb and pg_ctl and psql):
-        raise RuntimeError("PostgreSQL server not installed: `make install` runs scripts/ensure-postgres.sh")
+        raise RuntimeError("PostgreSQL server not installed: `make install` runs scripts/ensure-test-servers.sh")
     root = tempfile.mkdtemp(prefix="mirror-pg-")
     if os.geteuid() == 0:
         pw = pwd.getpwnam("postgres")

@@ -1,4 +1,4 @@
-"""Test harness: a real Prometheus server (Debian's, installed by scripts/ensure-prometheus.sh) on loopback,
+"""Test harness: a real Prometheus server (Debian's, installed by scripts/ensure-test-servers.sh) on loopback,
 scraping given /metrics endpoints every second and evaluating the shipped rule files every second."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ RULES = (REPO / "deploy" / "prometheus" / "alerts.yml", REPO / "deploy" / "prome
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("promtool")
-    assert exe, "promtool is missing: run scripts/ensure-prometheus.sh (make install does)"
+    assert exe, "promtool is missing: run scripts/ensure-test-servers.sh (make install does)"
     return subprocess.run([exe, *args], capture_output=True, text=True, timeout=60)
 
 
@@ -40,7 +40,7 @@ class PrometheusServer:
 
     def start(self) -> PrometheusServer:
         exe = shutil.which("prometheus")
-        assert exe, "prometheus is missing: run scripts/ensure-prometheus.sh (make install does)"
+        assert exe, "prometheus is missing: run scripts/ensure-test-servers.sh (make install does)"
         log = open(self.workdir / "prometheus.log", "wb")  # noqa: SIM115 - owned by the child
         self.proc = subprocess.Popen([exe, f"--config.file={self.config}",
                                       f"--storage.tsdb.path={self.workdir / 'tsdb'}",

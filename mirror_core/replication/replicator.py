@@ -24,7 +24,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 
-from mirror_core.authorization import Access, NotAuthorized, check, guard
+from mirror_core.authorization import Access, NotAuthorized, check, denied_line, guard
 from mirror_core.clients import (
     ClusterHealth,
     explain_failure,
@@ -77,6 +77,7 @@ class FlowReplicator:
         self._last_heartbeat_ms = 0
         self._topic_ids: dict[str, str] = {}
         self._missing_topics: dict[str, float] = {}
+        self._denied_topics: set[str | None] = set()  # source topics the source refuses to let us read
         # The pipeline of one run (recreated after an unexpected error); None between runs.
         self._consumer: Consumer | None = None
         self._progress: ProgressStore | None = None
@@ -291,9 +292,18 @@ class FlowReplicator:
         if code == KafkaError._PARTITION_EOF:
             return
         self.metrics.errors.labels(self.flow.name, "consume").inc()
-        # The source refuses to let the worker group read (or join): nothing can be copied; say which ACL.
-        name = self.flow.worker_group_id if code == KafkaError.GROUP_AUTHORIZATION_FAILED else topic or "?"
-        check(self.flow.name, err, Access("Read", name, self.config.cluster(self.flow.source)))
+        source = self.config.cluster(self.flow.source)
+        if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            # The source refuses to let the worker group read (or join): nothing can be copied; say which ACL.
+            check(self.flow.name, err, Access("Read", self.flow.worker_group_id, source))
+        line = denied_line(self.flow.name, err, Access("Read", topic or "?", source))
+        if line is not None:
+            # One topic refused: that topic is not copied (named once), the others go on.
+            if topic not in self._denied_topics:
+                self._denied_topics.add(topic)
+                self.metrics.errors.labels(self.flow.name, "not_authorized").inc()
+                log.error("%s", line)
+            return
         fatal = fatal_consumer_error(err, self.flow.worker_group_id)
         if fatal is not None:
             raise fatal

@@ -56,6 +56,10 @@ class TopicConfigSync:
         self.source = source_admin
         self.target = target_admin
         self.problems = problems
+        #: source topics whose configs the mirror may not read (a missing DescribeConfigs ACL): the line
+        #: naming the ACL, per topic. Such a topic is not created on the target (its copy could get the
+        #: wrong cleanup policy); the others go on.
+        self.denied: dict[str, str] = {}
         self.timeout = timeout
 
     def source_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
@@ -73,11 +77,18 @@ class TopicConfigSync:
                 entries = fut.result(self.timeout)
             except KafkaException as exc:
                 if self.clusters is not None:
-                    authorization.check(self.flow.name, exc, Access(
+                    # One topic refused is that topic's problem, not the flow's: name the ACL, skip it.
+                    line = authorization.denied_line(self.flow.name, exc, Access(
                         "DescribeConfigs", res.name, self.clusters[0 if admin is self.source else 1]))
+                    if line is not None:
+                        if self.denied.get(res.name) != line:
+                            log.error("%s", line)
+                        self.denied[res.name] = line
+                        continue
                 if error_code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
                     continue
                 raise
+            self.denied.pop(res.name, None)
             result[res.name] = {name: e for name, e in entries.items()
                                 if not e.is_sensitive and not self.flow.config_properties_exclude.matches(name)}
         return result

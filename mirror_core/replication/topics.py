@@ -101,6 +101,15 @@ class TopicManager:
         configs = self.configs.source_configs(missing) if missing and self.flow.sync_topic_configs else {}
         specs: dict[str, tuple[str, int, int, dict[str, str]]] = {}  # remote -> source, partitions, RF, configs
         for topic in missing:
+            if topic in self.configs.denied:
+                # Its configs are unknown (an ACL is missing): a copy with default configs could get the
+                # wrong cleanup policy or retention. Not created, not replicated, reported; the others go on.
+                if self.uncreatable.get(topic) != self.configs.denied[topic]:
+                    self.problems.add(TopicChange("create-failed", self.flow.remote_topic(topic),
+                                                  f"{self.configs.denied[topic]}: source topic {topic} is not "
+                                                  "replicated until then (retried at each refresh)"))
+                self.uncreatable[topic] = self.configs.denied[topic]
+                continue
             rf = (self.flow.heartbeats_replication_factor if self.flow.policy.is_heartbeats_topic(topic)
                   else self.flow.replication_factor)
             specs[self.flow.remote_topic(topic)] = (topic, wanted[topic], rf,

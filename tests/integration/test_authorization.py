@@ -39,6 +39,7 @@ from tests.kafka_harness import (
     end_offsets,
     produce_sequence,
     read_all,
+    topics,
     wait_until,
     write_config,
 )
@@ -289,3 +290,25 @@ def test_a_missing_acl_of_a_side_task_is_named(sides: Sides, name: str, tmp_path
     if missing == "synced group Read":
         assert len(read_all(sides.target.plain_bootstrap, f"{SRC}.{name}.orders")) == 30
     assert m.alive() and "Traceback" not in m.log()
+
+
+def test_one_topic_refused_is_named_and_the_others_go_on(sides: Sides, name: str, tmp_path: Path,
+                                                         mirrors: list[MirrorProcess]) -> None:
+    """A topic the mirror may see (Describe) but neither read nor read the configs of: named in one line,
+    not created on the target (its configs are unknown), while the flow's other topics replicate."""
+    ok, secret = f"{name}.ok", f"{name}.secret"
+    for t in (ok, secret):
+        create_topic(sides.source.plain_bootstrap, t, 1)
+        produce_sequence(sides.source.plain_bootstrap, t, 1, 20)
+    source_acls, target_acls = mirror_acls(ok, False)
+    set_acls(sides.source.plain_bootstrap, [*source_acls, acl(Res.TOPIC, secret, LITERAL, Op.DESCRIBE)])
+    set_acls(sides.target.plain_bootstrap, target_acls)
+    m = MirrorProcess(mirror_config(sides, name, tmp_path / "mm2.properties"), tmp_path, "one-refused").start()
+    mirrors.append(m)
+    wait_until(lambda: len(read_all(sides.target.plain_bootstrap, f"{SRC}.{ok}", timeout=10)) == 20, 90,
+               what="the allowed topic replicated")
+    wait_until(lambda: f"grant {PRINCIPAL} DESCRIBE_CONFIGS on Topic:{secret}" in m.log(), 30,
+               what="the refused topic named")
+    assert f"{SRC}.{secret}" not in topics(sides.target.plain_bootstrap)
+    log = m.log()
+    assert "restarting after error" not in log and "Traceback" not in log, log[-3000:]

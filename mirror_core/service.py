@@ -36,6 +36,9 @@ class FlowRunner:
         self.stop_event = threading.Event()
         self.replicator: FlowReplicator | None = None
         self.threads: list[threading.Thread] = []
+        #: set when a newer process with the same --instance-id fenced this one: the flow is not started
+        #: again here (it would fence the newer one back); restart the process with its own id.
+        self.fenced: str | None = None
 
     @property
     def running(self) -> bool:
@@ -49,11 +52,13 @@ class FlowRunner:
     def state(self) -> str:
         """What this instance applies: running | stopping (draining) | stopped."""
         if self.stopping and not any(t.is_alive() for t in self.threads):
+            if self.replicator is not None and self.replicator.fenced:
+                self.fenced = self.replicator.fenced
             self.threads, self.replicator = [], None  # the drain finished
         return "stopped" if self.replicator is None else "stopping" if self.stopping else "running"
 
     def start(self) -> None:
-        if self.running:
+        if self.running or self.fenced:
             return
         svc = self.service
         self.stop_event = threading.Event()
@@ -83,7 +88,8 @@ class FlowRunner:
     def status(self) -> dict[str, Any]:
         replicator = self.replicator  # the control thread may clear it meanwhile
         if replicator is None:
-            return {"flow": self.flow.name, "state": "stopped", "partitions": []}
+            state = f"stopped: {self.fenced}" if self.fenced else "stopped"
+            return {"flow": self.flow.name, "state": state, "partitions": []}
         return replicator.status()
 
 
@@ -205,7 +211,7 @@ class Service:
                 if self.stop_event.is_set():
                     break
                 state = runner.state
-                if want == "running" and state == "stopped":
+                if want == "running" and state == "stopped" and not runner.fenced:
                     log.info("control plane: starting flow %s", name)
                     runner.start()
                 elif want == "stopped" and state == "running":

@@ -78,6 +78,8 @@ class FlowReplicator:
         self._topic_ids: dict[str, str] = {}
         self._missing_topics: dict[str, float] = {}
         self._denied_topics: set[str | None] = set()  # source topics the source refuses to let us read
+        #: why a newer process with this process's --instance-id took the flow over (None: it did not)
+        self.fenced: str | None = None
         # The pipeline of one run (recreated after an unexpected error); None between runs.
         self._consumer: Consumer | None = None
         self._progress: ProgressStore | None = None
@@ -98,11 +100,14 @@ class FlowReplicator:
                 self._run_once()
                 return
             except FencedInstance as exc:
-                # Restarting would fence the newer process in turn: both would flap. Stop this flow here.
+                # Restarting would fence the newer process in turn: both would flap. Stop this flow here,
+                # its checkpoint emitter too (same stop event), and say so to whoever starts flows.
+                self.fenced = str(exc)
                 self.metrics.errors.labels(self.flow.name, "fenced").inc()
-                self.reporter.set_state(f"stopped: {exc}")
                 log.error("flow %s: %s", self.flow.name, exc)
+                self.stop.set()
                 self._close(graceful=False)
+                self.reporter.set_state(f"stopped: {exc}", owns_nothing=True)
                 return
             except NotAuthorized as exc:  # an ACL is missing: one line, and retry (granting it is enough)
                 self.metrics.errors.labels(self.flow.name, "not_authorized").inc()

@@ -27,8 +27,9 @@ class Reporter:
         self.events: list[dict[str, Any]] = []  # recent notable events, newest last
         self.status: dict[str, Any] = {"flow": flow_name, "state": "starting", "partitions": []}
 
-    def set_state(self, state: str) -> None:
-        self.status = {**self.status, "state": state}
+    def set_state(self, state: str, owns_nothing: bool = False) -> None:
+        """``owns_nothing``: the flow gave its partitions up (e.g. fenced), so /status lists none."""
+        self.status = {**self.status, "state": state, **({"partitions": []} if owns_nothing else {})}
 
     def report(self, kind: str, event: dict[str, Any]) -> None:
         """Count an error of ``kind`` and keep ``event`` among the last ones shown in /status."""

@@ -164,7 +164,13 @@ def test_a_second_process_with_the_same_instance_id_fences_the_first(dc1, dc2, n
     line = next(x for x in a.log().splitlines() if "FENCED_INSTANCE_ID" in x)
     assert "--instance-id" in line and "Traceback" not in a.log()
     assert a.alive(), "a keeps serving /status and its other flows"
+    wait_until(lambda: (a.status() or {})["flows"][0]["partitions"] == [], 30, what="a's flow stopped")
     state = (a.status() or {})["flows"][0]["state"]
     assert state.startswith("stopped: another process joined group"), state
+    # Healthy: a liveness probe must not restart it into the newer process (which it would fence back).
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{a.port}/healthz", timeout=5) as r:
+        assert r.status == 200
     wait_until(lambda: caught_up(b, t, 2), 60, what="b caught up")
     assert_complete_in_order(read_all(dc1, t), read_all(dc2, f"dc1.{t}"))

@@ -33,6 +33,7 @@ from mirror_core.clients import (
     make_producer,
 )
 from mirror_core.config.model import ClusterConfig, FlowConfig
+from mirror_core.errors import MirrorError
 from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import RECORD_ERRORS, Acks
 from mirror_core.replication.assignment import Assignment
@@ -158,8 +159,8 @@ class SlotManager:
         init_transactions aborted this one's open transaction (a zombie's records never commit)."""
         if error_code(exc) in _FENCED:
             self.metrics.errors.labels(self.flow.name, "slot_fenced").inc()
-            log.warning("flow %s: slot %d: fenced by its new owner; its open transaction is aborted",
-                        self.flow.name, k)
+            log.warning("flow %s: slot %d: fenced (a new owner took the slot, or its transaction timed out); "
+                        "its open transaction is aborted", self.flow.name, k)
 
     def reconcile(self, counts: dict[str, int]) -> None:
         """Replicate exactly the source partitions of owned slots (new topics/partitions included)."""
@@ -245,10 +246,12 @@ class SlotManager:
             err = exc.args[0] if exc.args else None
             self._note_fenced(k, exc)
             if isinstance(err, KafkaError) and err.fatal():
-                log.error("flow %s: slot %d fenced or fatal (%s); releasing it", self.flow.name, k, err.str())
                 self.open.discard(k)
                 self._release(k, graceful=False)
-                return
+                # The slot group still assigns slot k here, and only a rebalance would give it a producer
+                # again (with static membership none may come): rejoin through a pipeline restart.
+                raise MirrorError(f"slot {k}: its transactional producer failed ({err.str()}); rejoining the "
+                                  "slot group") from exc
         self.open.discard(k)
         for st in self._states(k):
             st.forget_map()

@@ -34,7 +34,7 @@ from mirror_core.clients import (
     make_producer,
 )
 from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig
-from mirror_core.errors import FencedInstance
+from mirror_core.errors import FencedInstance, MirrorError
 from mirror_core.metrics import Metrics
 from mirror_core.policy import HEARTBEATS_TOPIC
 from mirror_core.replication.acks import MAX_BACKOFF_S, Acks
@@ -113,6 +113,14 @@ class FlowReplicator:
                 self.metrics.errors.labels(self.flow.name, "not_authorized").inc()
                 self.reporter.set_state(f"restarting after error: {exc}")
                 log.error("%s; retrying in %.0fs", exc, backoff)
+                self._close(graceful=False)
+                self.stop.wait(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+            except MirrorError as exc:  # raised on purpose: its message is the line (traceback at DEBUG)
+                self.metrics.errors.labels(self.flow.name, "restart").inc()
+                self.reporter.set_state(f"restarting after error: {exc}")
+                log.error("flow %s: %s; restarting in %.0fs", self.flow.name, exc, backoff)
+                log.debug("flow %s: traceback", self.flow.name, exc_info=True)
                 self._close(graceful=False)
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -53,6 +54,9 @@ class Reporter:
     def forget_partition(self, st: PartitionState) -> None:
         for metric in (self.metrics.lag, self.metrics.position, self.metrics.paused):
             metric.labels(self.flow_name, st.topic, str(st.partition)).set(0)
+        # Another process owns it now: a stale last latency would be summed with the owner's.
+        with contextlib.suppress(KeyError):
+            self.metrics.last_latency.remove(self.flow_name, st.topic, str(st.partition))
 
     def publish(self, consumer: Consumer, states: Iterable[PartitionState], visible: Callable[[PartitionState],
                 int | None], instance: str, missing_topics: Iterable[str], last_heartbeat_ms: int,

@@ -86,7 +86,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.state_db:
         from mirror_core.state.store import StateStore
 
-        controls = flow_controls(StateStore(args.state_db), names or [f.name for f in config.all_flows])
+        flows = names or [f.name for f in config.all_flows]
+        try:
+            controls = flow_controls(StateStore(args.state_db), flows)
+        except Exception as exc:  # in a disaster the state store may be down too: the clusters still answer
+            controls = dict.fromkeys(flows, f"state store unavailable: {_one_line(exc)}")
     statuses = collect_status(config, names, controls)
     if args.json:
         print(json.dumps(status_json(statuses), indent=2))

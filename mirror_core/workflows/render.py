@@ -46,9 +46,12 @@ def _moves(apps: Apps, groups: Groups, warnings: tuple[str, ...]) -> list[str]:
                   f"{r.target_offset} | {_basis(r)} |" for r in rows]
     rereads = [r.max_rereads for rows in groups.values() for r in rows if r.basis == "checkpoint"]
     if rereads:
+        known = sum(x for x in rereads if x is not None)
+        unknown = sum(1 for x in rereads if x is None)
+        bound = (f"at most **{known} records** in all" if not unknown else
+                 f"**{known} records** or more in all ({unknown} partition(s) with an unknown bound)")
         lines += ["", f"Checkpoint-based offsets: a group that committed on the primary after its last checkpoint "
-                      f"reads again at most **{sum(x or 0 for x in rereads)} records** in all (the records the "
-                      "standby holds past the checkpoints); none is skipped."]
+                      f"reads again {bound} (the records the standby holds past the checkpoints); none is skipped."]
     return lines + _warnings(warnings) + ["", "Rejecting changes nothing."]
 
 

@@ -1,9 +1,9 @@
 """Tell people a workflow needs them: an approval is waiting, or a run failed.
 
 ``WebhookNotifier`` posts Slack-compatible JSON (``{"text": ...}``) to the URL held by the Airflow
-connection ``mirror_core_notify`` (its password, or else its host: a Slack incoming-webhook URL carries
-its token in the path, and a connection's password is masked in logs). No such connection: nothing
-is sent. Any Airflow notifier (``SlackWebhookNotifier``, ``SmtpNotifier``, ...) can be plugged in
+connection ``mirror_core_notify``, in its password field only (a Slack incoming-webhook URL carries its
+token in the path; Airflow masks a password, not a host). No such connection: nothing is sent. Any
+Airflow notifier (``SlackWebhookNotifier``, ``SmtpNotifier``, ...) can be plugged in
 instead through :func:`mirror_airflow.dag_helpers.gate_settings` and the DAGs' ``on_failure_callback``.
 """
 
@@ -64,10 +64,10 @@ class WebhookNotifier(BaseNotifier):
         except Exception:  # the connection is optional: no target configured, nothing to send
             log.info("no connection %s: no %s notification sent", self.conn_id, self.event)
             return
-        url = conn.password or conn.host
+        url = conn.password
         if not url:
-            log.warning("connection %s has no URL (password or host): no %s notification sent", self.conn_id,
-                        self.event)
+            log.warning("connection %s has no webhook URL in its password field: no %s notification sent",
+                        self.conn_id, self.event)
             return
         body = json.dumps({"text": message(self.event, context)}).encode()
         request = urllib.request.Request(url, body, {"Content-Type": "application/json"})

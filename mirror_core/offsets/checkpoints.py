@@ -112,19 +112,20 @@ class CheckpointEmitter(threading.Thread):
         self._clients: dict[str, Any] | None = None
 
     def run(self) -> None:
-        failed = False
+        failed = 0  # rounds failed in a row
         try:
             while not self.stop.wait(self.flow.checkpoints_interval_s):
                 try:
-                    if failed:
+                    if failed % 4 > 0:
                         # After a failed round, a short probe first: a source that is down fails the
                         # round in seconds, so a flow stop (a lost primary's failover) is not held up
-                        # by this thread waiting out the long timeouts of a full round.
+                        # by this thread waiting out the long timeouts of a full round. Every fourth
+                        # round goes without it: a big or distant source may need longer than the probe.
                         self._open()["src_admin"].list_topics(timeout=SOURCE_PROBE_TIMEOUT_S)
                     self.emit_once()
-                    failed = False
+                    failed = 0
                 except Exception as exc:
-                    failed = True
+                    failed += 1
                     self.metrics.errors.labels(self.flow.name, "checkpoints").inc()
                     log.warning("flow %s: checkpoint round failed: %s", self.flow.name, str(exc) or type(exc).__name__)
         finally:

@@ -59,6 +59,7 @@ class Assignment:
         self.next_refresh = 0.0
         self._next_config_sync = 0.0
         self._callback_error: Exception | None = None
+        self._failed_refreshes = 0  # topic refreshes failed in a row
         self._lbl = flow.name
 
     def owns(self, st: PartitionState) -> bool:
@@ -80,7 +81,9 @@ class Assignment:
         try:
             # A source known to be down gets a short probe: the loop is blocked meanwhile, and a stop
             # (e.g. the failover of a lost primary) should not wait out a long metadata timeout.
-            wanted = topics.source_topics(None if self.source_health.reachable else DOWN_PROBE_TIMEOUT_S)
+            # Every fourth try in a row goes without it: a big or distant source may need longer to list.
+            short = not self.source_health.reachable and self._failed_refreshes % 4 < 3
+            wanted = topics.source_topics(DOWN_PROBE_TIMEOUT_S if short else None)
             topics.ensure_remote(wanted)
             for remote in topics.recreated_remote:
                 self.reporter.report("remote_topic_recreated", {
@@ -89,7 +92,9 @@ class Assignment:
             topics.recreated_remote.clear()
             self.source_health.mark_ok()
             self.target_health.mark_ok()
+            self._failed_refreshes = 0
         except (ClusterUnavailable, KafkaException) as exc:
+            self._failed_refreshes += 1
             self.metrics.errors.labels(self._lbl, "topic_refresh").inc()
             why = explain_failure(exc, (topics.source, self.source_health), (topics.target, self.target_health))
             log.warning("flow %s: topic refresh failed (%s); retrying in 5s", self.flow.name, why)

@@ -116,6 +116,19 @@ def run_like_a_deployment(dag: Any, conf: dict[str, Any], monkeypatch: pytest.Mo
     # This process loaded the config (dag.test() parses the dags folder) before the executor forks its
     # workers: the task processes inherit mirror_core's registered secrets, while the supervisor resets
     # Airflow's masker for each task. Loading the config again in the task must still tell Airflow.
+    from airflow.executors.local_executor import LocalExecutor
+
+    end = LocalExecutor.end
+
+    def end_without_hanging(self: LocalExecutor) -> None:
+        # Airflow 3.3's end() sends one stop message per worker it sees alive and then joins them all; a
+        # worker it miscounted waits for a message forever (seen once: the suite hung in join()). Spare
+        # messages first: a worker takes one and exits, the rest are dropped with the queue.
+        for _ in range(len(self.workers) + 2):
+            self.activity_queue.put(None)
+        end(self)
+
+    monkeypatch.setattr(LocalExecutor, "end", end_without_hanging)
     with api_server() as base:
         monkeypatch.setenv("AIRFLOW__CORE__EXECUTION_API_SERVER_URL", f"{base}/execution/")
         monkeypatch.setenv("AIRFLOW__CORE__PARALLELISM", "2")

@@ -97,6 +97,7 @@ class SlotManager:
                           flow.name, target)
         self.producers: dict[int, Producer] = {}
         self.open: set[int] = set()
+        self._fenced_noted: set[int] = set()  # slots whose current producer was counted as fenced
         self.membership: Consumer = make_consumer(self.target, f"{flow.worker_group_id}.slots", health=target_health,
                                                   enforced=membership)
         guard = assignment.guarded
@@ -128,6 +129,7 @@ class SlotManager:
             with authorization.guard(self.flow.name, Access("Write", tid, self.target)):
                 producer.init_transactions(60)  # fences and aborts any previous owner of this slot
             self.producers[k] = producer
+            self._fenced_noted.discard(k)
             log.info("flow %s: took exactly-once slot %d", self.flow.name, k)
         consumer.incremental_assign(partitions)
         self.reconcile(self.assignment.partition_counts)
@@ -157,7 +159,11 @@ class SlotManager:
     def _note_fenced(self, k: int, exc: KafkaException) -> None:
         """Count a slot whose producer the broker fenced: another process owns the slot now and its
         init_transactions aborted this one's open transaction (a zombie's records never commit)."""
-        if error_code(exc) in _FENCED:
+        err = exc.args[0] if exc.args else None
+        fenced = error_code(exc) in _FENCED or (  # a producer already fatal reports _FATAL, naming the cause
+            isinstance(err, KafkaError) and err.code() == KafkaError._FATAL and "fenced" in err.str().lower())
+        if fenced and k not in self._fenced_noted:
+            self._fenced_noted.add(k)
             self.metrics.errors.labels(self.flow.name, "slot_fenced").inc()
             log.warning("flow %s: slot %d: fenced (a new owner took the slot, or its transaction timed out); "
                         "its open transaction is aborted", self.flow.name, k)
@@ -201,6 +207,8 @@ class SlotManager:
         try:
             remaining = producer.flush(30)
         except (KafkaException, SystemError) as exc:  # fatal (e.g. fenced) errors surface from flush
+            if isinstance(exc, KafkaException):
+                self._note_fenced(k, exc)
             self._abort(k, None, None, f"flush failed: {exc}")
             return
         if remaining != 0:
@@ -216,6 +224,7 @@ class SlotManager:
         try:
             producer.commit_transaction(60)
         except KafkaException as exc:
+            self._note_fenced(k, exc)
             self._abort(k, None, None, f"commit failed: {exc}")
             return
         self.open.discard(k)

@@ -77,11 +77,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from mirror_core.status import collect_status, flow_controls, status_json, status_table
 
     config = _load(args.config)
-    try:
-        names = [config.flow(name).name for name in args.flow] if args.flow else None
-    except KeyError as exc:
-        print(f"mirror-core: {exc.args[0]}", file=sys.stderr)
-        return EXIT_CONFIG
+    names = _flow_names(config, args.flow)
     controls = None
     if args.state_db:
         from mirror_core.state.store import StateStore
@@ -159,6 +155,15 @@ def cmd_dev(args: argparse.Namespace) -> int:
             state = "running" if c.is_running() else "stopped"
             print(f"{c.name}: {state}, bootstrap {c.bootstrap}, data {c.base_dir}")
     return 0
+
+
+def _flow_names(config: MirrorConfig, names: list[str] | None) -> list[str] | None:
+    """The flows named on the command line (standby ones too), or None for all; an unknown name is a
+    configuration error naming the flows there are (exit 2)."""
+    try:
+        return [config.flow(name).name for name in names] if names else None
+    except KeyError as exc:
+        raise ConfigError(exc.args[0]) from None
 
 
 def _flow_name(args: argparse.Namespace) -> str:
@@ -257,11 +262,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
     from mirror_core.topic_sync import sync_topics
 
     config = _load(args.config)
-    try:
-        flows = [config.flow(name).name for name in args.flow] if args.flow else None
-    except KeyError as exc:
-        print(f"mirror-core: {exc.args[0]}", file=sys.stderr)
-        return EXIT_CONFIG
+    flows = _flow_names(config, args.flow)
     store = None
     if not args.no_record:
         store = StateStore(args.db_url)

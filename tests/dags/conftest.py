@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,7 +11,9 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,3 +77,26 @@ def api_server() -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+@contextmanager
+def webhook_receiver(status: int = 200) -> Iterator[tuple[str, list[tuple[str, dict[str, Any]]]]]:
+    """A real HTTP server standing in for a Slack incoming webhook, answering ``status``: its base URL
+    and the posts it received, as (path, JSON body)."""
+    received: list[tuple[str, dict[str, Any]]] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append((self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
+            self.send_response(status)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", received
+    finally:
+        server.shutdown()

@@ -4,10 +4,8 @@ plane, approval gates answered through Airflow's REST API (reject changes nothin
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
 from mirror_core.offsets.groups import commit_offsets, committed_offsets
 from mirror_core.state.models import aware
 from mirror_core.state.store import StateStore
-from tests.dags.conftest import REPO
+from tests.dags.conftest import REPO, webhook_receiver
 from tests.dags.hitl import Responder
 from tests.kafka_harness import (
     admin,
@@ -60,24 +58,11 @@ def states(dr) -> dict[str, str]:  # type: ignore[no-untyped-def]
 def webhook(monkeypatch) -> Iterator[tuple[list[tuple[str, dict]], str]]:  # type: ignore[no-untyped-def]
     """A real HTTP server standing in for a Slack incoming webhook; the connection mirror_core_notify holds
     its URL, a secret token in the path as Slack's has: (posts received as (path, JSON body), token)."""
-    received: list[tuple[str, dict]] = []
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            received.append((self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    token = unique("T0KEN")
-    url = f"http://127.0.0.1:{server.server_port}/services/{token}"
-    monkeypatch.setenv("AIRFLOW_CONN_MIRROR_CORE_NOTIFY", json.dumps({"conn_type": "http", "password": url}))
-    yield received, token
-    server.shutdown()
+    with webhook_receiver() as (base, received):
+        token = unique("T0KEN")
+        monkeypatch.setenv("AIRFLOW_CONN_MIRROR_CORE_NOTIFY",
+                           json.dumps({"conn_type": "http", "password": f"{base}/services/{token}"}))
+        yield received, token
 
 
 @pytest.fixture()

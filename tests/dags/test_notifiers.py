@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from types import SimpleNamespace
 
 import pytest
+
+from tests.dags.conftest import webhook_receiver
 
 
 def test_gate_settings_per_dag_then_global(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -37,27 +37,13 @@ def test_gate_settings_per_dag_then_global(monkeypatch) -> None:  # type: ignore
 def test_a_failing_webhook_is_one_line_without_its_url(monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
     from mirror_airflow.notifiers import WebhookNotifier
 
-    posts: list[dict] = []
-
-    class Refusing(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            posts.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(500)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Refusing)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_port}/services/S3CRET-T0KEN"
-    monkeypatch.setenv("AIRFLOW_CONN_MIRROR_CORE_NOTIFY", json.dumps({"conn_type": "http", "password": url}))
     context = {"dag_run": SimpleNamespace(dag_id="failback", run_id="manual__1"), "params": {"flow": "dc1->dc2"}}
-    try:
+    with webhook_receiver(500) as (base, received):
+        url = f"{base}/services/S3CRET-T0KEN"
+        monkeypatch.setenv("AIRFLOW_CONN_MIRROR_CORE_NOTIFY", json.dumps({"conn_type": "http", "password": url}))
         with caplog.at_level(logging.INFO):
             WebhookNotifier("failure").notify(context)  # must not raise: a notifier never fails the task
-    finally:
-        server.shutdown()
+    posts = [body for _, body in received]
     assert len(posts) == 1 and posts[0]["text"].startswith("Workflow failed: failback of flow dc1->dc2. See: http")
     assert posts[0]["text"].endswith("/dags/failback/runs/manual__1"), posts
     assert "failure notification through mirror_core_notify failed: 500" in caplog.text

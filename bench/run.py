@@ -288,18 +288,25 @@ def _latency(src: str, dst: str, work: Path, args: Any, mm2: Any, ours: Any) -> 
     from bench.scenarios import latency_run
 
     latency = []
-    systems = [("MirrorMaker 2", "mm2lat", mm2("mm2lat"))] if args.mm2 else []
-    systems += [("mirror_core at-least-once", "alolat", ours("alolat")),
-                ("mirror_core exactly-once", "eoslat", ours("eoslat", "exactly.once.enabled = true"))]
+    # (label, alias, alias -> starter); None: the floor.
+    systems: list[tuple[str, str, Any]] = [("MirrorMaker 2", "mm2lat", mm2)] if args.mm2 else []
+    systems += [("mirror_core at-least-once", "alolat", ours),
+                ("mirror_core exactly-once", "eoslat", lambda a: ours(a, "exactly.once.enabled = true"))]
+    rates = [int(r) for r in str(args.rate).split(",") if r.strip()]
     # An unmeasured run first: whichever system goes first on fresh brokers otherwise pays for the
     # brokers' warm-up (measured here: p99 several times higher on a cold pair of clusters).
-    latency_run("warm-up", ours("warmlat"), src, dst, "warmlat", work, args.rate, 10)
+    latency_run("warm-up", ours("warmlat"), src, dst, "warmlat", work, rates[0], 10)
     # The floor of this measurement on this machine: producer -> source -> consumer, no mirror.
-    # Measured last: the first run on a topic of a fresh pair of brokers pays for their warm-up.
+    # Measured last in each round: the first run on a topic of a fresh pair of brokers pays for their warm-up.
     systems.append(("no mirror (consumer on the source topic)", "floorlat", None))
-    for label, alias, starter in systems:
-        latency.append(latency_run(label, starter, src, dst, alias, work, args.rate, args.seconds))
-        print(latency[-1], flush=True)
+    for rate in rates:
+        for run in range(1, args.latency_runs + 1):
+            for label, alias, make in systems:
+                # A fresh topic (named after the alias) per system, rate and run.
+                name = alias if (len(rates), args.latency_runs) == (1, 1) else f"{alias}{rate}r{run}"
+                starter = make(name) if make is not None else None
+                latency.append(latency_run(label, starter, src, dst, name, work, rate, args.seconds, run))
+                print(latency[-1], flush=True)
     return latency
 
 
@@ -321,10 +328,10 @@ def scenario_markdown(extra: dict[str, Any]) -> str:
     lines = []
     if extra.get("latency"):
         lines += ["", "## Steady load: end-to-end latency (target consume time - source create time)", "",
-                  "| system | rate (records/s) | records | p50 ms | p99 ms | max ms |",
-                  "|---|---:|---:|---:|---:|---:|"]
-        lines += [f"| {r['system']} | {r['rate']:,} | {r['records']:,} | {r['p50_ms']} | {r['p99_ms']} | "
-                  f"{r['max_ms']} |" for r in extra["latency"]]
+                  "| system | rate (records/s) | run | records | p50 ms | p99 ms | max ms | load avg 1/5/15 |",
+                  "|---|---:|---:|---:|---:|---:|---:|---|"]
+        lines += [f"| {r['system']} | {r['rate']:,} | {r.get('run', 1)} | {r['records']:,} | {r['p50_ms']} | "
+                  f"{r['p99_ms']} | {r['max_ms']} | {r.get('load', '')} |" for r in extra["latency"]]
         lines.append("\nThe producer is a separate process (linger.ms=1, acks=all); the consumer polls one record at "
                      "a time and stamps it on arrival. The 'no mirror' row is the floor of this measurement on this "
                      "machine: the same producer and consumer on the source topic. Exactly-once latency includes the "
@@ -389,7 +396,8 @@ def main() -> int:
     parser.add_argument("--no-mm2", dest="mm2", action="store_false", help="skip MirrorMaker 2")
     parser.add_argument("--no-scenarios", dest="scenarios", action="store_false",
                         help="skip the steady-load latency and failover-accuracy scenarios")
-    parser.add_argument("--rate", type=int, default=20_000, help="steady load, records/s")
+    parser.add_argument("--rate", default="20000", help="steady load, records/s (comma-separated: several)")
+    parser.add_argument("--latency-runs", type=int, default=1, help="repetitions of each steady-load run")
     parser.add_argument("--seconds", type=float, default=30, help="steady load duration")
     parser.add_argument("--groups", type=int, default=40, help="consumer groups in the failover scenario")
     parser.add_argument("--no-reconcile", dest="reconcile", action="store_false",

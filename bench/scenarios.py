@@ -56,6 +56,8 @@ class LatencyResult:
     p50_ms: float
     p99_ms: float
     max_ms: float
+    run: int = 1
+    load: str = ""  # load averages (1/5/15 min) when the run started: the machine is shared
 
 
 @dataclass
@@ -104,13 +106,14 @@ def _wait_visible(dst: str, remote: str, minimum: int, timeout: float) -> None:
 
 
 def latency_run(system: str, start: Starter | None, src: str, dst: str, alias: str, workdir: Path, rate: int,
-                seconds: float) -> LatencyResult:
+                seconds: float, run: int = 1) -> LatencyResult:
     """Steady load at ``rate`` records/s; latency = target consume time - source record create time.
 
     ``start=None`` measures the floor: the same producer and consumer on the source topic itself,
     no mirror in between.
     """
     topic = f"lat{alias}"
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     create_topic(src, topic)
     remote = f"{alias}.{topic}" if start is not None else topic
     if start is None:
@@ -157,7 +160,7 @@ def latency_run(system: str, start: Starter | None, src: str, dst: str, alias: s
     latencies = sorted(lat for ts, lat in samples if ts >= load_start_ms + WARMUP_S * 1000)
     q = statistics.quantiles(latencies, n=100) if len(latencies) > 100 else [float("nan")] * 99
     return LatencyResult(system, rate, len(latencies), round(q[49], 1), round(q[98], 1),
-                         round(latencies[-1], 1) if latencies else float("nan"))
+                         round(latencies[-1], 1) if latencies else float("nan"), run, load)
 
 
 def _read(bootstrap: str, topic: str) -> dict[int, list[tuple[int, int]]]:

@@ -12,6 +12,9 @@ from prometheus_client.registry import Collector
 
 from mirror_core import __version__
 
+#: topics of one flow with a latency histogram series of their own; the rest share ``topic="other"``
+LATENCY_MAX_TOPICS = 50
+OTHER_TOPICS = "other"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 
 
@@ -22,16 +25,23 @@ class RecordLatency(Collector):
     timestamps are sorted (C speed; usually sorted already) and each bucket's count is found by
     bisection, O(buckets * log n) per batch instead of a Python call per record. Records without a
     timestamp (<= 0) are not counted; a timestamp ahead of the acknowledgement (clock skew) counts as 0 s.
+
+    Labelled by flow and source topic, so that an operator finds the slow topic; the partition is on the
+    per-partition gauge only. Cardinality is bounded: a flow's first ``max_topics`` topics get their own
+    series, later ones share the ``topic="other"`` series (a flow with thousands of topics stays cheap).
     """
 
-    def __init__(self, name: str, documentation: str, buckets: Sequence[float]) -> None:
+    def __init__(self, name: str, documentation: str, buckets: Sequence[float],
+                 max_topics: int = LATENCY_MAX_TOPICS) -> None:
         self.name, self.documentation = name, documentation
         self.bounds = tuple(buckets)
+        self.max_topics = max_topics
         self._lock = threading.Lock()
-        #: flow -> [cumulative count per bound..., count, sum]
-        self._series: dict[str, list[float]] = {}
+        #: (flow, topic label) -> [cumulative count per bound..., count, sum]
+        self._series: dict[tuple[str, str], list[float]] = {}
+        self._topics: dict[str, set[str]] = {}  # flow -> topics with a series of their own
 
-    def observe_batch(self, flow: str, acked_at: float, timestamps_ms: Sequence[int]) -> None:
+    def observe_batch(self, flow: str, topic: str, acked_at: float, timestamps_ms: Sequence[int]) -> None:
         if not timestamps_ms:
             return
         ts = sorted(timestamps_ms)
@@ -48,21 +58,28 @@ class RecordLatency(Collector):
         else:  # clock skew: no negative latencies in the sum
             total = sum(max(0.0, acked_ms - t) for t in stamped) / 1000.0
         with self._lock:
-            series = self._series.get(flow)
+            series = self._series.get((flow, topic))
             if series is None:
-                series = self._series[flow] = [0.0] * (len(self.bounds) + 2)
+                own = self._topics.setdefault(flow, set())
+                if len(own) < self.max_topics:
+                    own.add(topic)
+                else:
+                    topic = OTHER_TOPICS
+                series = self._series.get((flow, topic))
+                if series is None:
+                    series = self._series[(flow, topic)] = [0.0] * (len(self.bounds) + 2)
             for j, c in enumerate(counts):
                 series[j] += c
             series[-2] += n
             series[-1] += total
 
     def collect(self) -> Iterator[Metric]:
-        family = HistogramMetricFamily(self.name, self.documentation, labels=("flow",))
+        family = HistogramMetricFamily(self.name, self.documentation, labels=("flow", "topic"))
         with self._lock:
-            snapshot = {flow: list(series) for flow, series in self._series.items()}
-        for flow, series in snapshot.items():
+            snapshot = {key: list(series) for key, series in self._series.items()}
+        for (flow, topic), series in snapshot.items():
             buckets = [(str(b), series[j]) for j, b in enumerate(self.bounds)] + [("+Inf", series[-2])]
-            family.add_metric([flow], buckets, series[-1])
+            family.add_metric([flow, topic], buckets, series[-1])
         yield family
 
 

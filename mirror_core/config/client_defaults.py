@@ -3,7 +3,9 @@ delivery guarantees depend on (enforced by mirror_core.clients; listed in docs/c
 
 # Throughput-oriented defaults; users can override them with <alias>.consumer.* / producer.*.
 CONSUMER_DEFAULTS = {
-    "fetch.min.bytes": "65536",
+    # 1 byte: the broker answers as soon as there is a record (no fetch.wait.max.ms at light load);
+    # under backlog every fetch is full anyway (max.partition.fetch.bytes), so batches stay large.
+    "fetch.min.bytes": "1",
     "fetch.wait.max.ms": "20",
     "max.partition.fetch.bytes": "4194304",
     "fetch.max.bytes": "67108864",

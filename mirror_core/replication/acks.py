@@ -84,7 +84,7 @@ class Acks:
                         self.metrics.records.labels(lbl, st.topic, part).inc(b.count)
                         self.metrics.bytes.labels(lbl, st.topic, part).inc(b.size)
                         if b.acked_at:
-                            self.metrics.latency.observe_batch(lbl, b.acked_at, b.stamps or (b.ts_last,))
+                            self.metrics.latency.observe_batch(lbl, st.topic, b.acked_at, b.stamps or (b.ts_last,))
                             if b.ts_last > 0:
                                 self.metrics.last_latency.labels(lbl, st.topic, part).set(
                                     max(0.0, b.acked_at - b.ts_last / 1000.0))

@@ -20,6 +20,9 @@ from mirror_core.replication.batch import Batch, PartitionState
 from mirror_core.replication.commit import ProgressCommitter, remote_log_end
 from mirror_core.replication.exactly_once import SlotManager
 
+#: how long :meth:`AtLeastOnce.send_now` lets the producer start sending lingering records
+SEND_NOW_S = 0.001
+
 
 class Delivery(Protocol):
     def poll(self) -> None:
@@ -30,6 +33,10 @@ class Delivery(Protocol):
 
     def poll_producers(self, timeout: float) -> None:
         """Serve delivery reports, waiting up to ``timeout`` (back-pressure)."""
+
+    def send_now(self) -> None:
+        """The mirror is caught up: send what was produced now rather than after the producer's linger
+        (exactly-once: commit the open transactions, which makes the records visible)."""
 
     def on_topics(self, ready: dict[str, int]) -> None:
         """The source topics (with partition counts) whose remote topics exist: replicate their share."""
@@ -72,6 +79,11 @@ class AtLeastOnce:
 
     def poll_producers(self, timeout: float) -> None:
         self.producer.poll(timeout)
+
+    def send_now(self) -> None:
+        # flush() lifts linger.ms only while it runs, and flush(0) returns before the producer's broker
+        # threads see it: 1 ms lets them (it returns sooner once everything is delivered).
+        self.producer.flush(SEND_NOW_S)
 
     def on_topics(self, ready: dict[str, int]) -> None:
         self.assignment.subscribe(ready, self.producer, self.commit_durably)
@@ -120,6 +132,9 @@ class ExactlyOnce:
             p.poll(0)
         if timeout:
             time.sleep(timeout)
+
+    def send_now(self) -> None:
+        self.slots.commit_open()
 
     def on_topics(self, ready: dict[str, int]) -> None:
         self.assignment.subscribed = frozenset(ready)

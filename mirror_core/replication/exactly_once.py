@@ -17,7 +17,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
@@ -98,6 +99,7 @@ class SlotManager:
         self.producers: dict[int, Producer] = {}
         self.open: set[int] = set()
         self._fenced_noted: set[int] = set()  # slots whose current producer was counted as fenced
+        self._pool: ThreadPoolExecutor | None = None  # flushes and commits of several slots, side by side
         self.membership: Consumer = make_consumer(self.target, f"{flow.worker_group_id}.slots", health=target_health,
                                                   enforced=membership)
         guard = assignment.guarded
@@ -190,46 +192,70 @@ class SlotManager:
             self.open.add(k)
 
     def commit_all(self) -> None:
-        for k in list(self.producers):
-            self.commit(k)
+        self.commit_slots(list(self.producers))
+
+    def commit_open(self) -> None:
+        """Commit the open transactions now (the mirror is caught up: see the replicator's loop)."""
+        self.commit_slots(sorted(self.open))
 
     def commit(self, k: int | None) -> None:
-        """Flush slot ``k``, add offset-map entries and progress to its transaction, commit it."""
-        if k is None or k not in self.producers:
+        if k is not None:
+            self.commit_slots([k])
+
+    def commit_slots(self, slots: list[int]) -> None:
+        """Flush each slot, add offset-map entries and progress to its transaction, commit it.
+
+        The slots' flushes and commits each wait for the target, so they run side by side (the
+        client releases the GIL while it waits; a slot's delivery callbacks touch only its own
+        batches, and this thread waits meanwhile); everything else runs here, one slot after another.
+        """
+        todo = []
+        for k in slots:
+            if k not in self.producers:
+                continue
+            if k not in self.open:
+                if not any(st.acked is not None and st.acked != st.committed for st in self._states(k)):
+                    continue
+                self.producers[k].begin_transaction()
+                self.open.add(k)
+            todo.append(k)
+        if not todo:
             return
-        producer = self.producers[k]
-        states = self._states(k)
-        if k not in self.open:
-            if not any(st.acked is not None and st.acked != st.committed for st in states):
-                return
-            producer.begin_transaction()
-            self.open.add(k)
-        try:
-            remaining = producer.flush(30)
-        except (KafkaException, SystemError) as exc:  # fatal (e.g. fenced) errors surface from flush
-            if isinstance(exc, KafkaException):
-                self._note_fenced(k, exc)
-            self._abort(k, None, None, f"flush failed: {exc}")
-            return
-        if remaining != 0:
-            self._abort(k, None, None, "flush timed out")
-            return
+        for k, outcome in self._each(todo, lambda p: p.flush(30)).items():
+            if isinstance(outcome, BaseException):  # fatal (e.g. fenced) errors surface from flush
+                if isinstance(outcome, KafkaException):
+                    self._note_fenced(k, outcome)
+                self._abort(k, None, None, f"flush failed: {outcome}")
+            elif outcome != 0:
+                self._abort(k, None, None, "flush timed out")
         self.acks.collect()
-        if k not in self.open:  # a failed batch aborted the transaction during collect
-            return
-        written = {}
-        for st in states:
-            if st.acked is not None and st.acked != st.committed and not st.pending:
-                written[id(st)] = (st, self.committer.write_in_transaction(st, producer))
-        try:
-            producer.commit_transaction(60)
-        except KafkaException as exc:
-            self._note_fenced(k, exc)
-            self._abort(k, None, None, f"commit failed: {exc}")
-            return
-        self.open.discard(k)
-        for st, acked in written.values():
-            st.committed = acked
+        ready = [k for k in todo if k in self.open]  # a failed batch aborted its transaction during collect
+        written = {k: [(st, self.committer.write_in_transaction(st, self.producers[k])) for st in self._states(k)
+                       if st.acked is not None and st.acked != st.committed and not st.pending] for k in ready}
+        for k, outcome in self._each(ready, lambda p: p.commit_transaction(60)).items():
+            if isinstance(outcome, BaseException):
+                if isinstance(outcome, KafkaException):
+                    self._note_fenced(k, outcome)
+                self._abort(k, None, None, f"commit failed: {outcome}")
+                continue
+            self.open.discard(k)
+            for st, acked in written[k]:
+                st.committed = acked
+
+    def _each(self, slots: list[int], call: Callable[[Producer], object]) -> dict[int, object]:
+        """``call`` on each slot's producer, side by side: slot -> result, or the exception it raised
+        (KafkaException, SystemError; anything else is raised here)."""
+        def one(k: int) -> object:
+            try:
+                return call(self.producers[k])
+            except (KafkaException, SystemError) as exc:
+                return exc
+
+        if len(slots) == 1:
+            return {slots[0]: one(slots[0])}
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix=f"{self.flow.name}-slots")
+        return dict(zip(slots, self._pool.map(one, slots), strict=True))
 
     def fail(self, st: PartitionState, b: Batch) -> None:
         if (denied := self.acks.denied(st, b.err)) is not None:
@@ -297,6 +323,9 @@ class SlotManager:
             for k in list(self.producers):
                 self._release(k, graceful=graceful)
         finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
             with contextlib.suppress(KafkaException):
                 self.membership.close()
 

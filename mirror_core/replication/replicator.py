@@ -51,6 +51,9 @@ from mirror_core.stores.progress import ProgressStore, ensure_progress_topic
 
 log = logging.getLogger(__name__)
 
+#: how long one pass of the loop waits for a record when there is none (it serves the rest meanwhile)
+IDLE_WAIT_S = 0.02
+
 
 def instance_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -236,11 +239,15 @@ class FlowReplicator:
                 if delivery.in_flight() >= max_in_flight:
                     delivery.poll_producers(0.05)  # back-pressure: let the target catch up
                 else:
-                    # A short wait keeps latency low at light load; under backlog the batch fills at once.
-                    msgs = consumer.consume(batch_max, 0.02)
+                    msgs = self._consume(consumer, batch_max)
                     assignment.raise_callback_error()
                     if msgs:
                         self._dispatch(msgs)
+                        # Adaptive batching: a full batch means a backlog, where the producer's linger and
+                        # the configured transaction interval make batches large; anything less means the
+                        # mirror has read everything there is right now, so what it produced goes out at once.
+                        if len(msgs) < batch_max:
+                            delivery.send_now()
                     delivery.poll_producers(0)
                 acks.collect()
                 if now >= next_commit:
@@ -253,6 +260,19 @@ class FlowReplicator:
                     next_commit = now + self.flow.commit_interval_ms / 1000.0
         finally:
             self._close(graceful=True)
+
+    @staticmethod
+    def _consume(consumer: Consumer, batch_max: int) -> list[Message]:
+        """What the consumer holds now, up to ``batch_max`` records; when it holds nothing, wait up to
+        IDLE_WAIT_S for the first record and return as soon as it arrives (``consume(n, t)`` would wait
+        the full ``t`` for ``n`` records at light load), with whatever came with it."""
+        msgs: list[Message] = consumer.consume(batch_max, 0)
+        if msgs:
+            return msgs
+        first = consumer.poll(IDLE_WAIT_S)
+        if first is None:
+            return []
+        return [first, *consumer.consume(batch_max - 1, 0)] if batch_max > 1 else [first]
 
     def _emit_heartbeat(self, heartbeats: HeartbeatEmitter, now: float, src: ClusterConfig) -> None:
         try:

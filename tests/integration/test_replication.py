@@ -153,7 +153,7 @@ def test_latency_histogram_counts_every_record_at_its_own_age(dc1, dc2, name, st
     delay = time.time() - now_ms / 1000  # every acknowledgement came before this
 
     def bucket(le: str) -> float:
-        line = f'mirror_replication_latency_seconds_bucket{{flow="dc1->dc2",le="{le}"}} '
+        line = f'mirror_replication_latency_seconds_bucket{{flow="dc1->dc2",le="{le}",topic="{t}"}} '
         return float(next(x for x in m.metrics().splitlines() if x.startswith(line)).rsplit(" ", 1)[1])
 
     wait_until(lambda: bucket("+Inf") == 400, 30, what="every record observed")

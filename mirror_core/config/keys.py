@@ -185,7 +185,8 @@ ALIASES: dict[str, str] = {alias: k.name for k in KEYS for alias in k.aliases}
 _INSTEAD: dict[str, str] = {
     "exactly.once.source.support": "for exactly-once set exactly.once.enabled = true (globally or per flow)",
     "exactly.once.support": "for exactly-once set exactly.once.enabled = true (globally or per flow)",
-    "transaction.boundary": "exactly-once transactions commit as soon as the mirror is caught up, under backlog every offset.flush.interval.ms",
+    "transaction.boundary": "exactly-once transactions commit as soon as the mirror is caught up, under "
+                            "backlog every offset.flush.interval.ms",
     "tasks.max": "to scale out, run more mirror-core processes (they share partitions through a consumer group)",
     "sync.topic.acls.enabled": "read-only ACLs are synced by the topic_config_sync DAG / mirror-core topics sync",
     "offset.lag.max": "the offset map is exact; there is nothing to tune",

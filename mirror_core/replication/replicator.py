@@ -43,6 +43,7 @@ from mirror_core.replication.commit import OffsetMapWriter, ProgressCommitter, a
 from mirror_core.replication.delivery import AtLeastOnce, Delivery, ExactlyOnce
 from mirror_core.replication.exactly_once import SlotManager
 from mirror_core.replication.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
+from mirror_core.replication.pacing import SendPacer
 from mirror_core.replication.produce import Producing
 from mirror_core.replication.reporting import Reporter
 from mirror_core.replication.topics import TopicManager
@@ -224,6 +225,7 @@ class FlowReplicator:
         batch_max = self.flow.batch_max_records
         max_in_flight = self.flow.max_in_flight_records
         next_commit = 0.0
+        pacer = SendPacer(self.flow.commit_interval_ms / 1000.0)
         self.reporter.set_state("running")
         log.info("flow %s: replicating (instance %s, group %s)", self.flow.name, self.instance,
                  self.flow.worker_group_id)
@@ -243,11 +245,8 @@ class FlowReplicator:
                     assignment.raise_callback_error()
                     if msgs:
                         self._dispatch(msgs)
-                        # Adaptive batching: a full batch means a backlog, where the producer's linger and
-                        # the configured transaction interval make batches large; anything less means the
-                        # mirror has read everything there is right now, so what it produced goes out at once.
-                        if len(msgs) < batch_max:
-                            delivery.send_now()
+                    if pacer.after_read(now, len(msgs), batch_max):  # adaptive batching (pacing.py)
+                        delivery.send_now()
                     delivery.poll_producers(0)
                 acks.collect()
                 if now >= next_commit:

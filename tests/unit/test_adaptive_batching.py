@@ -3,10 +3,12 @@ the first record when there are none, and the rest of what arrived with it in th
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from confluent_kafka import Message
 
+from mirror_core.replication.pacing import SendPacer
 from mirror_core.replication.replicator import IDLE_WAIT_S, FlowReplicator
 
 
@@ -59,3 +61,20 @@ def test_nothing_to_read_returns_empty_after_the_bounded_wait() -> None:
     c1 = FakeConsumer(queued=0, arriving=1)
     assert len(FlowReplicator._consume(c1, 1)) == 1  # type: ignore[arg-type]
     assert c1.calls == [("consume", 1, 0), ("poll", IDLE_WAIT_S)]  # batch of one: nothing more to drain
+
+
+def test_a_partial_read_sends_at_once_and_an_empty_one_has_nothing_to_send() -> None:
+    p = SendPacer(interval_s=1.0)
+    assert p.after_read(0.0, 10, 1000) is True  # caught up: no linger, no transaction interval
+    assert p.after_read(0.01, 0, 1000) is False
+
+
+def test_a_lasting_backlog_is_sent_after_a_bound_that_doubles_up_to_the_interval() -> None:
+    p = SendPacer(interval_s=1.0, first_bound_s=1 / 16)  # binary fractions: exact float arithmetic
+    sent = [t for t in (i / 128 for i in range(400)) if p.after_read(t, 1000, 1000)]
+    gaps = [b - a for a, b in itertools.pairwise(sent)]
+    assert sent[0] == 1 / 16, "the first backlog send waits the short bound only"
+    assert gaps == [1 / 8, 1 / 4, 1 / 2], "each bound doubles; at the interval the interval's commit takes over"
+    assert p.after_read(3.0, 5, 1000) is True  # caught up again: the bound starts short again
+    assert not p.after_read(3.0, 1000, 1000) and not p.after_read(3.05, 1000, 1000)
+    assert p.after_read(3.0625, 1000, 1000)

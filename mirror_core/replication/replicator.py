@@ -1,7 +1,8 @@
 """The replicator of one flow: its loop and its lifecycle.
 
 One pass of the loop: refresh topics when due (assignment.py) → consume a batch from the source →
-produce each partition's run to the target (produce.py) → collect delivery results (acks.py) → every
+produce each partition's run to the target (produce.py), sent at once when the mirror is caught up
+(pacing.py) → collect delivery results (acks.py) → every
 ``offset.flush.interval.ms`` make what the target acknowledged durable (the delivery guarantee,
 delivery.py and commit.py) and publish the status (reporting.py).
 

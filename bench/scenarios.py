@@ -39,7 +39,11 @@ start = time.monotonic(); sent = 0
 while time.monotonic() - start < seconds:
     due = int((time.monotonic() - start) * rate)
     while sent < due:
-        p.produce(topic, value=value, partition=sent % 8)
+        try:
+            p.produce(topic, value=value, partition=sent % 8)
+        except BufferError:  # local queue full (the machine stalled): wait for it, the record is still sent
+            p.poll(0.01)
+            continue
         sent += 1
     p.poll(0)
     time.sleep(0.002)
@@ -148,7 +152,9 @@ def latency_run(system: str, start: Starter | None, src: str, dst: str, alias: s
         load_start_ms = time.time() * 1000
         out = subprocess.run([sys.executable, "-c", PACED_PRODUCER, src, topic, str(rate), str(seconds + WARMUP_S)],
                              capture_output=True, text=True, timeout=seconds + WARMUP_S + 120)
-        sent = int(out.stdout.strip() or 0)
+        if out.returncode != 0:  # a crashed load generator would leave an empty, unexplained result
+            raise RuntimeError(f"{system}: the paced producer failed: {out.stderr.strip()[-300:]}")
+        sent = int(out.stdout.strip())
         deadline = time.monotonic() + 60
         while len(samples) < sent and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -4,8 +4,9 @@
 the target with no duplicate and no loss. Sources of truth, in order:
 1. the group's committed offsets on the source (live), translated through the offset map;
 2. when the source is unreachable (a real disaster), the latest checkpoints published on the target.
-Where no mapping exists (older than the map, or before the mirror started) the broker's time index
-on the target gives an *approximate* position, labelled as such.
+Where no mapping exists (before the mirror started) the broker's time index on the target gives an
+*approximate* position, labelled as such. A position below the pruned offset map (the records after
+it are gone from the source) is reported as ``beyond_retention``, with no target offset.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from mirror_core.kafka_io import QUIET, log_ends
 from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
 from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
 from mirror_core.stores.offset_map import OffsetMap
-from mirror_core.stores.offset_syncs import OffsetSyncReader, offset_syncs_topic
+from mirror_core.stores.offset_syncs import flow_map_reader
 from mirror_core.stores.progress import ProgressStore
 
 log = logging.getLogger(__name__)
@@ -44,11 +45,13 @@ class PartitionTranslation:
     target_offset: int | None
     exact: bool
     note: str = ""
-    basis: str = "offset-map"  # offset-map | checkpoint | time-index
+    basis: str = "offset-map"  # offset-map | checkpoint | time-index | beyond-retention
     # basis "checkpoint" only: how old the checkpoint was when read, and the records the target holds
     # past it — the most the group re-reads if it went on committing on the source after the checkpoint.
     checkpoint_age_s: float | None = None
     max_rereads: int | None = None
+    #: Below the pruned offset map: no exact answer exists and none is guessed (target_offset None).
+    beyond_retention: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,8 +67,7 @@ class FlowOffsets:
     @classmethod
     def load(cls, config: MirrorConfig, flow: FlowConfig, timeout: float = 30) -> FlowOffsets:
         target = config.cluster(flow.target)
-        reader = OffsetSyncReader(make_consumer(target, "mirror-core.translate", QUIET),
-                                  offset_syncs_topic(flow.source))
+        reader = flow_map_reader(target, "mirror-core.translate", flow.source)
         store = ProgressStore(flow.progress_topic, make_consumer(target, "mirror-core.translate", QUIET), "tool")
         try:
             return cls(reader.refresh(timeout), store.refresh(timeout))
@@ -114,7 +116,9 @@ def translate_group(config: MirrorConfig, group: str, source: str, target: str, 
             remote = flow.remote_topic(t)
             tr = offsets.offset_map.translate(t, p, offset, offsets.progress.get((t, p)), ends.get((remote, p)))
             row = PartitionTranslation(group, t, p, remote, offset, tr.target_offset, tr.exact, tr.note)
-            if tr.target_offset is None:
+            if tr.beyond_retention:
+                row.basis, row.beyond_retention = "beyond-retention", True
+            elif tr.target_offset is None:
                 row.target_offset, row.note = _time_index_fallback(src_consumer, tgt_consumer, t, remote, p,
                                                                    offset, timeout)
                 row.basis = "time-index"

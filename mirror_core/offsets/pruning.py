@@ -73,6 +73,7 @@ def prune_round(config: MirrorConfig, flow: FlowConfig, instance: str, timeout: 
         "transaction.timeout.ms": "120000", "linger.ms": "50"})
     producer.init_transactions(timeout)  # fences any other round in flight: it will not commit, nor trim
     reader = flow_map_reader(tgt, "mirror-core.offset-map", flow.source)
+    log.info("flow %s: offset map round started", flow.name)
     try:
         offset_map = reader.refresh(timeout)
         position = reader.position

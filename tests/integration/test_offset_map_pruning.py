@@ -159,7 +159,7 @@ def test_sigkill_during_snapshot_rounds_keeps_the_map_exact(dc1, dc2, name, star
     writer.start()
     rnd = random.Random(18)
     start = lambda: start_mirror([], config=config, args=["--instance-id", "m1"])  # noqa: E731
-    m, mid_round, rounds = start(), 0, 0
+    m, mid_round, rounds, pruned = start(), 0, 0, 0
     try:
         for _ in range(6):
             delete_below(dc1, topic, mid_points(dc1, topic, 2))  # the source's log start moves on
@@ -169,6 +169,7 @@ def test_sigkill_during_snapshot_rounds_keeps_the_map_exact(dc1, dc2, name, star
             m.kill()
             text = m.log()
             rounds += text.count("offset map round committed")
+            pruned += sum(int(n) for n in re.findall(r"(\d+) runs pruned", text))
             # Killed inside a round: it started (or committed) and did not get to its trim.
             last = max(text.rfind("offset map round started"), text.rfind("offset map round committed"))
             mid_round += last > text.rfind("offset-sync log trimmed")
@@ -176,7 +177,8 @@ def test_sigkill_during_snapshot_rounds_keeps_the_map_exact(dc1, dc2, name, star
     finally:
         stop.set()
         writer.join(60)
-    assert rounds >= 6 and mid_round >= 1, (rounds, mid_round)  # the kills did hit rounds in progress
+    print(f"{rounds} rounds committed, {pruned} runs pruned, {mid_round} of 6 kills inside a round")
+    assert rounds >= 6 and pruned > 0 and mid_round >= 1, (rounds, pruned, mid_round)  # the kills did hit rounds in progress
     wait_until(lambda: caught_up(m, topic, 2), 120, what="caught up after the kills")
     wait_until(lambda: "offset-sync log trimmed" in m.log(), 30, what="a round after the last restart")
     assert m.stop() == 0

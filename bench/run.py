@@ -32,8 +32,9 @@ REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 8
 # Parts of a run (--only): backlog throughput (raw, MM2, mirror_core), steady-load latency and failover
 # accuracy ("scenarios" is both), offset-map size of a gappy source, reconciliation-job throughput,
-# time to copy again after a restart (bench/restart.py).
-PARTS = ("backlog", "scenarios", "latency", "failover", "offset-map", "reconcile", "restart")
+# time to copy again after a restart (bench/restart.py), growth with partitions and history (bench/scale.py,
+# only with --only scale: it is long).
+PARTS = ("backlog", "scenarios", "latency", "failover", "offset-map", "reconcile", "restart", "scale")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -259,6 +260,21 @@ def run_restart(src: str, dst: str, work: Path, args: Any) -> list[dict[str, Any
     return as_rows(rows)
 
 
+def run_scale_part(src: str, dst: str, work: Path, args: Any) -> None:
+    from bench.scale import run_scale, scale_markdown
+
+    load_before = Path("/proc/loadavg").read_text().strip()
+    data = run_scale(src, dst, work, args)
+    now = time.gmtime()
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", now), "load_before": load_before,
+            "load_after": Path("/proc/loadavg").read_text().strip()}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"scale-{time.strftime('%Y%m%dT%H%M%SZ', now)}.json").write_text(json.dumps({"meta": meta, **data},
+                                                                                       indent=2))
+    (out / f"scale-{time.strftime('%Y-%m-%d', now)}.md").write_text(scale_markdown(data, meta))
+
+
 def run_scenarios(src: str, dst: str, work: Path, args: Any, parts: set[str]) -> dict[str, Any]:
     from bench.mm2 import start_mm2
     from bench.scenarios import as_rows, failover_run
@@ -398,6 +414,10 @@ def main() -> int:
                         help="records per reconciliation-job run, comma-separated (100-byte values)")
     parser.add_argument("--reconcile-master", default="local[2]", help="spark-submit --master of that scenario")
     parser.add_argument("--restart-runs", type=int, default=3, help="repetitions of each restart event")
+    parser.add_argument("--scale-partitions", default="8,200,2000", help="scale: partition counts")
+    parser.add_argument("--scale-records", type=int, default=400_000, help="scale: backlog per partition count")
+    parser.add_argument("--scale-history", default="1000000,10000000", help="scale: gappy history sizes")
+    parser.add_argument("--scale-runs", type=int, default=1, help="scale: repetitions of each size")
     parser.add_argument("--only", help=f"comma-separated parts to run, of {', '.join(PARTS)} "
                         "(default: all but those skipped with --no-scenarios / --no-reconcile)")
     args = parser.parse_args()
@@ -407,7 +427,7 @@ def main() -> int:
             parser.error(f"--only: choose among {', '.join(PARTS)}")
     else:
         parts = {x for x in PARTS if (x not in ("scenarios", "latency", "failover") or args.scenarios)
-                 and (x != "reconcile" or args.reconcile)}
+                 and (x != "reconcile" or args.reconcile) and x != "scale"}
     if "scenarios" in parts:
         parts |= {"latency", "failover"}
     try:
@@ -465,6 +485,8 @@ def main() -> int:
                 extra_results.update(run_reconcile(src, dst, work, reconcile_sizes, args.reconcile_master))
             if "restart" in parts:
                 extra_results["restart"] = run_restart(src, dst, work, args)
+            if "scale" in parts:
+                run_scale_part(src, dst, work, args)
         finally:
             for c in clusters:
                 c.stop()

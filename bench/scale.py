@@ -1,0 +1,307 @@
+"""Scale benchmark (issue 18): how costs grow with the number of partitions and the length of history.
+
+Two series on the same brokers, one mirror_core process each (at-least-once):
+- partitions: a backlog of 100-byte records over 8 / 200 / 2,000 partitions — throughput (10 % to 90 %
+  of the backlog on the target), time to first record after start, RSS, CPU per million records,
+  restart time (SIGKILL, start, until a probe record in every partition is on the target), and
+  ``translate_group`` for 100 groups committed on every partition;
+- history: a gappy source like a Kafka Streams application (one transactional producer committing
+  every 100 ms, 8 partitions: every commit leaves a marker, an offset gap, in each partition), then
+  the source's oldest half deleted (DeleteRecords, as retention would): offset-map runs written and
+  kept after a snapshot round, restart time, map load time, ``translate_group`` for 100 groups, RSS.
+Sizes are parameters (``--scale-partitions``, ``--scale-history``, ``--scale-records``).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.run import cpu_seconds, start_mirror_core
+from bench.scenarios import stop
+
+GROUPS = 100
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Cluster:
+    """Admin and watermark helpers on one cluster (the admin is kept alive for its futures)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-scale", "log_level": "0"})
+
+    def create(self, topic: str, partitions: int) -> None:
+        self.admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(120)
+
+    def marks(self, topic: str, partitions: int) -> list[tuple[int, int]]:
+        out = []
+        for p in range(partitions):
+            try:
+                out.append(self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10))
+            except Exception:  # not created yet
+                out.append((0, 0))
+        return out
+
+    def total(self, topic: str, partitions: int) -> int:
+        return sum(h - lo for lo, h in self.marks(topic, partitions))
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def _produce(p: Producer, topic: str, value: bytes, partition: int) -> None:
+    while True:
+        try:
+            p.produce(topic, value=value, partition=partition)
+            return
+        except BufferError:
+            p.poll(0.05)
+
+
+def plain_source(bootstrap: str, topic: str, n: int, partitions: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_048_576,
+                  "queue.buffering.max.messages": 2_000_000})
+    value = os.urandom(100)
+    for i in range(n):
+        _produce(p, topic, value, i % partitions)
+    p.flush(120)
+
+
+def streams_source(bootstrap: str, topic: str, n: int, partitions: int, commit_ms: int = 100) -> int:
+    """Kafka Streams-like: transactions committed every ``commit_ms``. Returns the transactions."""
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}", "linger.ms": 5,
+                  "queue.buffering.max.messages": 2_000_000})
+    p.init_transactions(30)
+    value, i, txns = os.urandom(100), 0, 0
+    while i < n:
+        p.begin_transaction()
+        until = time.monotonic() + commit_ms / 1000
+        while i < n and (time.monotonic() < until or i % partitions):
+            _produce(p, topic, value, i % partitions)
+            i += 1
+        p.commit_transaction(120)
+        txns += 1
+    return txns
+
+
+def commit_groups(bootstrap: str, prefix: str, topic: str, marks: list[tuple[int, int]], seed: int) -> list[str]:
+    rnd, groups = random.Random(seed), []
+    for g in range(GROUPS):
+        group = f"{prefix}-{g}"
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                      "log_level": "0"})
+        c.commit(offsets=[TopicPartition(topic, p, rnd.randint(lo, h)) for p, (lo, h) in enumerate(marks)],
+                 asynchronous=False)
+        c.close()
+        groups.append(group)
+    return groups
+
+
+def time_translate(config_path: Path, alias: str, groups: list[str]) -> dict[str, float]:
+    """The offset map loaded once (snapshot + log tail), and translate_group for every group."""
+    from mirror_core.config.loader import load_config
+    from mirror_core.offsets.translate import FlowOffsets, translate_group
+
+    config = load_config(config_path)
+    flow = config.flows[0]
+    t0 = time.perf_counter()
+    offsets = FlowOffsets.load(config, flow)
+    load_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    exact = sum(r.exact for g in groups for r in translate_group(config, g, alias, "target"))
+    return {"map_load_s": round(load_s, 2), "translate_100_groups_s": round(time.perf_counter() - t0, 2),
+            "runs_loaded": offsets.offset_map.entries(), "exact_partitions": exact}
+
+
+def _wait(predicate: Any, timeout: float, what: str) -> float:
+    t0 = time.monotonic()
+    while not predicate():
+        if time.monotonic() - t0 > timeout:
+            raise RuntimeError(f"scale bench: timed out waiting for {what}")
+        time.sleep(0.05)
+    return time.monotonic() - t0
+
+
+def restart_time(src: Cluster, dst: Cluster, topic: str, remote: str, partitions: int, alias: str, work: Path,
+                 extra: list[str], procs: list[subprocess.Popen[bytes]]) -> tuple[float, list[Any]]:
+    """SIGKILL, start again, and the seconds until one new record per partition is on the target."""
+    for p in procs:
+        p.kill()
+        p.wait(30)
+    before = dst.total(remote, partitions)
+    t0 = time.monotonic()
+    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra)
+    producer = Producer({"bootstrap.servers": src.bootstrap, "linger.ms": 5})
+    for part in range(partitions):
+        _produce(producer, topic, b"probe", part)
+    producer.flush(60)
+    _wait(lambda: dst.total(remote, partitions) >= before + partitions, 600, "the probes after a restart")
+    return round(time.monotonic() - t0, 2), procs
+
+
+def partitions_run(src: Cluster, dst: Cluster, work: Path, partitions: int, records: int) -> dict[str, Any]:
+    topic, alias = f"scale{partitions}", f"sp{partitions}"
+    remote = f"{alias}.{topic}"
+    src.create(topic, partitions)
+    plain_source(src.bootstrap, topic, records, partitions)
+    extra = ["offset.map.snapshot.interval.seconds = 5", "emit.checkpoints.enabled = false"]
+    t0 = time.monotonic()
+    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra)
+    try:
+        first = _wait(lambda: dst.total(remote, partitions) > 0, 600, "the first record")
+        samples: list[tuple[float, int, float]] = []
+        while True:
+            samples.append((time.monotonic(), dst.total(remote, partitions), cpu_seconds([procs[0].pid])))
+            if samples[-1][1] >= records:
+                break
+            if time.monotonic() - t0 > 1800:
+                raise RuntimeError(f"{partitions} partitions: backlog not copied in 30 min")
+            time.sleep(0.1)
+        lo = next(s for s in samples if s[1] >= records * 0.1)
+        hi = next(s for s in samples if s[1] >= records * 0.9)
+        span = max(hi[0] - lo[0], 1e-3)
+        row: dict[str, Any] = {
+            "partitions": partitions, "records": records, "time_to_first_record_s": round(first, 2),
+            "records_per_s": round((hi[1] - lo[1]) / span), "cpu_s_per_m": round((hi[2] - lo[2]) / max(1, hi[1] - lo[1])
+                                                                                 * 1e6, 1),
+            "rss_mb": round(rss_mb(procs[0].pid), 1)}
+        row["restart_s"], procs = restart_time(src, dst, topic, remote, partitions, alias, work, extra, procs)
+        groups = commit_groups(src.bootstrap, f"g{alias}", topic, src.marks(topic, partitions), partitions)
+        row.update(time_translate(work / f"{alias}.properties", alias, groups))
+        return row
+    finally:
+        stop(procs)
+
+
+def _log_text(work: Path, alias: str) -> str:
+    return (work / f"{alias}-0.log").read_text(errors="replace")
+
+
+def history_run(src: Cluster, dst: Cluster, work: Path, records: int) -> dict[str, Any]:
+    topic, alias, partitions = f"hist{records}", f"sh{records}", 8
+    remote = f"{alias}.{topic}"
+    src.create(topic, partitions)
+    t0 = time.monotonic()
+    txns = streams_source(src.bootstrap, topic, records, partitions)
+    gen_s = time.monotonic() - t0
+    extra = ["offset.map.snapshot.interval.seconds = 3", "emit.checkpoints.enabled = false"]
+    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra)
+    try:
+        _wait(lambda: dst.total(remote, partitions) >= records, 3600, "the history copied")
+        written = dst.marks(f"mirror-core.offset-syncs.{alias}.internal", 1)[0][1]
+        # Retention trims the oldest half of every source partition.
+        marks = src.marks(topic, partitions)
+        futures = src.admin.delete_records([TopicPartition(topic, p, (lo + h) // 2) for p, (lo, h) in enumerate(marks)])
+        for f in futures.values():
+            f.result(60)
+        trimmed_before = _log_text(work, alias).count("offset-sync log trimmed")
+        _wait(lambda: _log_text(work, alias).count("offset-sync log trimmed") >= trimmed_before + 2, 300,
+              "a snapshot round after the source was trimmed")
+        kept = [int(n) for n in re.findall(r"runs pruned, (\d+) kept", _log_text(work, alias))][-1]
+        pruned = sum(int(n) for n in re.findall(r"(\d+) runs pruned", _log_text(work, alias)))
+        row: dict[str, Any] = {"records": records, "transactions": txns, "generate_s": round(gen_s, 1),
+                               "runs_written": written, "runs_pruned": pruned, "runs_kept": kept,
+                               "rss_mb": round(rss_mb(procs[0].pid), 1)}
+        row["restart_s"], procs = restart_time(src, dst, topic, remote, partitions, alias, work, extra, procs)
+        row["rss_after_restart_mb"] = round(rss_mb(procs[0].pid), 1)
+        groups = commit_groups(src.bootstrap, f"g{alias}", topic, src.marks(topic, partitions), records)
+        row.update(time_translate(work / f"{alias}.properties", alias, groups))
+        return row
+    finally:
+        stop(procs)
+
+
+def memory_per_run(runs: int = 1_000_000) -> dict[str, float]:
+    """Bytes per offset-map run in memory: typed arrays now, lists of Python ints before (measured)."""
+    import tracemalloc
+
+    from mirror_core.stores.offset_map import PartitionMap
+
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    lists: tuple[list[int], list[int]] = ([], [])
+    for i in range(runs):
+        lists[0].append(i * 13 + 100_000_000)
+        lists[1].append(i * 12 + 100_000_000)
+    as_lists = tracemalloc.get_traced_memory()[0] - base
+    del lists
+    base = tracemalloc.get_traced_memory()[0]
+    pm = PartitionMap()
+    for i in range(runs):
+        pm.add(i * 13 + 100_000_000, i * 12 + 100_000_000)
+    as_arrays = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    return {"runs": runs, "list_bytes_per_run": round(as_lists / runs, 1),
+            "array_bytes_per_run": round(as_arrays / runs, 1)}
+
+
+def run_scale(src_bs: str, dst_bs: str, work: Path, args: Any) -> dict[str, Any]:
+    src, dst = Cluster(src_bs), Cluster(dst_bs)
+    out: dict[str, Any] = {"memory": memory_per_run(), "partitions": [], "history": []}
+    try:
+        for n in (int(x) for x in args.scale_history.split(",") if x.strip()):
+            for rep in range(args.scale_runs):
+                out["history"].append(history_run(src, dst, work / f"h{n}-{rep}", n) | {"rep": rep})
+                print(out["history"][-1], flush=True)
+        for n in (int(x) for x in args.scale_partitions.split(",") if x.strip()):
+            for rep in range(args.scale_runs):
+                out["partitions"].append(partitions_run(src, dst, work / f"p{n}-{rep}", n, args.scale_records)
+                                         | {"rep": rep})
+                print(out["partitions"][-1], flush=True)
+    finally:
+        src.close()
+        dst.close()
+    return out
+
+
+def _spread(rows: list[dict[str, Any]], key: str) -> str:
+    values = [r[key] for r in rows]
+    med = statistics.median(values)
+    return f"{med:g}" if len(values) == 1 else f"{med:g} ({min(values):g} to {max(values):g})"
+
+
+def scale_markdown(data: dict[str, Any], meta: dict[str, str]) -> str:
+    mem = data["memory"]
+    lines = [f"# Scale benchmark ({meta['date']})", "", f"Load before: `{meta.get('load_before', '?')}`; after: "
+             f"`{meta.get('load_after', '?')}`. One mirror_core process, at-least-once, 100-byte values; "
+             "median (min to max) over the repetitions.", "",
+             f"In-memory offset map: {mem['array_bytes_per_run']} bytes per run in typed arrays, "
+             f"{mem['list_bytes_per_run']} in lists of Python ints (the former representation), "
+             f"{mem['runs']:,} runs (tracemalloc).", ""]
+    hist_keys = ["transactions", "runs_written", "runs_kept", "restart_s", "map_load_s", "translate_100_groups_s",
+                 "rss_mb", "rss_after_restart_mb"]
+    if data["history"]:
+        lines += ["## Gappy history (transactions every 100 ms, 8 partitions, oldest half deleted)", "",
+                  "| records | " + " | ".join(hist_keys) + " |", "|---:|" + "---:|" * len(hist_keys)]
+        for n in sorted({r["records"] for r in data["history"]}):
+            rows = [r for r in data["history"] if r["records"] == n]
+            lines.append(f"| {n:,} | " + " | ".join(_spread(rows, k) for k in hist_keys) + " |")
+        lines.append("")
+    part_keys = ["records_per_s", "time_to_first_record_s", "restart_s", "rss_mb", "cpu_s_per_m", "map_load_s",
+                 "translate_100_groups_s"]
+    if data["partitions"]:
+        lines += ["## Partitions (one topic)", "", "| partitions | records | " + " | ".join(part_keys) + " |",
+                  "|---:|---:|" + "---:|" * len(part_keys)]
+        for n in sorted({r["partitions"] for r in data["partitions"]}):
+            rows = [r for r in data["partitions"] if r["partitions"] == n]
+            lines.append(f"| {n:,} | {rows[0]['records']:,} | " + " | ".join(_spread(rows, k) for k in part_keys)
+                         + " |")
+        lines.append("")
+    return "\n".join(lines) + "\n"

@@ -156,8 +156,9 @@ def restart_time(src: Cluster, dst: Cluster, topic: str, remote: str, partitions
     return round(time.monotonic() - t0, 2), procs
 
 
-def partitions_run(src: Cluster, dst: Cluster, work: Path, partitions: int, records: int) -> dict[str, Any]:
-    topic, alias = f"scale{partitions}", f"sp{partitions}"
+def partitions_run(src: Cluster, dst: Cluster, work: Path, partitions: int, records: int, rep: int) -> dict[str, Any]:
+    topic, alias = f"scale{partitions}r{rep}", f"sp{partitions}r{rep}"
+    work.mkdir(parents=True, exist_ok=True)
     remote = f"{alias}.{topic}"
     src.create(topic, partitions)
     plain_source(src.bootstrap, topic, records, partitions)
@@ -194,8 +195,9 @@ def _log_text(work: Path, alias: str) -> str:
     return (work / f"{alias}-0.log").read_text(errors="replace")
 
 
-def history_run(src: Cluster, dst: Cluster, work: Path, records: int) -> dict[str, Any]:
-    topic, alias, partitions = f"hist{records}", f"sh{records}", 8
+def history_run(src: Cluster, dst: Cluster, work: Path, records: int, rep: int) -> dict[str, Any]:
+    topic, alias, partitions = f"hist{records}r{rep}", f"sh{records}r{rep}", 8
+    work.mkdir(parents=True, exist_ok=True)
     remote = f"{alias}.{topic}"
     src.create(topic, partitions)
     t0 = time.monotonic()
@@ -258,11 +260,11 @@ def run_scale(src_bs: str, dst_bs: str, work: Path, args: Any) -> dict[str, Any]
     try:
         for n in (int(x) for x in args.scale_history.split(",") if x.strip()):
             for rep in range(args.scale_runs):
-                out["history"].append(history_run(src, dst, work / f"h{n}-{rep}", n) | {"rep": rep})
+                out["history"].append(history_run(src, dst, work / f"h{n}-{rep}", n, rep) | {"rep": rep})
                 print(out["history"][-1], flush=True)
         for n in (int(x) for x in args.scale_partitions.split(",") if x.strip()):
             for rep in range(args.scale_runs):
-                out["partitions"].append(partitions_run(src, dst, work / f"p{n}-{rep}", n, args.scale_records)
+                out["partitions"].append(partitions_run(src, dst, work / f"p{n}-{rep}", n, args.scale_records, rep)
                                          | {"rep": rep})
                 print(out["partitions"][-1], flush=True)
     finally:

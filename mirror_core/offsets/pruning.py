@@ -18,16 +18,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirror_core.clients import make_admin, make_producer
 from mirror_core.config.model import FlowConfig, MirrorConfig
-from mirror_core.kafka_io import QUIET
+from mirror_core.kafka_io import QUIET, log_starts_batch
 from mirror_core.stores.map_snapshots import ensure_snapshot_topic, snapshot_topic, write_round
 from mirror_core.stores.offset_syncs import flow_map_reader, offset_syncs_topic
 
@@ -42,24 +40,6 @@ class RoundResult:
     pruned_runs: int
     runs_kept: int
     seconds: float
-
-
-def source_log_starts(admin: AdminClient, keys: Iterable[tuple[str, int]],
-                      timeout: float = 30) -> dict[tuple[str, int], int]:
-    """Each partition's log start offset on the source, in one request per broker (partitions the
-    source does not know, e.g. of a deleted topic, are left out: nothing of theirs is pruned)."""
-    wanted = {TopicPartition(t, p): OffsetSpec.earliest() for t, p in keys}
-    if not wanted:
-        return {}
-    out: dict[tuple[str, int], int] = {}
-    for tp, fut in admin.list_offsets(wanted, request_timeout=timeout).items():
-        try:
-            info = fut.result(timeout)
-        except Exception:  # one unknown partition must not stop the others
-            continue
-        if info.offset >= 0:
-            out[(tp.topic, tp.partition)] = int(info.offset)
-    return out
 
 
 def prune_round(config: MirrorConfig, flow: FlowConfig, instance: str, timeout: float = 30) -> RoundResult | None:
@@ -77,7 +57,7 @@ def prune_round(config: MirrorConfig, flow: FlowConfig, instance: str, timeout: 
     try:
         offset_map = reader.refresh(timeout)
         position = reader.position
-        starts = source_log_starts(make_admin(src), offset_map.partitions, timeout)
+        starts = log_starts_batch(make_admin(src), offset_map.partitions, timeout)
         changed = {k: offset_map.partitions[k] for k in reader.touched}
         pruned = 0
         for key, pm in offset_map.partitions.items():

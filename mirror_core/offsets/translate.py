@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from mirror_core.clients import make_admin, make_consumer
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.errors import MirrorError
-from mirror_core.kafka_io import QUIET, log_ends
+from mirror_core.kafka_io import QUIET, log_ends, log_ends_batch
 from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
 from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
 from mirror_core.stores.offset_map import OffsetMap
@@ -94,35 +94,49 @@ def _time_index_fallback(source: Consumer, target: Consumer, topic: str, remote:
 def translate_group(config: MirrorConfig, group: str, source: str, target: str, topic: str | None = None,
                     timeout: float = 30) -> list[PartitionTranslation]:
     """Per partition, where ``group`` resumes on ``target`` after consuming up to its source offsets."""
+    return translate_groups(config, [group], source, target, topic, timeout)[group]
+
+
+def translate_groups(config: MirrorConfig, groups: list[str], source: str, target: str, topic: str | None = None,
+                     timeout: float = 30) -> dict[str, list[PartitionTranslation]]:
+    """:func:`translate_group` for several groups, the offset map and the remote log ends read once
+    (for 100 groups over 2,000 partitions that is the difference between seconds and minutes)."""
     flow = config.flow(f"{source}->{target}")
     src_cluster, tgt_cluster = config.cluster(source), config.cluster(target)
-    try:
-        committed = committed_offsets(make_admin(src_cluster), group, timeout)
-    except (KafkaException, concurrent.futures.TimeoutError) as exc:  # a dead primary may just time out
-        log.warning("group %s: committed offsets unavailable on %s (%s); using the latest checkpoints",
-                    group, source, exc)
-        return translate_from_checkpoints(config, flow, group, topic, timeout)
-    committed = {k: v for k, v in committed.items()
-                 if flow.should_replicate(k[0]) and (topic is None or k[0] == topic)}
-    if not committed:
-        return []
+    src_admin = make_admin(src_cluster)
+    out: dict[str, list[PartitionTranslation]] = {}
+    wanted: dict[str, dict[tuple[str, int], int]] = {}
+    for group in groups:
+        try:
+            committed = committed_offsets(src_admin, group, timeout)
+        except (KafkaException, concurrent.futures.TimeoutError) as exc:  # a dead primary may just time out
+            log.warning("group %s: committed offsets unavailable on %s (%s); using the latest checkpoints",
+                        group, source, exc)
+            out[group] = translate_from_checkpoints(config, flow, group, topic, timeout)
+            continue
+        wanted[group] = {k: v for k, v in committed.items()
+                         if flow.should_replicate(k[0]) and (topic is None or k[0] == topic)}
+        out[group] = []
+    keys = {k for committed in wanted.values() for k in committed}
+    if not keys:
+        return out
     offsets = FlowOffsets.load(config, flow, timeout)
     tgt_consumer = make_consumer(tgt_cluster, "mirror-core.translate", QUIET)
     src_consumer = make_consumer(src_cluster, "mirror-core.translate", QUIET)
     try:
-        ends = log_ends(tgt_consumer, ((flow.remote_topic(t), p) for t, p in committed), timeout)
-        out = []
-        for (t, p), offset in sorted(committed.items()):
-            remote = flow.remote_topic(t)
-            tr = offsets.offset_map.translate(t, p, offset, offsets.progress.get((t, p)), ends.get((remote, p)))
-            row = PartitionTranslation(group, t, p, remote, offset, tr.target_offset, tr.exact, tr.note)
-            if tr.beyond_retention:
-                row.basis, row.beyond_retention = "beyond-retention", True
-            elif tr.target_offset is None:
-                row.target_offset, row.note = _time_index_fallback(src_consumer, tgt_consumer, t, remote, p,
-                                                                   offset, timeout)
-                row.basis = "time-index"
-            out.append(row)
+        ends = log_ends_batch(make_admin(tgt_cluster), {(flow.remote_topic(t), p) for t, p in keys}, timeout)
+        for group, committed in wanted.items():
+            for (t, p), offset in sorted(committed.items()):
+                remote = flow.remote_topic(t)
+                tr = offsets.offset_map.translate(t, p, offset, offsets.progress.get((t, p)), ends.get((remote, p)))
+                row = PartitionTranslation(group, t, p, remote, offset, tr.target_offset, tr.exact, tr.note)
+                if tr.beyond_retention:
+                    row.basis, row.beyond_retention = "beyond-retention", True
+                elif tr.target_offset is None:
+                    row.target_offset, row.note = _time_index_fallback(src_consumer, tgt_consumer, t, remote, p,
+                                                                       offset, timeout)
+                    row.basis = "time-index"
+                out[group].append(row)
         return out
     finally:
         tgt_consumer.close()

@@ -108,7 +108,7 @@ def raw_consume(bootstrap: str, topic: str, n: int, size: int) -> Result:
 
 
 def start_mirror_core(src: str, dst: str, topic: str, workers: int, alias: str, workdir: Path,
-                      extra: list[str]) -> tuple[list[subprocess.Popen[bytes]], list[Path]]:
+                      extra: list[str], args: tuple[str, ...] = ()) -> tuple[list[subprocess.Popen[bytes]], list[Path]]:
     config = workdir / f"{alias}.properties"
     config.write_text("\n".join([
         f"clusters = {alias}, target", f"{alias}.bootstrap.servers = {src}", f"target.bootstrap.servers = {dst}",
@@ -119,7 +119,7 @@ def start_mirror_core(src: str, dst: str, topic: str, workers: int, alias: str, 
         path = workdir / f"{alias}-{w}.log"
         log = open(path, "wb")  # noqa: SIM115
         procs.append(subprocess.Popen([sys.executable, "-m", "mirror_core", "run", "--config", str(config),
-                                       "--metrics-port", str(free_port())], stdout=log, stderr=subprocess.STDOUT,
+                                       "--metrics-port", str(free_port()), *args], stdout=log, stderr=subprocess.STDOUT,
                                       cwd=REPO))
         logs.append(path)
     return procs, logs

@@ -3,7 +3,8 @@
 Two series on the same brokers, one mirror_core process each (at-least-once):
 - partitions: a backlog of 100-byte records over 8 / 200 / 2,000 partitions — throughput (10 % to 90 %
   of the backlog on the target), time to first record after start, RSS, CPU per million records,
-  restart time (SIGKILL, start, until a probe record in every partition is on the target), and
+  restart time (SIGKILL, start with the same ``--instance-id``, until a probe record in every
+  partition is on the target), and
   ``translate_group`` for 100 groups committed on every partition;
 - history: a gappy source like a Kafka Streams application (one transactional producer committing
   every 100 ms, 8 partitions: every commit leaves a marker, an offset gap, in each partition), then
@@ -19,6 +20,7 @@ import random
 import re
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,8 @@ from bench.run import cpu_seconds, start_mirror_core
 from bench.scenarios import stop
 
 GROUPS = 100
+#: A static member id: a restart resumes at once instead of after the session timeout (README, Restart).
+STATIC = ("--instance-id", "scale-0")
 
 
 def rss_mb(pid: int) -> float:
@@ -153,7 +157,7 @@ def restart_time(src: Cluster, dst: Cluster, topic: str, remote: str, partitions
         p.wait(30)
     before = dst.total(remote, partitions)
     t0 = time.monotonic()
-    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra)
+    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
     producer = Producer({"bootstrap.servers": src.bootstrap, "linger.ms": 5})
     for part in range(partitions):
         _produce(producer, topic, b"probe", part)
@@ -170,7 +174,7 @@ def partitions_run(src: Cluster, dst: Cluster, work: Path, partitions: int, reco
     plain_source(src.bootstrap, topic, records, partitions)
     extra = ["offset.map.snapshot.interval.seconds = 5", "emit.checkpoints.enabled = false"]
     t0 = time.monotonic()
-    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra)
+    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
     try:
         first = _wait(lambda: dst.total(remote, partitions) > 0, 600, "the first record")
         samples: list[tuple[float, int, float]] = []
@@ -210,7 +214,7 @@ def history_run(src: Cluster, dst: Cluster, work: Path, records: int, rep: int) 
     txns = streams_source(src.bootstrap, topic, records, partitions)
     gen_s = time.monotonic() - t0
     extra = ["offset.map.snapshot.interval.seconds = 3", "emit.checkpoints.enabled = false"]
-    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra)
+    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
     try:
         _wait(lambda: dst.total(remote, partitions) >= records, 3600, "the history copied")
         written = dst.marks(f"mirror-core.offset-syncs.{alias}.internal", 1)[0][1]
@@ -237,28 +241,33 @@ def history_run(src: Cluster, dst: Cluster, work: Path, records: int, rep: int) 
         stop(procs)
 
 
+_BUILD = """
+import sys
+from pathlib import Path
+from mirror_core.stores.offset_map import PartitionMap
+def rss():
+    return next(int(x.split()[1]) for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmRSS:"))
+n, before = int(sys.argv[2]), rss()
+if sys.argv[1] == "lists":  # the former representation: two lists of Python ints
+    kept = ([], [])
+    for i in range(n):
+        kept[0].append(i * 13 + 100_000_000); kept[1].append(i * 12 + 100_000_000)
+else:
+    kept = PartitionMap()
+    for i in range(n):
+        kept.add(i * 13 + 100_000_000, i * 12 + 100_000_000)
+print((rss() - before) * 1024 / n)
+"""
+
+
 def memory_per_run(runs: int = 1_000_000) -> dict[str, float]:
-    """Bytes per offset-map run in memory: typed arrays now, lists of Python ints before (measured)."""
-    import tracemalloc
-
-    from mirror_core.stores.offset_map import PartitionMap
-
-    tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
-    lists: tuple[list[int], list[int]] = ([], [])
-    for i in range(runs):
-        lists[0].append(i * 13 + 100_000_000)
-        lists[1].append(i * 12 + 100_000_000)
-    as_lists = tracemalloc.get_traced_memory()[0] - base
-    del lists
-    base = tracemalloc.get_traced_memory()[0]
-    pm = PartitionMap()
-    for i in range(runs):
-        pm.add(i * 13 + 100_000_000, i * 12 + 100_000_000)
-    as_arrays = tracemalloc.get_traced_memory()[0] - base
-    tracemalloc.stop()
-    return {"runs": runs, "list_bytes_per_run": round(as_lists / runs, 1),
-            "array_bytes_per_run": round(as_arrays / runs, 1)}
+    """Resident bytes per offset-map run, each representation built in a fresh process."""
+    out: dict[str, float] = {"runs": runs}
+    for kind in ("lists", "arrays"):
+        done = subprocess.run([sys.executable, "-c", _BUILD, kind, str(runs)], capture_output=True, text=True,
+                              check=True, cwd=Path(__file__).resolve().parents[1])
+        out[f"{kind}_rss_bytes_per_run"] = round(float(done.stdout), 1)
+    return out
 
 
 def run_scale(src_bs: str, dst_bs: str, work: Path, args: Any) -> dict[str, Any]:
@@ -291,9 +300,9 @@ def scale_markdown(data: dict[str, Any], meta: dict[str, str]) -> str:
     lines = [f"# Scale benchmark ({meta['date']})", "", f"Load before: `{meta.get('load_before', '?')}`; after: "
              f"`{meta.get('load_after', '?')}`. One mirror_core process, at-least-once, 100-byte values; "
              "median (min to max) over the repetitions.", "",
-             f"In-memory offset map: {mem['array_bytes_per_run']} bytes per run in typed arrays, "
-             f"{mem['list_bytes_per_run']} in lists of Python ints (the former representation), "
-             f"{mem['runs']:,} runs (tracemalloc).", ""]
+             f"In-memory offset map: {mem['arrays_rss_bytes_per_run']} resident bytes per run in typed arrays, "
+             f"{mem['lists_rss_bytes_per_run']} in lists of Python ints (the former representation); "
+             f"{mem['runs']:,} runs built in a fresh process each.", ""]
     hist_keys = ["transactions", "runs_written", "runs_kept", "restart_s", "map_load_s", "translate_1_group_s",
                  "translate_100_groups_s", "exact_partitions", "rss_mb", "rss_after_restart_mb"]
     if data["history"]:

@@ -217,7 +217,6 @@ def history_run(src: Cluster, dst: Cluster, work: Path, records: int, rep: int) 
     procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
     try:
         _wait(lambda: dst.total(remote, partitions) >= records, 3600, "the history copied")
-        written = dst.marks(f"mirror-core.offset-syncs.{alias}.internal", 1)[0][1]
         # Retention trims the oldest half of every source partition.
         marks = src.marks(topic, partitions)
         futures = src.admin.delete_records([TopicPartition(topic, p, (lo + h) // 2) for p, (lo, h) in enumerate(marks)])
@@ -228,6 +227,8 @@ def history_run(src: Cluster, dst: Cluster, work: Path, records: int, rep: int) 
         _wait(lambda: _log_text(work, alias).count("offset map round started") >= started + 2, 300,
               "a snapshot round after the source was trimmed")
         kept = [int(n) for n in re.findall(r"runs pruned, (\d+) kept", _log_text(work, alias))][-1]
+        # Every entry ever written (the log end; trimming moves only its start).
+        written = dst.marks(f"mirror-core.offset-syncs.{alias}.internal", 1)[0][1]
         pruned = sum(int(n) for n in re.findall(r"(\d+) runs pruned", _log_text(work, alias)))
         row: dict[str, Any] = {"records": records, "transactions": txns, "generate_s": round(gen_s, 1),
                                "runs_written": written, "runs_pruned": pruned, "runs_kept": kept,

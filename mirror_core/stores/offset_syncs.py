@@ -87,7 +87,6 @@ class OffsetSyncReader:
         for attempt in range(3):
             if not self._loaded:
                 self._load(timeout)
-            start = self._tail.position
             for msg in self._tail.read_new_messages(timeout):
                 value = msg.value()
                 if value is None:
@@ -98,14 +97,14 @@ class OffsetSyncReader:
                 upstream, downstream = decode_sync_value(value)
                 self.map.add(key[0], key[1], upstream, downstream)
                 self.touched.add(key)
-            if self._tail.log_start(timeout) <= start:
+            if self._tail.log_start(timeout) <= self.loaded.round_position:
                 return self.map
-            # The log was trimmed below where this read started: a newer round committed in between
-            # (entries may have been skipped), so load again from that round.
+            # A newer round trimmed the log: load again from it — entries this read skipped are in
+            # it, and its map is pruned (a long-lived reader's map stays bounded too).
             if attempt < 2:
                 self._loaded = False
-        log.warning("%s: the log starts after the offset map's newest snapshot; offsets below it have no "
-                    "exact translation", self._tail.topic)
+        log.warning("%s: the log starts after the offset map's newest snapshot (trimmed outside mirror_core?); "
+                    "offsets below it have no exact translation", self._tail.topic)
         return self.map
 
     def close(self) -> None:

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from mirror_core.config.loader import load_config
 from mirror_core.offsets.translate import FlowOffsets
 from mirror_core.stores.map_snapshots import snapshot_topic
-from mirror_core.stores.offset_syncs import offset_syncs_topic
+from mirror_core.stores.offset_syncs import flow_map_reader, offset_syncs_topic
 from tests.integration.conftest import flow_lines
 from tests.kafka_harness import REPO, admin, create_topic, read_all, topics, unique, wait_until, write_config
 
@@ -111,6 +111,9 @@ def test_a_map_written_before_snapshots_is_pruned_and_stays_exact(dc1, dc2, name
     entries_before = before.offset_map.entries()
     assert check_exact(dc1, dc2, topic, remote, before) > 500
 
+    # A long-lived reader (as the checkpoint emitter's) loaded before the round.
+    live = flow_map_reader(load_config(config).cluster("dc2"), unique("live-"), alias)
+    assert live.refresh(30).entries() == entries_before
     half = mid_points(dc1, topic, 2)
     delete_below(dc1, topic, half)
     fast = write_config(tmp_path / "new.properties", {alias: dc1, "dc2": dc2}, [
@@ -126,6 +129,13 @@ def test_a_map_written_before_snapshots_is_pruned_and_stays_exact(dc1, dc2, name
     after = FlowOffsets.load(load_config(fast), flow)
     assert after.offset_map.entries() < entries_before * 0.7, (after.offset_map.entries(), entries_before)
     assert check_exact(dc1, dc2, topic, remote, after) > 250
+    # The long-lived reader sees the log trimmed under it and loads the (smaller) round instead.
+    try:
+        live_map = live.refresh(30)
+    finally:
+        live.close()
+    assert {k: (list(pm.sources), list(pm.targets)) for k, pm in live_map.partitions.items()} == \
+        {k: (list(pm.sources), list(pm.targets)) for k, pm in after.offset_map.partitions.items()}
     for p in range(2):
         pm = after.offset_map.partitions[(topic, p)]
         assert 0 < pm.horizon <= half[p]

@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.run import cpu_seconds, start_mirror_core
 from bench.scenarios import stop
+from mirror_core.kafka_io import log_ends_batch, log_starts_batch
 
 GROUPS = 100
 #: A static member id: a restart resumes at once instead of after the session timeout (README, Restart).
@@ -49,25 +50,20 @@ class Cluster:
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-scale", "log_level": "0"})
 
     def create(self, topic: str, partitions: int) -> None:
         self.admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(120)
 
     def marks(self, topic: str, partitions: int) -> list[tuple[int, int]]:
-        out = []
-        for p in range(partitions):
-            try:
-                out.append(self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10))
-            except Exception:  # not created yet
-                out.append((0, 0))
-        return out
+        """(log start, log end) per partition, (0, 0) where the cluster does not know it (yet). Through
+        ListOffsets: a consumer that asked before the topic existed may answer from stale metadata."""
+        keys = [(topic, p) for p in range(partitions)]
+        starts, ends = log_starts_batch(self.admin, keys), log_ends_batch(self.admin, keys)
+        return [(starts.get(k, 0), ends.get(k, 0)) for k in keys]
 
     def total(self, topic: str, partitions: int) -> int:
         return sum(h - lo for lo, h in self.marks(topic, partitions))
 
-    def close(self) -> None:
-        self.consumer.close()
 
 
 def _produce(p: Producer, topic: str, value: bytes, partition: int) -> None:
@@ -274,19 +270,15 @@ def memory_per_run(runs: int = 1_000_000) -> dict[str, float]:
 def run_scale(src_bs: str, dst_bs: str, work: Path, args: Any) -> dict[str, Any]:
     src, dst = Cluster(src_bs), Cluster(dst_bs)
     out: dict[str, Any] = {"memory": memory_per_run(), "partitions": [], "history": []}
-    try:
-        for n in (int(x) for x in args.scale_history.split(",") if x.strip()):
-            for rep in range(args.scale_runs):
-                out["history"].append(history_run(src, dst, work / f"h{n}-{rep}", n, rep) | {"rep": rep})
-                print(out["history"][-1], flush=True)
-        for n in (int(x) for x in args.scale_partitions.split(",") if x.strip()):
-            for rep in range(args.scale_runs):
-                out["partitions"].append(partitions_run(src, dst, work / f"p{n}-{rep}", n, args.scale_records, rep)
-                                         | {"rep": rep})
-                print(out["partitions"][-1], flush=True)
-    finally:
-        src.close()
-        dst.close()
+    for n in (int(x) for x in args.scale_history.split(",") if x.strip()):
+        for rep in range(args.scale_runs):
+            out["history"].append(history_run(src, dst, work / f"h{n}-{rep}", n, rep) | {"rep": rep})
+            print(out["history"][-1], flush=True)
+    for n in (int(x) for x in args.scale_partitions.split(",") if x.strip()):
+        for rep in range(args.scale_runs):
+            out["partitions"].append(partitions_run(src, dst, work / f"p{n}-{rep}", n, args.scale_records, rep)
+                                     | {"rep": rep})
+            print(out["partitions"][-1], flush=True)
     return out
 
 

@@ -264,15 +264,18 @@ def run_scale_part(src: str, dst: str, work: Path, args: Any) -> None:
     from bench.scale import run_scale, scale_markdown
 
     load_before = Path("/proc/loadavg").read_text().strip()
-    data = run_scale(src, dst, work, args)
-    now = time.gmtime()
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", now), "load_before": load_before,
-            "load_after": Path("/proc/loadavg").read_text().strip()}
+    began = time.gmtime()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"scale-{time.strftime('%Y%m%dT%H%M%SZ', now)}.json").write_text(json.dumps({"meta": meta, **data},
-                                                                                       indent=2))
-    (out / f"scale-{time.strftime('%Y-%m-%d', now)}.md").write_text(scale_markdown(data, meta))
+
+    def write(data: dict[str, Any]) -> None:
+        meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", began), "load_before": load_before,
+                "load_after": Path("/proc/loadavg").read_text().strip()}
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", began)
+        (out / f"scale-{stamp}.json").write_text(json.dumps({"meta": meta, **data}, indent=2))
+        (out / f"scale-{time.strftime('%Y-%m-%d', began)}.md").write_text(scale_markdown(data, meta))
+
+    write(run_scale(src, dst, work, args, write))
 
 
 def run_scenarios(src: str, dst: str, work: Path, args: Any, parts: set[str]) -> dict[str, Any]:

@@ -49,7 +49,7 @@ class Cluster:
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": "0"})
 
     def create(self, topic: str, partitions: int) -> None:
         self.admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(120)
@@ -58,7 +58,9 @@ class Cluster:
         """(log start, log end) per partition, (0, 0) where the cluster does not know it (yet). Through
         ListOffsets: a consumer that asked before the topic existed may answer from stale metadata."""
         keys = [(topic, p) for p in range(partitions)]
-        starts, ends = log_starts_batch(self.admin, keys), log_ends_batch(self.admin, keys)
+        # A fresh client each time: one that asked before the topic existed kept answering "unknown".
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": "0"})
+        starts, ends = log_starts_batch(admin, keys), log_ends_batch(admin, keys)
         return [(starts.get(k, 0), ends.get(k, 0)) for k in keys]
 
     def total(self, topic: str, partitions: int) -> int:
@@ -267,18 +269,21 @@ def memory_per_run(runs: int = 1_000_000) -> dict[str, float]:
     return out
 
 
-def run_scale(src_bs: str, dst_bs: str, work: Path, args: Any) -> dict[str, Any]:
+def run_scale(src_bs: str, dst_bs: str, work: Path, args: Any, on_row: Any) -> dict[str, Any]:
+    """Every size in turn; ``on_row(out)`` after each (a long run keeps what it measured so far)."""
     src, dst = Cluster(src_bs), Cluster(dst_bs)
     out: dict[str, Any] = {"memory": memory_per_run(), "partitions": [], "history": []}
     for n in (int(x) for x in args.scale_history.split(",") if x.strip()):
         for rep in range(args.scale_runs):
             out["history"].append(history_run(src, dst, work / f"h{n}-{rep}", n, rep) | {"rep": rep})
             print(out["history"][-1], flush=True)
+            on_row(out)
     for n in (int(x) for x in args.scale_partitions.split(",") if x.strip()):
         for rep in range(args.scale_runs):
             out["partitions"].append(partitions_run(src, dst, work / f"p{n}-{rep}", n, args.scale_records, rep)
                                      | {"rep": rep})
             print(out["partitions"][-1], flush=True)
+            on_row(out)
     return out
 
 

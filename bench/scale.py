@@ -322,3 +322,26 @@ def scale_markdown(data: dict[str, Any], meta: dict[str, str]) -> str:
                          + " |")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def merge(files: list[Path]) -> str:
+    """One table from several ``--only scale`` runs (a size measured in more than one shows its spread)."""
+    import json
+
+    datas = [json.loads(f.read_text()) for f in files]
+    merged: dict[str, Any] = {"memory": datas[0]["memory"], "history": [], "partitions": []}
+    for d in datas:
+        merged["history"] += d["history"]
+        merged["partitions"] += d["partitions"]
+    loads = "; ".join(f"{f.name}: {d['meta']['load_before']} to {d['meta']['load_after']}"
+                      for f, d in zip(files, datas, strict=True))
+    text = scale_markdown(merged, {"date": datas[0]["meta"]["date"], "load_before": loads, "load_after": "(per run)"})
+    return text + "\nMerged from " + ", ".join(f"`bench/results/{f.name}`" for f in files) + \
+        " (`python -m bench.scale --merge <json>...`), one `--only scale` run each.\n"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--merge":
+        sys.stdout.write(merge([Path(a) for a in sys.argv[2:]]))
+    else:
+        sys.exit("usage: python -m bench.scale --merge <scale-*.json>... (runs: make bench BENCH_ARGS='--only scale')")

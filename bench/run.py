@@ -32,8 +32,9 @@ REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 8
 # Parts of a run (--only): backlog throughput (raw, MM2, mirror_core), steady-load latency and failover
 # accuracy ("scenarios" is both), offset-map size of a gappy source, reconciliation-job throughput,
-# time to copy again after a restart (bench/restart.py).
-PARTS = ("backlog", "scenarios", "latency", "failover", "offset-map", "reconcile", "restart")
+# time to copy again after a restart (bench/restart.py), growth with partitions and history (bench/scale.py,
+# only with --only scale: it is long).
+PARTS = ("backlog", "scenarios", "latency", "failover", "offset-map", "reconcile", "restart", "scale")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -107,7 +108,7 @@ def raw_consume(bootstrap: str, topic: str, n: int, size: int) -> Result:
 
 
 def start_mirror_core(src: str, dst: str, topic: str, workers: int, alias: str, workdir: Path,
-                      extra: list[str]) -> tuple[list[subprocess.Popen[bytes]], list[Path]]:
+                      extra: list[str], args: tuple[str, ...] = ()) -> tuple[list[subprocess.Popen[bytes]], list[Path]]:
     config = workdir / f"{alias}.properties"
     config.write_text("\n".join([
         f"clusters = {alias}, target", f"{alias}.bootstrap.servers = {src}", f"target.bootstrap.servers = {dst}",
@@ -118,7 +119,7 @@ def start_mirror_core(src: str, dst: str, topic: str, workers: int, alias: str, 
         path = workdir / f"{alias}-{w}.log"
         log = open(path, "wb")  # noqa: SIM115
         procs.append(subprocess.Popen([sys.executable, "-m", "mirror_core", "run", "--config", str(config),
-                                       "--metrics-port", str(free_port())], stdout=log, stderr=subprocess.STDOUT,
+                                       "--metrics-port", str(free_port()), *args], stdout=log, stderr=subprocess.STDOUT,
                                       cwd=REPO))
         logs.append(path)
     return procs, logs
@@ -257,6 +258,24 @@ def run_restart(src: str, dst: str, work: Path, args: Any) -> list[dict[str, Any
     for label, alias, starter in systems:
         rows += restart_run(label, starter, src, dst, alias, work, args.restart_runs)
     return as_rows(rows)
+
+
+def run_scale_part(src: str, dst: str, work: Path, args: Any) -> None:
+    from bench.scale import run_scale, scale_markdown
+
+    load_before = Path("/proc/loadavg").read_text().strip()
+    began = time.gmtime()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def write(data: dict[str, Any]) -> None:
+        meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", began), "load_before": load_before,
+                "load_after": Path("/proc/loadavg").read_text().strip()}
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", began)
+        (out / f"scale-{stamp}.json").write_text(json.dumps({"meta": meta, **data}, indent=2))
+        (out / f"scale-{time.strftime('%Y-%m-%d', began)}.md").write_text(scale_markdown(data, meta))
+
+    write(run_scale(src, dst, work, args, write))
 
 
 def run_scenarios(src: str, dst: str, work: Path, args: Any, parts: set[str]) -> dict[str, Any]:
@@ -406,6 +425,10 @@ def main() -> int:
                         help="records per reconciliation-job run, comma-separated (100-byte values)")
     parser.add_argument("--reconcile-master", default="local[2]", help="spark-submit --master of that scenario")
     parser.add_argument("--restart-runs", type=int, default=3, help="repetitions of each restart event")
+    parser.add_argument("--scale-partitions", default="8,200,2000", help="scale: partition counts")
+    parser.add_argument("--scale-records", type=int, default=400_000, help="scale: backlog per partition count")
+    parser.add_argument("--scale-history", default="1000000,10000000", help="scale: gappy history sizes")
+    parser.add_argument("--scale-runs", type=int, default=1, help="scale: repetitions of each size")
     parser.add_argument("--only", help=f"comma-separated parts to run, of {', '.join(PARTS)} "
                         "(default: all but those skipped with --no-scenarios / --no-reconcile)")
     args = parser.parse_args()
@@ -415,7 +438,7 @@ def main() -> int:
             parser.error(f"--only: choose among {', '.join(PARTS)}")
     else:
         parts = {x for x in PARTS if (x not in ("scenarios", "latency", "failover") or args.scenarios)
-                 and (x != "reconcile" or args.reconcile)}
+                 and (x != "reconcile" or args.reconcile) and x != "scale"}
     if "scenarios" in parts:
         parts |= {"latency", "failover"}
     try:
@@ -473,6 +496,8 @@ def main() -> int:
                 extra_results.update(run_reconcile(src, dst, work, reconcile_sizes, args.reconcile_master))
             if "restart" in parts:
                 extra_results["restart"] = run_restart(src, dst, work, args)
+            if "scale" in parts:
+                run_scale_part(src, dst, work, args)
         finally:
             for c in clusters:
                 c.stop()

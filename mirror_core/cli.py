@@ -208,7 +208,8 @@ def cmd_offsets(args: argparse.Namespace) -> int:
                                      "partitions": [r.as_dict() for r in rows]}
         committed: list[dict[str, object]] = []
         if args.action == "apply":
-            approximate = [f"{r.topic}[{r.partition}]" for r in rows if r.target_offset is not None and not r.exact]
+            approximate = [f"{r.topic}[{r.partition}]" for r in rows
+                           if (r.target_offset is not None and not r.exact) or r.beyond_retention]
             if approximate and not args.allow_approximate:
                 print(f"mirror-core: refused: no exact translation for {', '.join(approximate)} (see "
                       "`offsets translate`); the group may re-read or skip records there. Pass "
@@ -230,7 +231,8 @@ def cmd_offsets(args: argparse.Namespace) -> int:
         for r in rows:
             table.add_row(r.topic, str(r.partition), r.remote_topic, str(r.source_offset),
                           "-" if r.target_offset is None else str(r.target_offset),
-                          "yes" if r.exact else "[yellow]approximate[/yellow]", r.basis, r.note)
+                          "yes" if r.exact else "[red]beyond retention[/red]" if r.beyond_retention
+                          else "[yellow]approximate[/yellow]", r.basis, r.note)
         console.print(table)
         if args.action == "apply":
             console.print(f"committed {len(committed)} offsets to group {args.group} on {args.target}")

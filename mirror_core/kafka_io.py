@@ -36,6 +36,33 @@ def log_ends(consumer: Any, keys: Iterable[tuple[str, int]], timeout: float = 10
     return {key: end for key, end in ends.items() if end is not None}
 
 
+def log_ends_batch(admin: Any, keys: Iterable[tuple[str, int]], timeout: float = 10) -> dict[tuple[str, int], int]:
+    """:func:`log_ends` in one ListOffsets request per broker (the high watermark, as :func:`log_end`)."""
+    return _list_offsets(admin, keys, "latest", timeout)
+
+
+def log_starts_batch(admin: Any, keys: Iterable[tuple[str, int]], timeout: float = 10) -> dict[tuple[str, int], int]:
+    """Each partition's log start offset (retention, DeleteRecords move it), one request per broker."""
+    return _list_offsets(admin, keys, "earliest", timeout)
+
+
+def _list_offsets(admin: Any, keys: Iterable[tuple[str, int]], spec: str, timeout: float) -> dict[tuple[str, int], int]:
+    from confluent_kafka.admin import OffsetSpec
+
+    wanted = {TopicPartition(t, p): getattr(OffsetSpec, spec)() for t, p in keys}
+    if not wanted:
+        return {}
+    out: dict[tuple[str, int], int] = {}
+    for tp, fut in admin.list_offsets(wanted, request_timeout=timeout).items():
+        try:
+            info = fut.result(timeout)
+        except Exception:  # a partition the cluster says nothing about is left out, as in log_ends
+            continue
+        if info.offset >= 0:
+            out[(tp.topic, tp.partition)] = int(info.offset)
+    return out
+
+
 def first_visible(consumer: Any, topic: str, partition: int, start: int, end: int, timeout: float) -> int | None:
     """Offset of the first record a read_committed consumer reads in ``[start, end)``, or None when
     it reached ``end`` without one (only markers or aborted records). Raises ReadIncomplete when it can

@@ -105,6 +105,10 @@ class Metrics:
                               registry=r)
         self.paused = Gauge("mirror_partition_paused", "1 while a partition is paused by an error", part,
                             registry=r)
+        self.map_runs = Gauge("mirror_offset_map_runs", "Offset-map runs kept after the last snapshot round",
+                              ("flow",), registry=r)
+        self.map_pruned = Counter("mirror_offset_map_pruned_runs", "Offset-map runs pruned below the source "
+                                  "log starts", ("flow",), registry=r)
         self.errors = Counter("mirror_errors", "Errors by kind", ("flow", "kind"), registry=r)
         self.reachable = Gauge("mirror_cluster_reachable", "1 when the cluster answers", ("cluster",), registry=r)
         self.heartbeat_age = Gauge("mirror_heartbeat_age_seconds",

@@ -22,6 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.metrics import Metrics
 from mirror_core.offsets.checkpoints import CheckpointEmitter
+from mirror_core.offsets.pruning import MapPruner
 from mirror_core.replication.replicator import FlowReplicator, instance_id
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,9 @@ class FlowRunner:
                                          static_id=svc.instance_name)
         t = threading.Thread(target=self.replicator.run, name=f"flow {self.flow.name}", daemon=True)
         t.start()
-        self.threads = [t]
+        pruner = MapPruner(svc.config, self.flow, self.stop_event, svc.metrics, svc.instance)
+        pruner.start()
+        self.threads = [t, pruner]
         if self.flow.emit_checkpoints or self.flow.sync_group_offsets:
             emitter = CheckpointEmitter(svc.config, self.flow, self.stop_event, svc.metrics)
             emitter.start()

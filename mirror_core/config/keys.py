@@ -142,6 +142,9 @@ KEYS: tuple[KeyDef, ...] = (
            "(MirrorMaker 2's checkpoint layout)."),
     KeyDef("emit.checkpoints.interval.seconds", positive_seconds, "60",
            "How often source group offsets are translated and checkpointed."),
+    KeyDef("offset.map.snapshot.interval.seconds", positive_seconds, "300",
+           "How often the offset map is snapshotted to mirror-core.offset-map.<source>.internal, pruned "
+           "below the source partitions' log starts, and the offset-sync log trimmed below the snapshot."),
     KeyDef("checkpoints.topic.replication.factor", int_between(-1, 32767), "-1",
            "Replication factor of the checkpoints topic; -1 uses the broker default."),
     KeyDef("sync.group.offsets.enabled", parse_bool, "false",

@@ -346,6 +346,7 @@ class _Builder:
             emit_checkpoints=values["emit.checkpoints.enabled"],
             checkpoints_interval_s=values["emit.checkpoints.interval.seconds"],
             checkpoints_replication_factor=values["checkpoints.topic.replication.factor"],
+            map_snapshot_interval_s=values["offset.map.snapshot.interval.seconds"],
             sync_group_offsets=values["sync.group.offsets.enabled"],
             sync_group_offsets_interval_s=values["sync.group.offsets.interval.seconds"],
             exactly_once=values["exactly.once.enabled"],

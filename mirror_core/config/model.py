@@ -72,6 +72,7 @@ class FlowConfig:
     emit_checkpoints: bool = True
     checkpoints_interval_s: float = 60.0
     checkpoints_replication_factor: int = -1
+    map_snapshot_interval_s: float = 300.0
     sync_group_offsets: bool = False
     sync_group_offsets_interval_s: float = 60.0
     exactly_once: bool = False

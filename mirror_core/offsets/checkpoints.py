@@ -133,7 +133,7 @@ class CheckpointEmitter(threading.Thread):
 
     def _open(self) -> dict[str, Any]:
         from mirror_core.clients import make_admin, make_consumer, make_producer
-        from mirror_core.stores.offset_syncs import OffsetSyncReader, offset_syncs_topic
+        from mirror_core.stores.offset_syncs import flow_map_reader
         from mirror_core.stores.progress import ProgressStore
 
         if self._clients is None:
@@ -141,8 +141,7 @@ class CheckpointEmitter(threading.Thread):
             self._clients = {
                 "src_admin": make_admin(src), "tgt_admin": make_admin(tgt),
                 "producer": make_producer(tgt, enforced={"linger.ms": "5"}),
-                "syncs": OffsetSyncReader(make_consumer(tgt, "mirror-core.checkpoints", QUIET),
-                                          offset_syncs_topic(self.flow.source)),
+                "syncs": flow_map_reader(tgt, "mirror-core.checkpoints", self.flow.source),
                 "ends": make_consumer(tgt, "mirror-core.checkpoints", QUIET),
                 "progress": ProgressStore(self.flow.progress_topic,
                                           make_consumer(tgt, "mirror-core.checkpoints", QUIET), "checkpoints"),

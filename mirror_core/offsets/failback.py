@@ -13,7 +13,7 @@ from mirror_core.clients import make_admin, make_consumer, make_producer
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.kafka_io import QUIET, read_range
 from mirror_core.replication.topics import TopicManager
-from mirror_core.stores.offset_syncs import OffsetSyncReader, offset_syncs_topic
+from mirror_core.stores.offset_syncs import flow_map_reader
 from mirror_core.stores.progress import ProgressStore, ensure_progress_topic
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def unreplicated(config: MirrorConfig, flow: FlowConfig, sample: int = 20,
     src, tgt = config.cluster(flow.source), config.cluster(flow.target)
     topics = TopicManager(flow, make_admin(src), make_admin(tgt), timeout=timeout).source_topics()
     store = ProgressStore(flow.progress_topic, make_consumer(tgt, "mirror-core.failback", QUIET), "tool")
-    syncs = OffsetSyncReader(make_consumer(tgt, "mirror-core.failback", QUIET), offset_syncs_topic(flow.source))
+    syncs = flow_map_reader(tgt, "mirror-core.failback", flow.source)
     consumer = make_consumer(src, "mirror-core.failback", QUIET)
     target = make_consumer(tgt, "mirror-core.failback", QUIET)
     try:

@@ -4,8 +4,9 @@
 the target with no duplicate and no loss. Sources of truth, in order:
 1. the group's committed offsets on the source (live), translated through the offset map;
 2. when the source is unreachable (a real disaster), the latest checkpoints published on the target.
-Where no mapping exists (older than the map, or before the mirror started) the broker's time index
-on the target gives an *approximate* position, labelled as such.
+Where no mapping exists (before the mirror started) the broker's time index on the target gives an
+*approximate* position, labelled as such. A position below the pruned offset map (the records after
+it are gone from the source) is reported as ``beyond_retention``, with no target offset.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from mirror_core.clients import make_admin, make_consumer
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.errors import MirrorError
-from mirror_core.kafka_io import QUIET, log_ends
+from mirror_core.kafka_io import QUIET, log_ends, log_ends_batch
 from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
 from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
 from mirror_core.stores.offset_map import OffsetMap
-from mirror_core.stores.offset_syncs import OffsetSyncReader, offset_syncs_topic
+from mirror_core.stores.offset_syncs import flow_map_reader
 from mirror_core.stores.progress import ProgressStore
 
 log = logging.getLogger(__name__)
@@ -44,11 +45,13 @@ class PartitionTranslation:
     target_offset: int | None
     exact: bool
     note: str = ""
-    basis: str = "offset-map"  # offset-map | checkpoint | time-index
+    basis: str = "offset-map"  # offset-map | checkpoint | time-index | beyond-retention
     # basis "checkpoint" only: how old the checkpoint was when read, and the records the target holds
     # past it — the most the group re-reads if it went on committing on the source after the checkpoint.
     checkpoint_age_s: float | None = None
     max_rereads: int | None = None
+    #: Below the pruned offset map: no exact answer exists and none is guessed (target_offset None).
+    beyond_retention: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,8 +67,7 @@ class FlowOffsets:
     @classmethod
     def load(cls, config: MirrorConfig, flow: FlowConfig, timeout: float = 30) -> FlowOffsets:
         target = config.cluster(flow.target)
-        reader = OffsetSyncReader(make_consumer(target, "mirror-core.translate", QUIET),
-                                  offset_syncs_topic(flow.source))
+        reader = flow_map_reader(target, "mirror-core.translate", flow.source)
         store = ProgressStore(flow.progress_topic, make_consumer(target, "mirror-core.translate", QUIET), "tool")
         try:
             return cls(reader.refresh(timeout), store.refresh(timeout))
@@ -92,33 +94,49 @@ def _time_index_fallback(source: Consumer, target: Consumer, topic: str, remote:
 def translate_group(config: MirrorConfig, group: str, source: str, target: str, topic: str | None = None,
                     timeout: float = 30) -> list[PartitionTranslation]:
     """Per partition, where ``group`` resumes on ``target`` after consuming up to its source offsets."""
+    return translate_groups(config, [group], source, target, topic, timeout)[group]
+
+
+def translate_groups(config: MirrorConfig, groups: list[str], source: str, target: str, topic: str | None = None,
+                     timeout: float = 30) -> dict[str, list[PartitionTranslation]]:
+    """:func:`translate_group` for several groups, the offset map and the remote log ends read once
+    (for 100 groups over 2,000 partitions that is the difference between seconds and minutes)."""
     flow = config.flow(f"{source}->{target}")
     src_cluster, tgt_cluster = config.cluster(source), config.cluster(target)
-    try:
-        committed = committed_offsets(make_admin(src_cluster), group, timeout)
-    except (KafkaException, concurrent.futures.TimeoutError) as exc:  # a dead primary may just time out
-        log.warning("group %s: committed offsets unavailable on %s (%s); using the latest checkpoints",
-                    group, source, exc)
-        return translate_from_checkpoints(config, flow, group, topic, timeout)
-    committed = {k: v for k, v in committed.items()
-                 if flow.should_replicate(k[0]) and (topic is None or k[0] == topic)}
-    if not committed:
-        return []
+    src_admin = make_admin(src_cluster)
+    out: dict[str, list[PartitionTranslation]] = {}
+    wanted: dict[str, dict[tuple[str, int], int]] = {}
+    for group in groups:
+        try:
+            committed = committed_offsets(src_admin, group, timeout)
+        except (KafkaException, concurrent.futures.TimeoutError) as exc:  # a dead primary may just time out
+            log.warning("group %s: committed offsets unavailable on %s (%s); using the latest checkpoints",
+                        group, source, exc)
+            out[group] = translate_from_checkpoints(config, flow, group, topic, timeout)
+            continue
+        wanted[group] = {k: v for k, v in committed.items()
+                         if flow.should_replicate(k[0]) and (topic is None or k[0] == topic)}
+        out[group] = []
+    keys = {k for committed in wanted.values() for k in committed}
+    if not keys:
+        return out
     offsets = FlowOffsets.load(config, flow, timeout)
     tgt_consumer = make_consumer(tgt_cluster, "mirror-core.translate", QUIET)
     src_consumer = make_consumer(src_cluster, "mirror-core.translate", QUIET)
     try:
-        ends = log_ends(tgt_consumer, ((flow.remote_topic(t), p) for t, p in committed), timeout)
-        out = []
-        for (t, p), offset in sorted(committed.items()):
-            remote = flow.remote_topic(t)
-            tr = offsets.offset_map.translate(t, p, offset, offsets.progress.get((t, p)), ends.get((remote, p)))
-            row = PartitionTranslation(group, t, p, remote, offset, tr.target_offset, tr.exact, tr.note)
-            if tr.target_offset is None:
-                row.target_offset, row.note = _time_index_fallback(src_consumer, tgt_consumer, t, remote, p,
-                                                                   offset, timeout)
-                row.basis = "time-index"
-            out.append(row)
+        ends = log_ends_batch(make_admin(tgt_cluster), {(flow.remote_topic(t), p) for t, p in keys}, timeout)
+        for group, committed in wanted.items():
+            for (t, p), offset in sorted(committed.items()):
+                remote = flow.remote_topic(t)
+                tr = offsets.offset_map.translate(t, p, offset, offsets.progress.get((t, p)), ends.get((remote, p)))
+                row = PartitionTranslation(group, t, p, remote, offset, tr.target_offset, tr.exact, tr.note)
+                if tr.beyond_retention:
+                    row.basis, row.beyond_retention = "beyond-retention", True
+                elif tr.target_offset is None:
+                    row.target_offset, row.note = _time_index_fallback(src_consumer, tgt_consumer, t, remote, p,
+                                                                       offset, timeout)
+                    row.basis = "time-index"
+                out[group].append(row)
         return out
     finally:
         tgt_consumer.close()

@@ -40,6 +40,21 @@ class TopicTail:
         self._consumer = consumer
         self._position = 0
 
+    @property
+    def position(self) -> int:
+        """The next log offset to read."""
+        return self._position
+
+    def seek(self, position: int) -> None:
+        """Read from ``position`` on (a snapshot covers what is below it)."""
+        self._position = position
+
+    def log_start(self, timeout: float = 30.0) -> int:
+        try:
+            return int(self._consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=timeout)[0])
+        except KafkaException as exc:
+            raise ProgressError(f"cannot read internal topic {self.topic}: {exc}") from exc
+
     def read_new(self, timeout: float = 30.0) -> Iterator[tuple[bytes, bytes | None]]:
         """Yield (key, value) of every record written since the last call (read_committed)."""
         for msg in self.read_new_messages(timeout):

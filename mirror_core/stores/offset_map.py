@@ -9,11 +9,17 @@ consumer must resume in the newest copy (resuming in an older copy would re-read
 
 Positions are "next offset to read" on both sides: translating a consumer group's committed source
 offset gives the target offset from which it reads exactly the records it had not yet processed.
+
+Bounded (issue 18): :meth:`PartitionMap.prune` drops the runs wholly below the source partition's log
+start (records no consumer can read any more); the run containing the log start is kept, so every
+offset still readable on the source translates exactly. A position below the pruned horizon gets a
+typed "beyond retention" result, never a guess. Runs are held in typed arrays (16 bytes a run).
 """
 
 from __future__ import annotations
 
 import bisect
+from array import array
 from dataclasses import dataclass
 
 
@@ -24,14 +30,25 @@ class Translation:
     exact: bool
     #: Why the result is not exact (or missing), for operators.
     note: str = ""
+    #: The position is below the pruned horizon: the records after it are gone from the source and
+    #: their runs from the map; no exact answer exists (``target_offset`` is None).
+    beyond_retention: bool = False
+
+
+def beyond_retention(source_offset: int, horizon: int) -> Translation:
+    return Translation(source_offset, None, False,
+                       f"beyond retention: the offset map starts at {horizon} (the source's log start when "
+                       "it was pruned); the records after this position are gone from the source", True)
 
 
 class PartitionMap:
     """Runs of one source partition."""
 
     def __init__(self) -> None:
-        self.sources: list[int] = []
-        self.targets: list[int] = []
+        self.sources = array("q")
+        self.targets = array("q")
+        #: Source offsets below this were pruned (0: nothing pruned).
+        self.horizon = 0
 
     def add(self, source: int, target: int) -> None:
         """Record a run starting at ``source`` -> ``target`` (supersedes entries at or after it)."""
@@ -47,6 +64,20 @@ class PartitionMap:
     def __len__(self) -> int:
         return len(self.sources)
 
+    def prune(self, log_start: int) -> int:
+        """Drop the runs no offset at or after ``log_start`` needs; returns how many were dropped.
+
+        The run containing ``log_start`` stays (it translates the log start itself), so the horizon
+        is that run's first offset, never above ``log_start``.
+        """
+        keep = bisect.bisect_right(self.sources, log_start) - 1
+        if keep <= 0:
+            return 0
+        del self.sources[:keep]
+        del self.targets[:keep]
+        self.horizon = self.sources[0]
+        return keep
+
     def translate(self, source_offset: int, replicated_next: int | None = None,
                   target_end: int | None = None) -> Translation:
         """Target offset of the next record after ``source_offset - 1``.
@@ -57,10 +88,12 @@ class PartitionMap:
         """
         result = self._translate(source_offset, replicated_next)
         if target_end is not None and result.target_offset is not None and result.target_offset > target_end:
-            return Translation(source_offset, target_end, result.exact, result.note)
+            return Translation(source_offset, target_end, result.exact, result.note, result.beyond_retention)
         return result
 
     def _translate(self, source_offset: int, replicated_next: int | None) -> Translation:
+        if self.horizon and source_offset < self.horizon:
+            return beyond_retention(source_offset, self.horizon)
         if not self.sources or source_offset < self.sources[0]:
             return Translation(source_offset, None, False, "before the offset map (or not replicated)")
         i = bisect.bisect_right(self.sources, source_offset) - 1
@@ -73,7 +106,6 @@ class PartitionMap:
             return Translation(source_offset, end, False,
                                f"{source_offset - replicated_next} records not replicated yet")
         return Translation(source_offset, target, True)
-
 
     def source_of(self, target_offset: int) -> int | None:
         """The inverse: the source position a target position corresponds to (for failback).

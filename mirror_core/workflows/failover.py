@@ -29,7 +29,9 @@ from mirror_core.offsets.translate import (
     PartitionTranslation,
     apply_translation,
     translate_from_checkpoints,
-    translate_group,
+)
+from mirror_core.offsets.translate import (
+    translate_groups as translate_all,
 )
 from mirror_core.replication.topic_changes import error_reason
 from mirror_core.state.store import StateStore
@@ -93,7 +95,7 @@ def translate_groups(config: MirrorConfig, flow: FlowConfig, groups: list[str],
     the checkpoints on the standby straight away — a primary found unreachable once is not asked again
     (each ask would wait out its timeout against a cluster the operator declared lost)."""
     if primary_reachable:
-        return {g: translate_group(config, g, flow.source, flow.target) for g in groups}
+        return translate_all(config, groups, flow.source, flow.target)
     return {g: translate_from_checkpoints(config, flow, g, None, 30) for g in groups}
 
 

@@ -20,7 +20,7 @@ def test_runs_record_only_delta_changes_and_translate_exactly() -> None:
     pm.add(0, 0)
     pm.add(5, 5)  # same delta: not recorded
     pm.add(20, 10)
-    assert (pm.sources, pm.targets) == ([0, 20], [0, 10])
+    assert (list(pm.sources), list(pm.targets)) == ([0, 20], [0, 10])
     assert pm.translate(7).target_offset == 7
     assert pm.translate(10).target_offset == 10  # committed inside the gap: next record is target 10
     assert pm.translate(15).target_offset == 10
@@ -32,7 +32,7 @@ def test_replay_supersedes_newer_entries() -> None:
     pm.add(0, 0)
     pm.add(100, 103)  # e.g. after transaction markers
     pm.add(50, 200)  # replay from 50 after a crash: the newest copy starts at target 200
-    assert (pm.sources, pm.targets) == ([0, 50], [0, 200])
+    assert (list(pm.sources), list(pm.targets)) == ([0, 50], [0, 200])
     assert pm.translate(60).target_offset == 210
 
 

@@ -1,0 +1,347 @@
+"""Scale benchmark (issue 18): how costs grow with the number of partitions and the length of history.
+
+Two series on the same brokers, one mirror_core process each (at-least-once):
+- partitions: a backlog of 100-byte records over 8 / 200 / 2,000 partitions — throughput (10 % to 90 %
+  of the backlog on the target), time to first record after start, RSS, CPU per million records,
+  restart time (SIGKILL, start with the same ``--instance-id``, until a probe record in every
+  partition is on the target), and
+  ``translate_group`` for 100 groups committed on every partition;
+- history: a gappy source like a Kafka Streams application (one transactional producer committing
+  every 100 ms, 8 partitions: every commit leaves a marker, an offset gap, in each partition), then
+  the source's oldest half deleted (DeleteRecords, as retention would): offset-map runs written and
+  kept after a snapshot round, restart time, map load time, ``translate_group`` for 100 groups, RSS.
+Sizes are parameters (``--scale-partitions``, ``--scale-history``, ``--scale-records``).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.run import cpu_seconds, start_mirror_core
+from bench.scenarios import stop
+from mirror_core.kafka_io import log_ends_batch, log_starts_batch
+
+GROUPS = 100
+#: A static member id: a restart resumes at once instead of after the session timeout (README, Restart).
+STATIC = ("--instance-id", "scale-0")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Cluster:
+    """Admin and watermark helpers on one cluster (the admin is kept alive for its futures)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": "0"})
+
+    def create(self, topic: str, partitions: int) -> None:
+        self.admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(120)
+
+    def marks(self, topic: str, partitions: int) -> list[tuple[int, int]]:
+        """(log start, log end) per partition, (0, 0) where the cluster does not know it (yet). Through
+        ListOffsets: a consumer that asked before the topic existed may answer from stale metadata."""
+        keys = [(topic, p) for p in range(partitions)]
+        # A fresh client each time: one that asked before the topic existed kept answering "unknown".
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": "0"})
+        starts, ends = log_starts_batch(admin, keys), log_ends_batch(admin, keys)
+        return [(starts.get(k, 0), ends.get(k, 0)) for k in keys]
+
+    def total(self, topic: str, partitions: int) -> int:
+        return sum(h - lo for lo, h in self.marks(topic, partitions))
+
+
+
+def _produce(p: Producer, topic: str, value: bytes, partition: int) -> None:
+    while True:
+        try:
+            p.produce(topic, value=value, partition=partition)
+            return
+        except BufferError:
+            p.poll(0.05)
+
+
+def plain_source(bootstrap: str, topic: str, n: int, partitions: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_048_576,
+                  "queue.buffering.max.messages": 2_000_000})
+    value = os.urandom(100)
+    for i in range(n):
+        _produce(p, topic, value, i % partitions)
+    p.flush(120)
+
+
+def streams_source(bootstrap: str, topic: str, n: int, partitions: int, commit_ms: int = 100,
+                   per_txn: int = 1000) -> int:
+    """Kafka Streams-like: transactions committed every ``commit_ms`` or ``per_txn`` records, whichever
+    comes first (an application at 10,000 records/s commits 1,000 every 100 ms). Returns the transactions."""
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}", "linger.ms": 5,
+                  "queue.buffering.max.messages": 2_000_000})
+    p.init_transactions(30)
+    value, i, txns = os.urandom(100), 0, 0
+    while i < n:
+        p.begin_transaction()
+        until, first = time.monotonic() + commit_ms / 1000, i
+        while i < n and ((time.monotonic() < until and i - first < per_txn) or i % partitions):
+            _produce(p, topic, value, i % partitions)
+            i += 1
+        p.commit_transaction(120)
+        txns += 1
+    return txns
+
+
+def commit_groups(bootstrap: str, prefix: str, topic: str, marks: list[tuple[int, int]], seed: int) -> list[str]:
+    rnd, groups = random.Random(seed), []
+    for g in range(GROUPS):
+        group = f"{prefix}-{g}"
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                      "log_level": "0"})
+        c.commit(offsets=[TopicPartition(topic, p, rnd.randint(lo, h)) for p, (lo, h) in enumerate(marks)],
+                 asynchronous=False)
+        c.close()
+        groups.append(group)
+    return groups
+
+
+def time_translate(config_path: Path, alias: str, groups: list[str]) -> dict[str, float]:
+    """The offset map loaded once (snapshot + log tail), and translate_group for every group."""
+    from mirror_core.config.loader import load_config
+    from mirror_core.offsets.translate import FlowOffsets, translate_group, translate_groups
+
+    config = load_config(config_path)
+    flow = config.flows[0]
+    t0 = time.perf_counter()
+    offsets = FlowOffsets.load(config, flow)
+    load_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    translate_group(config, groups[0], alias, "target")
+    one_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    exact = sum(r.exact for rows in translate_groups(config, groups, alias, "target").values() for r in rows)
+    return {"map_load_s": round(load_s, 2), "translate_1_group_s": round(one_s, 2),
+            "translate_100_groups_s": round(time.perf_counter() - t0, 2),
+            "runs_loaded": offsets.offset_map.entries(), "exact_partitions": exact}
+
+
+def _wait(predicate: Any, timeout: float, what: str) -> float:
+    t0 = time.monotonic()
+    while not predicate():
+        if time.monotonic() - t0 > timeout:
+            raise RuntimeError(f"scale bench: timed out waiting for {what}")
+        time.sleep(0.05)
+    return time.monotonic() - t0
+
+
+def restart_time(src: Cluster, dst: Cluster, topic: str, remote: str, partitions: int, alias: str, work: Path,
+                 extra: list[str], procs: list[subprocess.Popen[bytes]]) -> tuple[float, list[Any]]:
+    """SIGKILL, start again, and the seconds until one new record per partition is on the target."""
+    for p in procs:
+        p.kill()
+        p.wait(30)
+    before = dst.total(remote, partitions)
+    t0 = time.monotonic()
+    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
+    producer = Producer({"bootstrap.servers": src.bootstrap, "linger.ms": 5})
+    for part in range(partitions):
+        _produce(producer, topic, b"probe", part)
+    producer.flush(60)
+    _wait(lambda: dst.total(remote, partitions) >= before + partitions, 600, "the probes after a restart")
+    return round(time.monotonic() - t0, 2), procs
+
+
+def partitions_run(src: Cluster, dst: Cluster, work: Path, partitions: int, records: int, rep: int) -> dict[str, Any]:
+    topic, alias = f"scale{partitions}r{rep}", f"sp{partitions}r{rep}"
+    work.mkdir(parents=True, exist_ok=True)
+    remote = f"{alias}.{topic}"
+    src.create(topic, partitions)
+    plain_source(src.bootstrap, topic, records, partitions)
+    extra = ["offset.map.snapshot.interval.seconds = 5", "emit.checkpoints.enabled = false"]
+    t0 = time.monotonic()
+    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
+    try:
+        first = _wait(lambda: dst.total(remote, partitions) > 0, 600, "the first record")
+        samples: list[tuple[float, int, float]] = []
+        while True:
+            samples.append((time.monotonic(), dst.total(remote, partitions), cpu_seconds([procs[0].pid])))
+            if samples[-1][1] >= records:
+                break
+            if time.monotonic() - t0 > 1800:
+                raise RuntimeError(f"{partitions} partitions: backlog not copied in 30 min")
+            time.sleep(0.1)
+        lo = next(s for s in samples if s[1] >= records * 0.1)
+        hi = next(s for s in samples if s[1] >= records * 0.9)
+        span = max(hi[0] - lo[0], 1e-3)
+        row: dict[str, Any] = {
+            "partitions": partitions, "records": records, "time_to_first_record_s": round(first, 2),
+            "records_per_s": round((hi[1] - lo[1]) / span), "cpu_s_per_m": round((hi[2] - lo[2]) / max(1, hi[1] - lo[1])
+                                                                                 * 1e6, 1),
+            "rss_mb": round(rss_mb(procs[0].pid), 1)}
+        row["restart_s"], procs = restart_time(src, dst, topic, remote, partitions, alias, work, extra, procs)
+        groups = commit_groups(src.bootstrap, f"g{alias}", topic, src.marks(topic, partitions), partitions)
+        row.update(time_translate(work / f"{alias}.properties", alias, groups))
+        return row
+    finally:
+        stop(procs)
+
+
+def _log_text(work: Path, alias: str) -> str:
+    return (work / f"{alias}-0.log").read_text(errors="replace")
+
+
+def history_run(src: Cluster, dst: Cluster, work: Path, records: int, rep: int) -> dict[str, Any]:
+    topic, alias, partitions = f"hist{records}r{rep}", f"sh{records}r{rep}", 8
+    work.mkdir(parents=True, exist_ok=True)
+    remote = f"{alias}.{topic}"
+    src.create(topic, partitions)
+    t0 = time.monotonic()
+    txns = streams_source(src.bootstrap, topic, records, partitions)
+    gen_s = time.monotonic() - t0
+    extra = ["offset.map.snapshot.interval.seconds = 3", "emit.checkpoints.enabled = false"]
+    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
+    try:
+        _wait(lambda: dst.total(remote, partitions) >= records, 3600, "the history copied")
+        # Retention trims the oldest half of every source partition.
+        marks = src.marks(topic, partitions)
+        futures = src.admin.delete_records([TopicPartition(topic, p, (lo + h) // 2) for p, (lo, h) in enumerate(marks)])
+        for f in futures.values():
+            f.result(60)
+        # A round that started after the deletion has finished once the one after it starts.
+        started = _log_text(work, alias).count("offset map round started")
+        _wait(lambda: _log_text(work, alias).count("offset map round started") >= started + 2, 300,
+              "a snapshot round after the source was trimmed")
+        kept = [int(n) for n in re.findall(r"runs pruned, (\d+) kept", _log_text(work, alias))][-1]
+        # Every entry ever written (the log end; trimming moves only its start).
+        written = dst.marks(f"mirror-core.offset-syncs.{alias}.internal", 1)[0][1]
+        pruned = sum(int(n) for n in re.findall(r"(\d+) runs pruned", _log_text(work, alias)))
+        row: dict[str, Any] = {"records": records, "transactions": txns, "generate_s": round(gen_s, 1),
+                               "runs_written": written, "runs_pruned": pruned, "runs_kept": kept,
+                               "rss_mb": round(rss_mb(procs[0].pid), 1)}
+        row["restart_s"], procs = restart_time(src, dst, topic, remote, partitions, alias, work, extra, procs)
+        row["rss_after_restart_mb"] = round(rss_mb(procs[0].pid), 1)
+        groups = commit_groups(src.bootstrap, f"g{alias}", topic, src.marks(topic, partitions), records)
+        row.update(time_translate(work / f"{alias}.properties", alias, groups))
+        return row
+    finally:
+        stop(procs)
+
+
+_BUILD = """
+import sys
+from pathlib import Path
+from mirror_core.stores.offset_map import PartitionMap
+def rss():
+    return next(int(x.split()[1]) for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmRSS:"))
+n, before = int(sys.argv[2]), rss()
+if sys.argv[1] == "lists":  # the former representation: two lists of Python ints
+    kept = ([], [])
+    for i in range(n):
+        kept[0].append(i * 13 + 100_000_000); kept[1].append(i * 12 + 100_000_000)
+else:
+    kept = PartitionMap()
+    for i in range(n):
+        kept.add(i * 13 + 100_000_000, i * 12 + 100_000_000)
+print((rss() - before) * 1024 / n)
+"""
+
+
+def memory_per_run(runs: int = 1_000_000) -> dict[str, float]:
+    """Resident bytes per offset-map run, each representation built in a fresh process."""
+    out: dict[str, float] = {"runs": runs}
+    for kind in ("lists", "arrays"):
+        done = subprocess.run([sys.executable, "-c", _BUILD, kind, str(runs)], capture_output=True, text=True,
+                              check=True, cwd=Path(__file__).resolve().parents[1])
+        out[f"{kind}_rss_bytes_per_run"] = round(float(done.stdout), 1)
+    return out
+
+
+def run_scale(src_bs: str, dst_bs: str, work: Path, args: Any, on_row: Any) -> dict[str, Any]:
+    """Every size in turn; ``on_row(out)`` after each (a long run keeps what it measured so far)."""
+    src, dst = Cluster(src_bs), Cluster(dst_bs)
+    out: dict[str, Any] = {"memory": memory_per_run(), "partitions": [], "history": []}
+    for n in (int(x) for x in args.scale_history.split(",") if x.strip()):
+        for rep in range(args.scale_runs):
+            out["history"].append(history_run(src, dst, work / f"h{n}-{rep}", n, rep) | {"rep": rep})
+            print(out["history"][-1], flush=True)
+            on_row(out)
+    for n in (int(x) for x in args.scale_partitions.split(",") if x.strip()):
+        for rep in range(args.scale_runs):
+            out["partitions"].append(partitions_run(src, dst, work / f"p{n}-{rep}", n, args.scale_records, rep)
+                                     | {"rep": rep})
+            print(out["partitions"][-1], flush=True)
+            on_row(out)
+    return out
+
+
+def _spread(rows: list[dict[str, Any]], key: str) -> str:
+    values = [r[key] for r in rows]
+    med = statistics.median(values)
+    return f"{med:g}" if len(values) == 1 else f"{med:g} ({min(values):g} to {max(values):g})"
+
+
+def scale_markdown(data: dict[str, Any], meta: dict[str, str]) -> str:
+    mem = data["memory"]
+    lines = [f"# Scale benchmark ({meta['date']})", "", f"Load before: `{meta.get('load_before', '?')}`; after: "
+             f"`{meta.get('load_after', '?')}`. One mirror_core process, at-least-once, 100-byte values; "
+             "median (min to max) over the repetitions.", "",
+             f"In-memory offset map: {mem['arrays_rss_bytes_per_run']} resident bytes per run in typed arrays, "
+             f"{mem['lists_rss_bytes_per_run']} in lists of Python ints (the former representation); "
+             f"{mem['runs']:,} runs built in a fresh process each.", ""]
+    hist_keys = ["transactions", "runs_written", "runs_kept", "restart_s", "map_load_s", "translate_1_group_s",
+                 "translate_100_groups_s", "exact_partitions", "rss_mb", "rss_after_restart_mb"]
+    if data["history"]:
+        lines += ["## Gappy history (transactions every 100 ms or 1,000 records, 8 partitions, oldest half "
+                  "deleted)", "",
+                  "| records | " + " | ".join(hist_keys) + " |", "|---:|" + "---:|" * len(hist_keys)]
+        for n in sorted({r["records"] for r in data["history"]}):
+            rows = [r for r in data["history"] if r["records"] == n]
+            lines.append(f"| {n:,} | " + " | ".join(_spread(rows, k) for k in hist_keys) + " |")
+        lines.append("")
+    part_keys = ["records_per_s", "time_to_first_record_s", "restart_s", "rss_mb", "cpu_s_per_m", "map_load_s",
+                 "translate_1_group_s", "translate_100_groups_s", "exact_partitions"]
+    if data["partitions"]:
+        lines += ["## Partitions (one topic)", "", "| partitions | records | " + " | ".join(part_keys) + " |",
+                  "|---:|---:|" + "---:|" * len(part_keys)]
+        for n in sorted({r["partitions"] for r in data["partitions"]}):
+            rows = [r for r in data["partitions"] if r["partitions"] == n]
+            lines.append(f"| {n:,} | {rows[0]['records']:,} | " + " | ".join(_spread(rows, k) for k in part_keys)
+                         + " |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def merge(files: list[Path]) -> str:
+    """One table from several ``--only scale`` runs (a size measured in more than one shows its spread)."""
+    import json
+
+    datas = [json.loads(f.read_text()) for f in files]
+    merged: dict[str, Any] = {"memory": datas[0]["memory"], "history": [], "partitions": []}
+    for d in datas:
+        merged["history"] += d["history"]
+        merged["partitions"] += d["partitions"]
+    loads = "; ".join(f"{f.name}: {d['meta']['load_before']} to {d['meta']['load_after']}"
+                      for f, d in zip(files, datas, strict=True))
+    text = scale_markdown(merged, {"date": datas[0]["meta"]["date"], "load_before": loads, "load_after": "(per run)"})
+    return text + "\nMerged from " + ", ".join(f"`bench/results/{f.name}`" for f in files) + \
+        " (`python -m bench.scale --merge <json>...`), one `--only scale` run each.\n"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--merge":
+        sys.stdout.write(merge([Path(a) for a in sys.argv[2:]]))
+    else:
+        sys.exit("usage: python -m bench.scale --merge <scale-*.json>... (runs: make bench BENCH_ARGS='--only scale')")

@@ -1,0 +1,200 @@
+"""The bounded offset map against real brokers: pruning below the source log start, snapshot rounds,
+the offset-sync log trimmed, a map written before snapshots existed, SIGKILL during rounds."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from mirror_core.config.loader import load_config
+from mirror_core.offsets.translate import FlowOffsets
+from mirror_core.stores.map_snapshots import snapshot_topic
+from mirror_core.stores.offset_syncs import flow_map_reader, offset_syncs_topic
+from tests.integration.conftest import flow_lines
+from tests.kafka_harness import REPO, admin, create_topic, read_all, topics, unique, wait_until, write_config
+
+
+def transactions(bootstrap: str, topic: str, partitions: int, rounds: int, start: int = 0,
+                 stop: threading.Event | None = None) -> int:
+    """Small transactions (a commit marker, an offset gap, in every partition each round; every
+    fourth aborted). Returns the next sequence number."""
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("txn-"), "linger.ms": 5})
+    p.init_transactions(30)
+    n = start
+    for r in range(rounds):
+        if stop is not None and stop.is_set():
+            break
+        p.begin_transaction()
+        for _ in range(4 * partitions):
+            p.produce(topic, value=b"seq-%d" % n, partition=n % partitions)
+            n += 1
+        if r % 4 == 3:
+            p.flush(30)
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+    return n
+
+
+def delete_below(bootstrap: str, topic: str, offsets: dict[int, int]) -> None:
+    client = admin(bootstrap)  # alive until the futures resolve
+    futures = client.delete_records([TopicPartition(topic, p, o) for p, o in offsets.items()], request_timeout=30)
+    for f in futures.values():
+        f.result(30)
+
+
+def watermarks(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "harness", "log_level": "3"})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        return int(low), int(high)
+    finally:
+        c.close()
+
+
+def mid_points(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    return {p: sum(watermarks(bootstrap, topic, p)) // 2 for p in range(partitions)}
+
+
+def check_exact(source_bs: str, target_bs: str, topic: str, remote: str, offsets: FlowOffsets) -> int:
+    """Every position from the source's log start to its end translates to the target position from
+    which a read_committed consumer reads exactly the source records not yet processed. Returns the
+    number of positions checked."""
+    source, target = read_all(source_bs, topic), read_all(target_bs, remote)
+    checked = 0
+    for partition in sorted({r.partition for r in source}):
+        src = [r for r in source if r.partition == partition]
+        tgt = [r for r in target if r.partition == partition]
+        # The target holds everything the source still has (and older copies the source lost), once.
+        assert [r.value for r in tgt[len(tgt) - len(src):]] == [r.value for r in src], partition
+        src_offsets, tgt_offsets = [r.offset for r in src], [r.offset for r in tgt]
+        low, end = watermarks(source_bs, topic, partition)
+        for committed in range(low, end + 1):
+            tr = offsets.offset_map.translate(topic, partition, committed, offsets.progress.get((topic, partition)))
+            assert tr.exact and tr.target_offset is not None, (partition, committed, tr)
+            expected = len(src) - bisect.bisect_left(src_offsets, committed)
+            resumed = len(tgt) - bisect.bisect_left(tgt_offsets, tr.target_offset)
+            assert resumed == expected, (partition, committed, tr)
+            checked += 1
+    return checked
+
+
+def caught_up(m, topic: str, partitions: int) -> bool:  # type: ignore[no-untyped-def]
+    rows = [p for p in m.partitions() if p["topic"] == topic]
+    return len(rows) == partitions and all(p["lag"] == 0 for p in rows)
+
+
+def test_a_map_written_before_snapshots_is_pruned_and_stays_exact(dc1, dc2, name, start_mirror, tmp_path):
+    alias, topic = unique("old"), f"{name}.gappy"
+    config = write_config(tmp_path / "old.properties", {alias: dc1, "dc2": dc2}, [
+        *flow_lines(name, "emit.checkpoints.enabled = false", flow=f"{alias}->dc2"),
+        "offset.map.snapshot.interval.seconds = 3600"])
+    create_topic(dc1, topic, 2)
+    transactions(dc1, topic, 2, 150)
+    m = start_mirror([], config=config)
+    wait_until(lambda: caught_up(m, topic, 2), 90, what="caught up")
+    assert m.stop() == 0
+    # The old layout: the offset-sync log alone, no snapshot round yet.
+    assert snapshot_topic(alias) not in topics(dc2)
+    flow = load_config(config).flows[0]
+    before = FlowOffsets.load(load_config(config), flow)
+    remote = flow.remote_topic(topic)
+    entries_before = before.offset_map.entries()
+    assert check_exact(dc1, dc2, topic, remote, before) > 500
+
+    # A long-lived reader (as the checkpoint emitter's) loaded before the round.
+    live = flow_map_reader(load_config(config).cluster("dc2"), unique("live-"), alias)
+    assert live.refresh(30).entries() == entries_before
+    half = mid_points(dc1, topic, 2)
+    delete_below(dc1, topic, half)
+    fast = write_config(tmp_path / "new.properties", {alias: dc1, "dc2": dc2}, [
+        *flow_lines(name, "emit.checkpoints.enabled = false", flow=f"{alias}->dc2"),
+        "offset.map.snapshot.interval.seconds = 0.5"])
+    m = start_mirror([], config=fast)
+    wait_until(lambda: "offset-sync log trimmed" in m.log(), 60, what="a snapshot round and a trim")
+    assert m.stop() == 0
+    first_round = re.search(r"(\d+) runs pruned", m.log())
+    assert first_round is not None and int(first_round.group(1)) > 0, m.log()[-2000:]
+    assert watermarks(dc2, offset_syncs_topic(alias))[0] > 0  # the log below the round is gone
+
+    after = FlowOffsets.load(load_config(fast), flow)
+    assert after.offset_map.entries() < entries_before * 0.7, (after.offset_map.entries(), entries_before)
+    assert check_exact(dc1, dc2, topic, remote, after) > 250
+    # The long-lived reader sees the log trimmed under it and loads the (smaller) round instead.
+    try:
+        live_map = live.refresh(30)
+    finally:
+        live.close()
+    assert {k: (list(pm.sources), list(pm.targets)) for k, pm in live_map.partitions.items()} == \
+        {k: (list(pm.sources), list(pm.targets)) for k, pm in after.offset_map.partitions.items()}
+    for p in range(2):
+        pm = after.offset_map.partitions[(topic, p)]
+        assert 0 < pm.horizon <= half[p]
+        tr = after.offset_map.translate(topic, p, pm.horizon - 1)
+        assert tr.beyond_retention and tr.target_offset is None and not tr.exact
+
+    # A group below the horizon: the CLI says "beyond retention" and `apply` refuses, never guesses.
+    group = unique("lagging-")
+    c = Consumer({"bootstrap.servers": dc1, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, p, 1) for p in range(2)], asynchronous=False)
+    c.close()
+    cmd = [sys.executable, "-m", "mirror_core", "offsets", "translate", "--config", str(fast), "--from", alias,
+           "--to", "dc2", "--group", group, "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["partitions"]
+    assert len(rows) == 2 and all(r["beyond_retention"] and r["target_offset"] is None
+                                  and r["basis"] == "beyond-retention" for r in rows), rows
+    out = subprocess.run([*cmd[:4], "apply", *cmd[5:]], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.returncode == 3 and "no exact translation" in out.stderr, (out.returncode, out.stderr)
+
+
+def test_sigkill_during_snapshot_rounds_keeps_the_map_exact(dc1, dc2, name, start_mirror, tmp_path):
+    alias, topic = unique("kill"), f"{name}.gappy"
+    config: Path = write_config(tmp_path / "kill.properties", {alias: dc1, "dc2": dc2}, [
+        *flow_lines(name, "emit.checkpoints.enabled = false", flow=f"{alias}->dc2"),
+        "exactly.once.enabled = true", "offset.map.snapshot.interval.seconds = 0.2"])
+    create_topic(dc1, topic, 2)
+    stop = threading.Event()
+    writer = threading.Thread(target=transactions, args=(dc1, topic, 2, 100_000, 0, stop), daemon=True)
+    writer.start()
+    rnd = random.Random(18)
+    start = lambda: start_mirror([], config=config, args=["--instance-id", "m1"])  # noqa: E731
+    m, mid_round, rounds, pruned = start(), 0, 0, 0
+    try:
+        for _ in range(6):
+            delete_below(dc1, topic, mid_points(dc1, topic, 2))  # the source's log start moves on
+            wait_until(lambda m=m: m.log().count("offset map round committed") >= 1, 60,
+                       what="a snapshot round committed")
+            time.sleep(rnd.uniform(0.0, 1.0))
+            m.kill()
+            text = m.log()
+            rounds += text.count("offset map round committed")
+            pruned += sum(int(n) for n in re.findall(r"(\d+) runs pruned", text))
+            # Killed inside a round: it started (or committed) and did not get to its trim.
+            last = max(text.rfind("offset map round started"), text.rfind("offset map round committed"))
+            mid_round += last > text.rfind("offset-sync log trimmed")
+            m = start()
+    finally:
+        stop.set()
+        writer.join(60)
+    print(f"{rounds} rounds committed, {pruned} runs pruned, {mid_round} of 6 kills inside a round")
+    # The kills did hit rounds in progress, and the rounds did prune.
+    assert rounds >= 6 and pruned > 0 and mid_round >= 1, (rounds, pruned, mid_round)
+    wait_until(lambda: caught_up(m, topic, 2), 120, what="caught up after the kills")
+    wait_until(lambda: "offset-sync log trimmed" in m.log(), 30, what="a round after the last restart")
+    assert m.stop() == 0
+    assert watermarks(dc2, offset_syncs_topic(alias))[0] > 0
+    cfg = load_config(config)
+    offsets = FlowOffsets.load(cfg, cfg.flows[0])
+    assert all(offsets.offset_map.partitions[(topic, p)].horizon > 0 for p in range(2))  # really pruned
+    assert check_exact(dc1, dc2, topic, cfg.flows[0].remote_topic(topic), offsets) > 1000

@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 .PHONY: install demo test compose-check airflow test-unit test-integration lint typecheck bench soak dev-up dev-down clean
 
 # Re-install whenever the dependency pins change.
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt scripts/ensure-toxiproxy.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev,airflow,spark,aws]'
@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m mirror_core.devcluster.spark_packages
 	bash scripts/ensure-test-servers.sh
 	bash scripts/ensure-gssapi-client.sh
+	bash scripts/ensure-toxiproxy.sh >/dev/null
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from mirror_core.devcluster.local_cluster import LocalCluster
 from mirror_core.devcluster.toxiproxy import Toxic, Toxiproxy
-from tests.kafka_harness import MirrorProcess
+from tests.kafka_harness import MirrorProcess, Rec
 
 
 @dataclass(frozen=True)
@@ -89,3 +89,23 @@ def catch_up(m: MirrorProcess, topic: str, total: int, timeout: float) -> tuple[
     wait_until(lambda: sum(copied_by(m, topic).values()) >= total, timeout, 0.2, f"{topic}: {total} copied")
     took = time.monotonic() - start
     return took, (total - before) / took if took > 0 else float("inf")
+
+
+def delivered_in_order(src: list[Rec], dst: list[Rec]) -> int:
+    """Asserts every source record is on the target, in source order per partition (a record copied twice
+    may repeat right after its first copy, at-least-once); returns the number of duplicates."""
+    dups = 0
+    for part in {r.partition for r in src}:
+        expected = [r.value for r in src if r.partition == part]
+        got = [r.value for r in dst if r.partition == part]
+        firsts = list(dict.fromkeys(got))
+        missing = set(expected) - set(got)
+        assert firsts == expected, f"partition {part}: {len(missing)} missing, {len(got)} copies; order differs"
+        dups += len(got) - len(firsts)
+    return dups
+
+
+def report(**figures: object) -> None:
+    """One line the WAN suite prints (``make wan-test`` shows it): what the test measured."""
+    print("WAN " + " ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in figures.items()),
+          flush=True)

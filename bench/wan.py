@@ -57,7 +57,8 @@ def add_wan_listener(cluster: LocalCluster) -> LocalCluster:
 
 
 def text_values(n: int, size: int, seed: int = 7) -> list[bytes]:
-    """JSON-like values (compressible as real events are, ~3x); a fixed seed: the same records every run."""
+    """Text values of key=number pairs (compressible as event data is); a fixed seed: the same records
+    every run."""
     rnd = random.Random(seed)
     out = []
     for _ in range(n):
@@ -70,7 +71,7 @@ def text_values(n: int, size: int, seed: int = 7) -> list[bytes]:
 
 def produce_backlog(bootstrap: str, topic: str, n: int, size: int) -> None:
     create_topic(bootstrap, topic)
-    values = text_values(1000, size)
+    values = text_values(20_000, size)  # distinct within any producer batch
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_048_576,
                   "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2_097_151})
     for i in range(n):
@@ -199,7 +200,7 @@ def wan_markdown(rows: list[dict[str, Any]], meta: dict[str, str]) -> str:
     lines = [f"# WAN benchmark ({meta['date']})", "",
              f"Machine: {meta['machine']}; load before/after: {meta.get('load', '?')}; Kafka {meta['kafka']}; "
              f"{PARTITIONS} partitions; toxiproxy latency toxics (RTT/2 each way, 1% jitter) in front of the "
-             "remote cluster's WAN listener. Records: JSON-like text values (compressible about 3x), the same "
+             "remote cluster's WAN listener. Records: text values of key=number pairs (compressible), the same "
              "records for every system. records/s: median of the runs (min-max), 10%-90% of the backlog on "
              "the target. Wire MB/s: bytes that crossed the proxy (both directions, whole run) per record, at "
              "that rate. p99: steady load of 100-byte records (bench.scenarios.latency_run).", "",

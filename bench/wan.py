@@ -28,6 +28,9 @@ VARIANTS: dict[str, list[str]] = {
     "mirror_core": [],
     "mirror_core + lz4": ["target.producer.compression.type = lz4"],
     "mirror_core + zstd": ["target.producer.compression.type = zstd"],
+    "mirror_core + linger.ms=100": ["target.producer.linger.ms = 100"],
+    "mirror_core + 4 MiB socket buffers": ["target.producer.socket.send.buffer.bytes = 4194304",
+                                           "target.producer.socket.receive.buffer.bytes = 4194304"],
 }
 _WORDS = [b"order", b"customer", b"amount", b"currency", b"EUR", b"USD", b"status", b"shipped", b"pending",
           b"warehouse", b"quantity", b"sku", b"timestamp", b"region", b"eu-west", b"us-east"]

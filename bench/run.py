@@ -259,6 +259,10 @@ def run_restart(src: str, dst: str, work: Path, args: Any) -> list[dict[str, Any
     return as_rows(rows)
 
 
+def _load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def run_wan_part(clusters: list[LocalCluster], work: Path, args: Any) -> list[dict[str, Any]]:
     from bench.wan import PLACEMENTS, run_wan
 
@@ -266,7 +270,7 @@ def run_wan_part(clusters: list[LocalCluster], work: Path, args: Any) -> list[di
     if not placements or set(placements) - set(PLACEMENTS):
         raise SystemExit(f"--wan-placements: choose among {', '.join(PLACEMENTS)}")
     ints = [[int(x) for x in v.split(",") if x.strip()] for v in (args.wan_rtts, args.wan_sizes)]
-    args.wan_load = str(os.getloadavg())
+    args.wan_load = _load()
     return run_wan(clusters, work, ints[0], ints[1], placements, args.wan_runs, args.wan_records, 2000,
                    args.seconds, args.mm2)
 
@@ -508,7 +512,7 @@ def main() -> int:
     if "wan" in extra_results:
         from bench.wan import wan_markdown
 
-        meta["load"] = f"{args.wan_load}, after: {os.getloadavg()}"
+        meta["load"] = f"{args.wan_load}, after: {_load()}"
         wan_md = wan_markdown(extra_results["wan"], meta)
         (out / f"wan-{stamp}.md").write_text(wan_md)
         print(wan_md)

@@ -42,6 +42,7 @@ class WanResult:
     placement: str
     rtt_ms: int
     value_bytes: int
+    bandwidth_kb_s: int | None
     runs: list[float]  # records/s per run
     payload_mb_s: float  # median
     wire_mb_s: float  # median, bytes that crossed the proxy per second of the run
@@ -95,12 +96,15 @@ class Link:
         for c in clusters:
             proxy.create_proxy(c.name, c.advertised_ports["WAN"], f"127.0.0.1:{c.extra_listeners['WAN']}")
 
-    def set_rtt(self, rtt_ms: int) -> None:
+    def set_rtt(self, rtt_ms: int, bandwidth_kb_s: int | None = None) -> None:
+        streams: tuple[Stream, ...] = ("upstream", "downstream")
         for c in self.clusters:
             self.proxy.clear(c.name)
-            streams: tuple[Stream, ...] = ("upstream", "downstream") if rtt_ms else ()
             for stream in streams:  # 1% jitter of the round trip, half each way
-                self.proxy.add_toxic(c.name, Toxic.latency(rtt_ms // 2, max(1, rtt_ms // 200), stream))
+                if rtt_ms:
+                    self.proxy.add_toxic(c.name, Toxic.latency(rtt_ms // 2, max(1, rtt_ms // 200), stream))
+                if bandwidth_kb_s:
+                    self.proxy.add_toxic(c.name, Toxic.bandwidth(bandwidth_kb_s, stream))
 
     def wire_bytes(self) -> float:
         return sum(sum(self.proxy.bytes_sent(c.name).values()) for c in self.clusters)
@@ -154,7 +158,8 @@ def backlog_once(system: str, extra: list[str] | None, src: str, dst: str, direc
 
 
 def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: list[int], placements: list[str],
-            runs: int, records: int, rate: int, seconds: float, mm2: bool) -> list[dict[str, Any]]:
+            runs: int, records: int, rate: int, seconds: float, mm2: bool,
+            bandwidth_kb_s: int | None = None) -> list[dict[str, Any]]:
     server = ToxiproxyServer(work / "toxiproxy", free_port())
     link = Link(server.start(), clusters)
     results: list[WanResult] = []
@@ -164,7 +169,7 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
             n = records if size <= 100 else max(PARTITIONS, records // 4)
             produce_backlog(clusters[0].bootstrap, topic, n, size)
             for rtt in rtts:
-                link.set_rtt(rtt)
+                link.set_rtt(rtt, bandwidth_kb_s)
                 for placement in placements:
                     src, dst = endpoints(placement, clusters)
                     systems: dict[str, list[str] | None] = {"MirrorMaker 2": None} if mm2 else {}
@@ -177,7 +182,7 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
                                                                 topic, n, size, alias, work, link))
                             print(f"wan {placement} rtt={rtt} {size}B {system}: {samples[system][-1]}", flush=True)
                     for system, rows in samples.items():
-                        results.append(WanResult(system, placement, rtt, size, [r[0] for r in rows],
+                        results.append(WanResult(system, placement, rtt, size, bandwidth_kb_s, [r[0] for r in rows],
                                                  statistics.median(r[1] for r in rows),
                                                  statistics.median(r[2] for r in rows),
                                                  statistics.median(r[3] for r in rows)))
@@ -206,10 +211,12 @@ def wan_markdown(rows: list[dict[str, Any]], meta: dict[str, str]) -> str:
              "remote cluster's WAN listener. Records: text values of key=number pairs (compressible), the same "
              "records for every system. records/s: median of the runs (min-max), 10%-90% of the backlog on "
              "the target. Wire MB/s: bytes that crossed the proxy (both directions, whole run) per record, at "
-             "that rate. p99: steady load of 100-byte records (bench.scenarios.latency_run).", "",
+             "that rate. p99: steady load of 100-byte records (bench.scenarios.latency_run). Bandwidth cap "
+             f"(KB/s each way): {(rows[0].get('bandwidth_kb_s') if rows else None) or 'none'}.", "",
              "| placement | RTT ms | value B | system | records/s (median) | min-max | payload MB/s | wire MB/s | "
              "CPU-s per M | p99 ms | vs MM2 | vs own RTT 0 |",
              "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+
     def key(x: dict[str, Any], *fields: str) -> tuple[Any, ...]:
         return tuple(x[f] for f in fields)
 
@@ -225,7 +232,3 @@ def wan_markdown(rows: list[dict[str, Any]], meta: dict[str, str]) -> str:
                      f"{min(r['runs']):,.0f}-{max(r['runs']):,.0f} | {r['payload_mb_s']:.1f} | {r['wire_mb_s']:.1f} | "
                      f"{r['cpu_s_per_million']:.1f} | {p99} | {vs_mm2} | {vs_base} |")
     return "\n".join(lines) + "\n"
-
-
-def load_average() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])

@@ -445,8 +445,8 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("action", choices=("up", "down", "status", "fetch"))
     dev.add_argument("--clusters", nargs="+", default=["dc1", "dc2"])
     dev.add_argument("--wan", metavar="SPEC", help="up: put a WAN (toxiproxy) in front of the last cluster, e.g. "
-                     "latency=80ms,jitter=10ms,bandwidth=10MB/s (round trip; bandwidth each way); clients on "
-                     "its WAN bootstrap cross it for every broker")
+                     "latency=80ms,jitter=10ms,bandwidth=10MB/s (round trip; bandwidth each way per connection); "
+                     "clients on its WAN bootstrap cross it for every broker")
     dev.set_defaults(func=cmd_dev)
     return parser
 

@@ -1,6 +1,7 @@
 """``--wan latency=80ms,jitter=10ms,bandwidth=10MB/s``: the link ``mirror-core dev up --wan`` puts in front
 of a local cluster, parsed into toxiproxy toxics. ``latency`` and ``jitter`` are round-trip figures
-(half each way); ``bandwidth`` caps each direction."""
+(half each way); ``bandwidth`` caps each direction of each connection (toxiproxy shapes connections,
+not the link: a client with several connections gets several times the figure)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ class WanSpec:
         return out
 
     def describe(self) -> str:
-        bw = "unlimited" if self.bandwidth_kb_s is None else f"{self.bandwidth_kb_s} KB/s each way"
+        bw = "unlimited" if self.bandwidth_kb_s is None else f"{self.bandwidth_kb_s} KB/s each way per connection"
         return f"RTT {self.rtt_ms} ms ± {self.jitter_ms} ms, bandwidth {bw}"
 
 

@@ -58,7 +58,7 @@ def test_bandwidth_below_the_write_rate_lag_grows_then_drains(dc1, dc2, name, wa
     m = wan_mirror()
     produce_sequence(dc1, t, 2, 100)
     wait_until(lambda: sum(copied_by(m, t).values()) >= 100, 60, what="copying before the cap")
-    wan.toxic(Toxic.bandwidth(200))  # 200 KB/s to the mirror's... acknowledgements are small: cap both ways
+    wan.toxic(Toxic.bandwidth(200))  # 200 KB/s each way
     wan.toxic(Toxic.bandwidth(200, "upstream"))
     capped = seconds("WAN_CAP_SECONDS", 30)
     lags = []

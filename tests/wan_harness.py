@@ -37,11 +37,6 @@ class WanLink:
     def toxic(self, toxic: Toxic) -> None:
         self.proxy.set_toxic(self.name, toxic)
 
-    def rtt(self, ms: int, jitter_ms: int = 0) -> None:
-        """Half the round trip each way."""
-        for stream in ("upstream", "downstream"):
-            self.toxic(Toxic.latency(ms // 2, jitter_ms // 2, stream))  # type: ignore[arg-type]
-
     def set_enabled(self, enabled: bool) -> None:
         self.proxy.set_enabled(self.name, enabled)
 
@@ -55,10 +50,6 @@ class WanLink:
 
     def clear(self) -> None:
         self.proxy.clear(self.name)
-
-    def wire_bytes(self) -> float:
-        sent = self.proxy.bytes_sent(self.name)
-        return sent["upstream"] + sent["downstream"]
 
 
 def metric(m: MirrorProcess, name: str, **labels: str) -> float | None:

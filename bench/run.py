@@ -33,8 +33,8 @@ PARTITIONS = 8
 # Parts of a run (--only): backlog throughput (raw, MM2, mirror_core), steady-load latency and failover
 # accuracy ("scenarios" is both), offset-map size of a gappy source, reconciliation-job throughput,
 # time to copy again after a restart (bench/restart.py), growth with partitions and history (bench/scale.py,
-# only with --only scale: it is long).
-PARTS = ("backlog", "scenarios", "latency", "failover", "offset-map", "reconcile", "restart", "scale")
+# only with --only scale: it is long), MM2 and mirror_core over a WAN (bench/wan.py, only with --only wan).
+PARTS = ("backlog", "scenarios", "latency", "failover", "offset-map", "reconcile", "restart", "scale", "wan")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -276,6 +276,20 @@ def run_scale_part(src: str, dst: str, work: Path, args: Any) -> None:
         (out / f"scale-{time.strftime('%Y-%m-%d', began)}.md").write_text(scale_markdown(data, meta))
 
     write(run_scale(src, dst, work, args, write))
+def _load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def run_wan_part(clusters: list[LocalCluster], work: Path, args: Any) -> list[dict[str, Any]]:
+    from bench.wan import PLACEMENTS, run_wan
+
+    placements = [x.strip() for x in args.wan_placements.split(",") if x.strip()]
+    if not placements or set(placements) - set(PLACEMENTS):
+        raise SystemExit(f"--wan-placements: choose among {', '.join(PLACEMENTS)}")
+    ints = [[int(x) for x in v.split(",") if x.strip()] for v in (args.wan_rtts, args.wan_sizes)]
+    args.wan_load = _load()
+    return run_wan(clusters, work, ints[0], ints[1], placements, args.wan_runs, args.wan_records, 2000,
+                   args.seconds, args.mm2, args.wan_bandwidth)
 
 
 def run_scenarios(src: str, dst: str, work: Path, args: Any, parts: set[str]) -> dict[str, Any]:
@@ -429,6 +443,14 @@ def main() -> int:
     parser.add_argument("--scale-records", type=int, default=400_000, help="scale: backlog per partition count")
     parser.add_argument("--scale-history", default="1000000,10000000", help="scale: gappy history sizes")
     parser.add_argument("--scale-runs", type=int, default=1, help="scale: repetitions of each size")
+    parser.add_argument("--wan-rtts", default="0,20,80,150", help="wan: round-trip times, ms")
+    parser.add_argument("--wan-sizes", default="100,1024", help="wan: value sizes, bytes")
+    parser.add_argument("--wan-placements", default="remote-consume,remote-produce",
+                        help="wan: where the mirror runs (remote-consume: next to the target)")
+    parser.add_argument("--wan-bandwidth", type=int, help="wan: a bandwidth cap, KB/s each way (default none)")
+    parser.add_argument("--wan-runs", type=int, default=3, help="wan: repetitions of each backlog run")
+    parser.add_argument("--wan-records", type=int, default=400_000,
+                        help="wan: backlog records of 100 bytes (a quarter of that for larger values)")
     parser.add_argument("--only", help=f"comma-separated parts to run, of {', '.join(PARTS)} "
                         "(default: all but those skipped with --no-scenarios / --no-reconcile)")
     args = parser.parse_args()
@@ -438,7 +460,7 @@ def main() -> int:
             parser.error(f"--only: choose among {', '.join(PARTS)}")
     else:
         parts = {x for x in PARTS if (x not in ("scenarios", "latency", "failover") or args.scenarios)
-                 and (x != "reconcile" or args.reconcile) and x != "scale"}
+                 and (x != "reconcile" or args.reconcile) and x not in ("scale", "wan")}
     if "scenarios" in parts:
         parts |= {"latency", "failover"}
     try:
@@ -458,6 +480,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="mirror-bench-") as tmp:
         work = Path(tmp)
         clusters = [LocalCluster(n, work / n, free_port(), free_port(), heap="1g") for n in ("source", "target")]
+        if "wan" in parts:
+            from bench.wan import add_wan_listener
+
+            clusters = [add_wan_listener(c) for c in clusters]
         for c in clusters:
             c.start()
         src, dst = clusters[0].bootstrap, clusters[1].bootstrap
@@ -498,6 +524,8 @@ def main() -> int:
                 extra_results["restart"] = run_restart(src, dst, work, args)
             if "scale" in parts:
                 run_scale_part(src, dst, work, args)
+            if "wan" in parts:
+                extra_results["wan"] = run_wan_part(clusters, work, args)
         finally:
             for c in clusters:
                 c.stop()
@@ -513,6 +541,13 @@ def main() -> int:
     (out / f"replication-{stamp}.json").write_text(json.dumps({
         "meta": meta, "results": [asdict(r) for r in results],
         "offset_map": {k: {"entries": e, "records": n} for k, (e, n) in maps.items()}, **extra_results}, indent=2))
+    if "wan" in extra_results:
+        from bench.wan import wan_markdown
+
+        meta["load"] = f"{args.wan_load}, after: {_load()}"
+        wan_md = wan_markdown(extra_results["wan"], meta)
+        (out / f"wan-{stamp}.md").write_text(wan_md)
+        print(wan_md)
     text = (markdown(results, meta, maps) + scenario_markdown(extra_results)
             + restart_markdown(extra_results.get("restart", [])))
     # A partial run (--only) must not replace the full table; its own file shows what it measured.

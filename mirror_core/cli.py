@@ -135,13 +135,23 @@ def _security(settings: Mapping[str, str]) -> str:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
-    from mirror_core.devcluster.dev_env import dev_clusters
+    from mirror_core.devcluster import dev_env
     from mirror_core.devcluster.kafka_dist import ensure_kafka
+    from mirror_core.devcluster.toxiproxy import ToxiproxyError
+    from mirror_core.devcluster.wan_spec import WanSpecError, parse_wan_spec
 
     if args.action == "fetch":
         print(f"Kafka jars: {ensure_kafka()}")
         return 0
-    clusters = dev_clusters(tuple(args.clusters))
+    clusters = dev_env.dev_clusters(tuple(args.clusters))
+    wan = clusters[-1]  # the WAN sits in front of the last cluster named (dc2, the target, by default)
+    try:
+        spec = parse_wan_spec(args.wan) if args.wan and args.action == "up" else None
+        if spec is not None:
+            dev_env.add_wan_listener(wan)
+    except WanSpecError as exc:
+        print(f"mirror-core: {exc}", file=sys.stderr)
+        return 2
     for c in clusters:
         if args.action == "up":
             started = time.monotonic()
@@ -154,6 +164,14 @@ def cmd_dev(args: argparse.Namespace) -> int:
         else:
             state = "running" if c.is_running() else "stopped"
             print(f"{c.name}: {state}, bootstrap {c.bootstrap}, data {c.base_dir}")
+    if spec is not None:
+        try:
+            print(dev_env.start_wan(wan, spec))
+        except ToxiproxyError as exc:
+            print(f"mirror-core: {exc}", file=sys.stderr)
+            return 1
+    elif args.action == "down" and dev_env.dev_toxiproxy().stop():
+        print("WAN (toxiproxy): stopped")
     return 0
 
 
@@ -428,6 +446,9 @@ def build_parser() -> argparse.ArgumentParser:
     dev = sub.add_parser("dev", help="local single-node KRaft clusters for development")
     dev.add_argument("action", choices=("up", "down", "status", "fetch"))
     dev.add_argument("--clusters", nargs="+", default=["dc1", "dc2"])
+    dev.add_argument("--wan", metavar="SPEC", help="up: put a WAN (toxiproxy) in front of the last cluster, e.g. "
+                     "latency=80ms,jitter=10ms,bandwidth=10MB/s (round trip; bandwidth each way per connection); "
+                     "clients on its WAN bootstrap cross it for every broker")
     dev.set_defaults(func=cmd_dev)
     return parser
 

@@ -7,16 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from mirror_core.devcluster.local_cluster import LocalCluster
+from mirror_core.devcluster.local_cluster import LocalCluster, free_port
+from mirror_core.devcluster.toxiproxy import Toxiproxy, ToxiproxyServer
 from tests.kafka_harness import MirrorProcess, new_cluster, unique, write_config
+from tests.wan_harness import WanLink
 
 
 @pytest.fixture(scope="session")
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalCluster]]:
     """dc1 and dc2: independent single-node KRaft clusters on loopback, for the whole session (dc1 also
-    has the non-super ``app`` user: kafka_harness.app_client)."""
+    has the non-super ``app`` user: kafka_harness.app_client; dc2 a WAN listener: the ``wan`` fixture)."""
     root = tmp_path_factory.mktemp("kafka")
-    pair = {"dc1": new_cluster("dc1", root, app_user=True), "dc2": new_cluster("dc2", root)}
+    pair = {"dc1": new_cluster("dc1", root, app_user=True), "dc2": new_cluster("dc2", root, wan=True)}
     try:
         for c in pair.values():
             c.start()
@@ -65,3 +67,24 @@ def start_mirror(tmp_path: Path, mirrors: list[MirrorProcess], clusters: dict[st
         return m
 
     return start
+
+
+@pytest.fixture(scope="session")
+def toxiproxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Toxiproxy]:
+    """A toxiproxy-server for the session (started only by tests that use the WAN)."""
+    server = ToxiproxyServer(tmp_path_factory.mktemp("toxiproxy"), free_port())
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def wan(toxiproxy: Toxiproxy, clusters: dict[str, LocalCluster]) -> Iterator[WanLink]:
+    """The WAN in front of dc2, clean for each test (no toxics, enabled): clients on ``wan.bootstrap``
+    reach dc2 only through it."""
+    link = WanLink(toxiproxy, clusters["dc2"]).open()
+    try:
+        yield link
+    finally:
+        link.clear()

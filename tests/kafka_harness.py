@@ -41,7 +41,7 @@ AUTHORIZER = {
 APP_USER, APP_PASSWORD = "app", "app-pw-5521"
 
 
-def new_cluster(name: str, root: Path, app_user: bool = False, **extra: str) -> LocalCluster:
+def new_cluster(name: str, root: Path, app_user: bool = False, wan: bool = False, **extra: str) -> LocalCluster:
     if app_user:
         extra = {"sasl.enabled.mechanisms": "SCRAM-SHA-512", **extra,
                  "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config":
@@ -51,6 +51,9 @@ def new_cluster(name: str, root: Path, app_user: bool = False, **extra: str) -> 
     if app_user:
         cluster.extra_listeners["SASL_PLAINTEXT"] = free_port()
         cluster.format_args.extend(["--add-scram", f"SCRAM-SHA-512=[name={APP_USER},password={APP_PASSWORD}]"])
+    if wan:  # a WAN listener advertised on a port a toxiproxy proxy will listen on (tests/wan_harness.py)
+        cluster.extra_listeners["WAN"] = free_port()
+        cluster.advertised_ports["WAN"] = free_port()
     return cluster
 
 

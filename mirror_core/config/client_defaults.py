@@ -15,6 +15,9 @@ CONSUMER_DEFAULTS = {
     "max.poll.interval.ms": "300000",
     "partition.assignment.strategy": "cooperative-sticky",
     "topic.metadata.refresh.interval.ms": "30000",
+    # librdkafka's backoff grows to 10 s by default (Java's stops at 1 s): after a WAN partition heals,
+    # copying would resume up to 10 s late (measured in tests/wan/test_partitions.py).
+    "reconnect.backoff.max.ms": "1000",
 }
 CONSUMER_ENFORCED = {
     # Aborted transactions on the source must never become data on the target, and the offset map
@@ -32,6 +35,7 @@ PRODUCER_DEFAULTS = {
     "queue.buffering.max.kbytes": "1048576",
     "message.timeout.ms": "120000",
     "compression.type": "none",
+    "reconnect.backoff.max.ms": "1000",
 }
 PRODUCER_ENFORCED = {
     # Nothing is acknowledged to the progress store before every in-sync replica has it, and the

@@ -41,6 +41,8 @@ _BROKER_DEFAULTS = {
     "log.cleaner.backoff.ms": "1000",
 }
 
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -74,6 +76,10 @@ class LocalCluster:
     #: Extra JVM options for the broker and the storage tool (e.g. ``-Djava.security.krb5.conf=...``,
     #: ``-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=...``): java is started directly, not via KAFKA_OPTS.
     jvm_options: list[str] = field(default_factory=list)
+    #: Advertised port of an extra listener whose clients come through a proxy (e.g. ``{"WAN": <toxiproxy
+    #: port>}``): a client that bootstraps there is told to reach every broker through the proxy too.
+    #: A listener name that is not a security protocol (``WAN``) is PLAINTEXT.
+    advertised_ports: dict[str, int] = field(default_factory=dict)
 
     @property
     def bootstrap(self) -> str:
@@ -81,7 +87,9 @@ class LocalCluster:
 
     def bootstrap_for(self, listener: str) -> str:
         """Bootstrap servers of one listener (``PLAINTEXT`` or a name of :attr:`extra_listeners`)."""
-        return self.bootstrap if listener == "PLAINTEXT" else f"127.0.0.1:{self.extra_listeners[listener]}"
+        if listener == "PLAINTEXT":
+            return self.bootstrap
+        return f"127.0.0.1:{self.advertised_ports.get(listener, self.extra_listeners[listener])}"
 
     @property
     def pid_file(self) -> Path:
@@ -94,13 +102,16 @@ class LocalCluster:
     def properties(self) -> dict[str, str]:
         props = dict(_BROKER_DEFAULTS)
         extra = "".join(f",{name}://127.0.0.1:{port}" for name, port in self.extra_listeners.items())
+        advertised = "".join(f",{name}://127.0.0.1:{self.advertised_ports.get(name, port)}"
+                             for name, port in self.extra_listeners.items())
         props.update({
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}{extra}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}{extra}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}{advertised}",
             "log.dirs": str(self.base_dir / "data"),
         })
-        props["listener.security.protocol.map"] += "".join(f",{name}:{name}" for name in self.extra_listeners)
+        props["listener.security.protocol.map"] += "".join(
+            f",{name}:{name if name in _PROTOCOLS else 'PLAINTEXT'}" for name in self.extra_listeners)
         props.update(self.extra_props)
         return props
 

@@ -138,8 +138,10 @@ class FlowReplicator:
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
 
     def status(self) -> dict[str, Any]:
-        """A snapshot for the /status endpoint (safe to call from another thread)."""
-        return self.reporter.status
+        """A snapshot for the /status endpoint (safe to call from another thread). Reachability is read
+        live: the snapshot is rebuilt by the loop, which a partitioned link can hold up for a while."""
+        return {**self.reporter.status, "source_reachable": self.source_health.reachable,
+                "target_reachable": self.target_health.reachable}
 
     def _on_reachability(self, alias: str, up: bool) -> None:
         self.metrics.reachable.labels(alias).set(1 if up else 0)

@@ -1,0 +1,234 @@
+"""WAN benchmark (``--only wan``): MirrorMaker 2 and mirror_core side by side on the same toxiproxy link,
+same records, same run, at several round-trip times (1% jitter), with the mirror next to the target
+(remote consume: the source is across the WAN) or next to the source (remote produce).
+
+Per run: records/s and MB/s of payload (10%-90% of a backlog, as the loopback benchmark), MB/s that
+crossed the proxy (both directions, compression counted), mirror CPU; and, per system and link, p99
+end-to-end latency at a steady load. The mirror_core variants are A/B tests of one setting each.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+
+from bench.run import PARTITIONS, mirror_run
+from bench.scenarios import create_topic, latency_run
+from mirror_core.devcluster.local_cluster import LocalCluster, free_port
+from mirror_core.devcluster.toxiproxy import Stream, Toxic, Toxiproxy, ToxiproxyServer
+
+PLACEMENTS = ("remote-consume", "remote-produce")
+# mirror_core variants: label -> extra config lines (A/B against the product defaults, same link, same run).
+VARIANTS: dict[str, list[str]] = {
+    "mirror_core": [],
+    "mirror_core + lz4": ["target.producer.compression.type = lz4"],
+    "mirror_core + zstd": ["target.producer.compression.type = zstd"],
+    "mirror_core + linger.ms=100": ["target.producer.linger.ms = 100"],
+    "mirror_core + 4 MiB socket buffers": ["target.producer.socket.send.buffer.bytes = 4194304",
+                                           "target.producer.socket.receive.buffer.bytes = 4194304"],
+}
+_WORDS = [b"order", b"customer", b"amount", b"currency", b"EUR", b"USD", b"status", b"shipped", b"pending",
+          b"warehouse", b"quantity", b"sku", b"timestamp", b"region", b"eu-west", b"us-east"]
+
+
+@dataclass
+class WanResult:
+    system: str
+    placement: str
+    rtt_ms: int
+    value_bytes: int
+    bandwidth_kb_s: int | None
+    runs: list[float]  # records/s per run
+    payload_mb_s: float  # median
+    wire_mb_s: float  # median, bytes that crossed the proxy per second of the run
+    cpu_s_per_million: float
+    p99_ms: float | None = None
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.runs)
+
+
+def add_wan_listener(cluster: LocalCluster) -> LocalCluster:
+    cluster.extra_listeners["WAN"] = free_port()
+    cluster.advertised_ports["WAN"] = free_port()
+    return cluster
+
+
+def text_values(n: int, size: int, seed: int = 7) -> list[bytes]:
+    """Text values of key=number pairs (compressible as event data is); a fixed seed: the same records
+    every run."""
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(n):
+        parts: list[bytes] = []
+        while sum(len(p) + 1 for p in parts) < size:
+            parts.append(rnd.choice(_WORDS) + b"=" + str(rnd.randrange(100000)).encode())
+        out.append(b",".join(parts)[:size])
+    return out
+
+
+def produce_backlog(bootstrap: str, topic: str, n: int, size: int) -> None:
+    create_topic(bootstrap, topic)
+    values = text_values(20_000, size)  # distinct within any producer batch
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_048_576,
+                  "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2_097_151})
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, value=values[i % len(values)], key=b"%d" % i, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                p.poll(0.01)
+    p.flush(300)
+
+
+class Link:
+    """The two proxies (one in front of each cluster's WAN listener) and the toxics of one RTT."""
+
+    def __init__(self, proxy: Toxiproxy, clusters: list[LocalCluster]) -> None:
+        self.proxy, self.clusters = proxy, clusters
+        for c in clusters:
+            proxy.create_proxy(c.name, c.advertised_ports["WAN"], f"127.0.0.1:{c.extra_listeners['WAN']}")
+
+    def set_rtt(self, rtt_ms: int, bandwidth_kb_s: int | None = None) -> None:
+        streams: tuple[Stream, ...] = ("upstream", "downstream")
+        for c in self.clusters:
+            self.proxy.clear(c.name)
+            for stream in streams:  # 1% jitter of the round trip, half each way
+                if rtt_ms:
+                    self.proxy.add_toxic(c.name, Toxic.latency(rtt_ms // 2, max(1, rtt_ms // 200), stream))
+                if bandwidth_kb_s:
+                    self.proxy.add_toxic(c.name, Toxic.bandwidth(bandwidth_kb_s, stream))
+
+    def wire_bytes(self) -> float:
+        return sum(sum(self.proxy.bytes_sent(c.name).values()) for c in self.clusters)
+
+
+def endpoints(placement: str, clusters: list[LocalCluster]) -> tuple[str, str]:
+    """(source, target) bootstrap servers the mirror uses: the remote side through the WAN."""
+    src, dst = clusters
+    if placement == "remote-consume":
+        return src.bootstrap_for("WAN"), dst.bootstrap
+    return src.bootstrap, dst.bootstrap_for("WAN")
+
+
+def _mm2_starter(src: str, dst: str, alias: str) -> Any:
+    from bench.mm2 import start_mm2
+
+    return lambda topic, wd: [start_mm2(src, dst, alias, topic, wd)]
+
+
+def _ours_starter(src: str, dst: str, alias: str, extra: list[str]) -> Any:
+    from bench.run import start_mirror_core
+
+    return lambda topic, wd: start_mirror_core(src, dst, topic, 1, alias, wd, extra)[0]
+
+
+def backlog_once(system: str, extra: list[str] | None, src: str, dst: str, direct_dst: str, topic: str, n: int,
+                 size: int, alias: str, work: Path, link: Link) -> tuple[float, float, float, float]:
+    """(records/s, payload MB/s, wire MB/s, CPU-s per million) of one backlog run."""
+    from bench.run import measure_backlog
+
+    before = link.wire_bytes()
+    if extra is None:
+        from confluent_kafka import Consumer
+
+        from bench.mm2 import start_mm2
+        from bench.run import end_total
+
+        proc = start_mm2(src, dst, alias, topic, work)
+        watcher = Consumer({"bootstrap.servers": direct_dst, "group.id": f"w-{alias}", "log_level": "0"})
+        try:
+            r = measure_backlog([proc], lambda: end_total(watcher, f"{alias}.{topic}") > 0, direct_dst,
+                                f"{alias}.{topic}", n, system, f"{size}B", size)
+        finally:
+            watcher.close()
+    else:
+        r = mirror_run(src, dst, topic, n, size, 1, alias, work, extra)
+    wire = link.wire_bytes() - before
+    # Wire bytes of the whole run (start-up and all records) per record, at the measured record rate.
+    wire_mb_s = wire / n * r.records_per_s / 1e6
+    return r.records_per_s, r.mb_per_s, wire_mb_s, r.cpu_s_per_million or 0.0
+
+
+def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: list[int], placements: list[str],
+            runs: int, records: int, rate: int, seconds: float, mm2: bool,
+            bandwidth_kb_s: int | None = None) -> list[dict[str, Any]]:
+    server = ToxiproxyServer(work / "toxiproxy", free_port())
+    link = Link(server.start(), clusters)
+    results: list[WanResult] = []
+    try:
+        for size in sizes:
+            topic = f"wan{size}"
+            n = records if size <= 100 else max(PARTITIONS, records // 4)
+            produce_backlog(clusters[0].bootstrap, topic, n, size)
+            for rtt in rtts:
+                link.set_rtt(rtt, bandwidth_kb_s)
+                for placement in placements:
+                    src, dst = endpoints(placement, clusters)
+                    systems: dict[str, list[str] | None] = {"MirrorMaker 2": None} if mm2 else {}
+                    systems.update(VARIANTS if placement == "remote-produce" else {"mirror_core": []})
+                    samples: dict[str, list[tuple[float, float, float, float]]] = {s: [] for s in systems}
+                    for i in range(runs):  # interleaved: load drifts hit every system alike
+                        for k, (system, extra) in enumerate(systems.items()):
+                            alias = f"w{size}r{rtt}{placement[7]}{k}n{i}"
+                            samples[system].append(backlog_once(system, extra, src, dst, clusters[1].bootstrap,
+                                                                topic, n, size, alias, work, link))
+                            print(f"wan {placement} rtt={rtt} {size}B {system}: {samples[system][-1]}", flush=True)
+                    for system, rows in samples.items():
+                        results.append(WanResult(system, placement, rtt, size, bandwidth_kb_s, [r[0] for r in rows],
+                                                 statistics.median(r[1] for r in rows),
+                                                 statistics.median(r[2] for r in rows),
+                                                 statistics.median(r[3] for r in rows)))
+                    # p99 at a steady load: MM2 and the product defaults, 100-byte records (bench.scenarios).
+                    if size == sizes[0]:
+                        tag = f"l{rtt}{placement[7]}"
+                        starters = {"mirror_core": (f"{tag}o", _ours_starter(src, dst, f"{tag}o", []))}
+                        if mm2:
+                            starters["MirrorMaker 2"] = (f"{tag}m", _mm2_starter(src, dst, f"{tag}m"))
+                        for system, (alias, start) in starters.items():
+                            lat = latency_run(system, start, clusters[0].bootstrap, clusters[1].bootstrap, alias,
+                                              work, rate, seconds)
+                            print(f"wan latency {placement} rtt={rtt} {system}: {lat}", flush=True)
+                            for r in results:
+                                if (r.system, r.placement, r.rtt_ms, r.value_bytes) == (system, placement, rtt, size):
+                                    r.p99_ms = lat.p99_ms
+    finally:
+        server.stop()
+    return [{**asdict(r), "median": r.median} for r in results]
+
+
+def wan_markdown(rows: list[dict[str, Any]], meta: dict[str, str]) -> str:
+    lines = [f"# WAN benchmark ({meta['date']})", "",
+             f"Machine: {meta['machine']}; load before/after: {meta.get('load', '?')}; Kafka {meta['kafka']}; "
+             f"{PARTITIONS} partitions; toxiproxy latency toxics (RTT/2 each way, 1% jitter) in front of the "
+             "remote cluster's WAN listener. Records: text values of key=number pairs (compressible), the same "
+             "records for every system. records/s: median of the runs (min-max), 10%-90% of the backlog on "
+             "the target. Wire MB/s: bytes that crossed the proxy (both directions, whole run) per record, at "
+             "that rate. p99: steady load of 100-byte records (bench.scenarios.latency_run). Bandwidth cap "
+             f"(KB/s each way): {(rows[0].get('bandwidth_kb_s') if rows else None) or 'none'}.", "",
+             "| placement | RTT ms | value B | system | records/s (median) | min-max | payload MB/s | wire MB/s | "
+             "CPU-s per M | p99 ms | vs MM2 | vs own RTT 0 |",
+             "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+
+    def key(x: dict[str, Any], *fields: str) -> tuple[Any, ...]:
+        return tuple(x[f] for f in fields)
+
+    for r in rows:
+        cell = ("placement", "rtt_ms", "value_bytes")
+        mm2 = next((x for x in rows if x["system"] == "MirrorMaker 2" and key(x, *cell) == key(r, *cell)), None)
+        own = ("system", "placement", "value_bytes")
+        base = next((x for x in rows if x["rtt_ms"] == 0 and key(x, *own) == key(r, *own)), None)
+        vs_mm2 = f"{r['median'] / mm2['median']:.2f}" if mm2 and r["system"] != "MirrorMaker 2" else ""
+        vs_base = f"{r['median'] / base['median']:.2f}" if base and r["rtt_ms"] else ""
+        p99 = f"{r['p99_ms']:.0f}" if r.get("p99_ms") is not None else ""
+        lines.append(f"| {r['placement']} | {r['rtt_ms']} | {r['value_bytes']} | {r['system']} | {r['median']:,.0f} | "
+                     f"{min(r['runs']):,.0f}-{max(r['runs']):,.0f} | {r['payload_mb_s']:.1f} | {r['wire_mb_s']:.1f} | "
+                     f"{r['cpu_s_per_million']:.1f} | {p99} | {vs_mm2} | {vs_base} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,78 @@
+"""A flaky WAN: connection resets every few seconds, latency spikes beyond the producer's request
+timeout, a bandwidth cap below the source's write rate. Nothing lost, order kept, duplicates counted."""
+
+from __future__ import annotations
+
+import time
+
+from mirror_core.devcluster.toxiproxy import Toxic
+from tests.integration.test_resilience import BackgroundProducer
+from tests.kafka_harness import copied_by, create_topic, produce_sequence, read_all, wait_until
+from tests.wan.conftest import seconds
+from tests.wan_harness import WanLink, catch_up, delivered_in_order, metric, report
+
+
+def flap(wan: WanLink, toxic: Toxic, on_s: float, off_s: float, total_s: float) -> int:
+    """Add the toxic for ``on_s``, remove it for ``off_s``, for ``total_s``; returns how many times."""
+    times, end = 0, time.monotonic() + total_s
+    while time.monotonic() < end:
+        wan.toxic(toxic)
+        time.sleep(on_s)
+        wan.proxy.remove_toxic(wan.name, toxic.name)
+        times += 1
+        time.sleep(off_s)
+    return times
+
+
+def test_connection_resets_every_few_seconds(dc1, dc2, name, wan, wan_mirror):
+    t = f"{name}.resets"
+    create_topic(dc1, t, 4)
+    m = wan_mirror()
+    with BackgroundProducer(dc1, t, 4, rate_per_s=1000) as load:
+        wait_until(lambda: sum(copied_by(m, t).values()) > 200, 60, what="copying before the resets")
+        errors_before = metric(m, "mirror_errors_total") or 0.0
+        resets = flap(wan, Toxic.reset_peer(0), 0.3, 2.7, seconds("WAN_FLAKY_SECONDS", 30))
+    catch_up(m, t, load.count, 120)
+    dups = delivered_in_order(read_all(dc1, t), read_all(dc2, f"dc1.{t}"))
+    report(test="resets", resets=resets, records=load.count, duplicates=dups,
+           errors=(metric(m, "mirror_errors_total") or 0.0) - errors_before)
+    assert m.alive(), m.log()[-3000:]
+
+
+def test_latency_spikes_beyond_the_request_timeout(dc1, dc2, name, wan, wan_mirror):
+    t = f"{name}.jitter"
+    create_topic(dc1, t, 4)
+    m = wan_mirror("dc2.producer.request.timeout.ms = 2000")
+    with BackgroundProducer(dc1, t, 4, rate_per_s=1000) as load:
+        wait_until(lambda: sum(copied_by(m, t).values()) > 200, 60, what="copying before the spikes")
+        spikes = flap(wan, Toxic.latency(3000, 1000), 4, 4, seconds("WAN_FLAKY_SECONDS", 30))
+    catch_up(m, t, load.count, 120)
+    dups = delivered_in_order(read_all(dc1, t), read_all(dc2, f"dc1.{t}"))
+    report(test="jitter", spikes=spikes, records=load.count, duplicates=dups)
+    assert m.alive(), m.log()[-3000:]
+
+
+def test_bandwidth_below_the_write_rate_lag_grows_then_drains(dc1, dc2, name, wan, wan_mirror):
+    t = f"{name}.cap"
+    create_topic(dc1, t, 2)
+    m = wan_mirror()
+    produce_sequence(dc1, t, 2, 100)
+    wait_until(lambda: sum(copied_by(m, t).values()) >= 100, 60, what="copying before the cap")
+    wan.toxic(Toxic.bandwidth(200))  # 200 KB/s each way
+    wan.toxic(Toxic.bandwidth(200, "upstream"))
+    capped = seconds("WAN_CAP_SECONDS", 30)
+    lags = []
+    start = time.monotonic()
+    total = 100
+    while time.monotonic() - start < capped:  # ~500 KB/s of 1 KiB records against a 200 KB/s link
+        produce_sequence(dc1, t, 2, 500, start=total, value_size=1024)
+        total += 500
+        time.sleep(1)
+        lags.append(metric(m, "mirror_partition_lag_records", topic=t) or 0.0)
+    assert lags[-1] > lags[0], f"lag did not grow under the cap: {lags}"
+    wan.clear()
+    took, rate = catch_up(m, t, total, 180)
+    report(test="bandwidth", cap_kb_s=200, records=total, lag_at_heal=lags[-1], catch_up_s=took,
+           catch_up_records_per_s=rate)
+    wait_until(lambda: all(p["lag"] == 0 for p in m.partitions() if p["topic"] == t), 60, what="lag drains to 0")
+    delivered_in_order(read_all(dc1, t), read_all(dc2, f"dc1.{t}"))

@@ -1,0 +1,94 @@
+"""Full partitions between the mirror and the target while the source keeps receiving data."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.integration.test_exactly_once import EOS
+from tests.integration.test_resilience import BackgroundProducer
+from tests.kafka_harness import copied_by, create_topic, read_all, wait_until
+from tests.wan.conftest import seconds
+from tests.wan_harness import catch_up, delivered_in_order, metric, report, target_reachable
+
+
+def test_long_partition_with_exactly_once_loses_and_duplicates_nothing(dc1, dc2, name, wan, wan_mirror):
+    t = f"{name}.eos"
+    create_topic(dc1, t, 4)
+    m = wan_mirror(*EOS, "dc2.producer.transaction.timeout.ms = 30000")
+    outage = seconds("WAN_PARTITION_SECONDS", 300)
+    with BackgroundProducer(dc1, t, 4, rate_per_s=1000) as load:
+        # On the target itself, committed (acknowledged records may still sit in an open transaction)
+        wait_until(lambda: len(read_all(dc2, f"dc1.{t}")) > 500, 90, 1, what="copying before the partition")
+        with wan.partitioned():
+            wait_until(lambda: target_reachable(m) is False, 30, what="/status: target unreachable")
+            assert metric(m, "mirror_cluster_reachable", cluster="dc2") == 0
+            # Records, not offsets: the broker aborting a timed-out transaction writes a marker (an offset).
+            # Counted once the cut has settled (requests already past the proxy when it closed may land).
+            time.sleep(5)
+            frozen = len(read_all(dc2, f"dc1.{t}", isolation="read_uncommitted"))
+            time.sleep(outage)
+            # Known gap (reported, not asserted): the lag gauge grows in steps while the target is away
+            # (test_lag_gauge_shows_the_backlog_during_a_partition).
+            lag = metric(m, "mirror_partition_lag_records", topic=t) or 0.0
+            assert len(read_all(dc2, f"dc1.{t}", isolation="read_uncommitted")) == frozen, "records crossed a partition"
+            produced_at_heal, copied_at_heal = load.count, sum(copied_by(m, t).values())
+        healed = time.monotonic()
+        wait_until(lambda: sum(copied_by(m, t).values()) > 0 and target_reachable(m), 60,
+                   what="/status: target reachable again")
+    catch_up(m, t, load.count, 600)
+    took = time.monotonic() - healed
+    aborted = metric(m, "mirror_errors_total", kind="transaction_aborted") or 0.0
+    report(test="partition", outage_s=outage, lag_at_heal=lag, produced=produced_at_heal, aborted=aborted,
+           catch_up_s=took, catch_up_records_per_s=(load.count - copied_at_heal) / took)
+    if outage > 30:  # transactions open at the cut outlived transaction.timeout.ms: aborted, then resumed
+        assert aborted > 0, "no transaction was aborted across a partition longer than the transaction timeout"
+    wait_until(lambda: all(p["lag"] == 0 for p in m.partitions() if p["topic"] == t), 60, what="lag 0")
+    src, dst = read_all(dc1, t), read_all(dc2, f"dc1.{t}")
+    assert delivered_in_order(src, dst) == 0 and len(dst) == len(src), "exactly-once copied a record twice"
+    assert m.alive(), m.log()[-3000:]
+
+
+@pytest.mark.parametrize("backoff_max_ms", [None, 10000], ids=["product-default", "librdkafka-default"])
+def test_copying_resumes_soon_after_an_outage(dc1, dc2, name, wan, wan_mirror, backoff_max_ms):
+    """The resumption delay after a long outage: librdkafka's reconnect backoff grows to
+    reconnect.backoff.max.ms (10 s by default); mirror_core's default is 1 s (reported, not timed)."""
+    t = f"{name}.resume"
+    create_topic(dc1, t, 2)
+    extra = [] if backoff_max_ms is None else [f"dc2.{c}.reconnect.backoff.max.ms = {backoff_max_ms}"
+                                               for c in ("producer", "consumer")]
+    m = wan_mirror(*extra)
+    with BackgroundProducer(dc1, t, 2, rate_per_s=400) as load:
+        wait_until(lambda: sum(copied_by(m, t).values()) > 100, 60, what="copying before the outage")
+        with wan.partitioned():
+            wait_until(lambda: target_reachable(m) is False, 30, what="/status: target unreachable")
+            lag_before, sent_before = metric(m, "mirror_partition_lag_records", topic=t) or 0.0, load.count
+            time.sleep(seconds("WAN_OUTAGE_SECONDS", 45))
+            before = sum(copied_by(m, t).values())
+            lag = metric(m, "mirror_partition_lag_records", topic=t) or 0.0
+            assert metric(m, "mirror_cluster_reachable", cluster="dc2") == 0
+        healed = time.monotonic()
+        wait_until(lambda: sum(copied_by(m, t).values()) > before, 60, 0.05, what="copying resumes")
+        resumed = time.monotonic() - healed
+    catch_up(m, t, load.count, 120)
+    report(test="resume", backoff_max_ms=backoff_max_ms or "product-default", resume_delay_s=resumed,
+           lag_gauge_before=lag_before, lag_gauge_at_heal=lag, produced_during=load.count - sent_before)
+    assert delivered_in_order(read_all(dc1, t), read_all(dc2, f"dc1.{t}")) >= 0
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: while the target is away the replication loop waits in "
+                   "target calls (progress commits) and the lag gauge stays near its value at the cut")
+def test_lag_gauge_shows_the_backlog_during_a_partition(dc1, name, wan, wan_mirror):
+    t = f"{name}.laggauge"
+    create_topic(dc1, t, 2)
+    m = wan_mirror()
+    with BackgroundProducer(dc1, t, 2, rate_per_s=400) as load:
+        wait_until(lambda: sum(copied_by(m, t).values()) > 100, 60, what="copying before the outage")
+        with wan.partitioned():
+            wait_until(lambda: target_reachable(m) is False, 30, what="/status: target unreachable")
+            lag_before, sent_before = metric(m, "mirror_partition_lag_records", topic=t) or 0.0, load.count
+            time.sleep(20)
+            lag = metric(m, "mirror_partition_lag_records", topic=t) or 0.0
+            piled_up = load.count - sent_before
+    assert lag - lag_before >= 0.5 * piled_up, f"lag gauge {lag_before} -> {lag} while {piled_up} records piled up"

@@ -9,9 +9,9 @@ writes with ``acks=all`` still accepted. A node is stopped, killed and started o
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 

@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.restart import restart_markdown
+from bench.scaleout import scaleout_markdown
 from bench.scenarios import RECONCILE_SPARK_CONF, reconcile_growth, stop
 from mirror_core import __version__
 from mirror_core.devcluster.kafka_dist import KAFKA_VERSION
@@ -33,7 +34,7 @@ PARTITIONS = 8
 # Parts of a run (--only): backlog throughput (raw, MM2, mirror_core), steady-load latency and failover
 # accuracy ("scenarios" is both), offset-map size of a gappy source, reconciliation-job throughput,
 # time to copy again after a restart (bench/restart.py).
-PARTS = ("backlog", "scenarios", "latency", "failover", "offset-map", "reconcile", "restart")
+PARTS = ("backlog", "scenarios", "latency", "failover", "offset-map", "reconcile", "restart", "scaleout")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -107,12 +108,13 @@ def raw_consume(bootstrap: str, topic: str, n: int, size: int) -> Result:
 
 
 def start_mirror_core(src: str, dst: str, topic: str, workers: int, alias: str, workdir: Path,
-                      extra: list[str]) -> tuple[list[subprocess.Popen[bytes]], list[Path]]:
+                      extra: list[str], replication_factor: int = 1,
+                      ) -> tuple[list[subprocess.Popen[bytes]], list[Path]]:
     config = workdir / f"{alias}.properties"
     config.write_text("\n".join([
         f"clusters = {alias}, target", f"{alias}.bootstrap.servers = {src}", f"target.bootstrap.servers = {dst}",
         f"{alias}->target.enabled = true", f"{alias}->target.topics = {topic}", "emit.heartbeats.enabled = false",
-        "replication.factor = 1", *extra]) + "\n")
+        f"replication.factor = {replication_factor}", *extra]) + "\n")
     procs, logs = [], []
     for w in range(workers):
         path = workdir / f"{alias}-{w}.log"
@@ -160,9 +162,10 @@ def measure_backlog(procs: list[subprocess.Popen[bytes]], ready: Any, dst: str, 
 
 
 def mirror_run(src: str, dst: str, topic: str, n: int, size: int, workers: int, alias: str,
-               workdir: Path, extra: list[str], expect_target: int | None = None) -> Result:
+               workdir: Path, extra: list[str], expect_target: int | None = None,
+               replication_factor: int = 1) -> Result:
     """``n`` source offsets; ``expect_target`` records on the target when it differs (gappy source)."""
-    procs, logs = start_mirror_core(src, dst, topic, workers, alias, workdir, extra)
+    procs, logs = start_mirror_core(src, dst, topic, workers, alias, workdir, extra, replication_factor)
     label = f"mirror_core {'exactly-once' if 'exactly.once.enabled = true' in extra else 'at-least-once'}, " \
             f"{workers} process{'es' if workers > 1 else ''}"
     # The clock starts when the first process has its partitions.
@@ -374,7 +377,8 @@ def render(path: Path) -> str:
     results = [Result(**r) for r in data["results"]]
     maps = {k: (v["entries"], v["records"]) for k, v in data.get("offset_map", {}).items()}
     extra = {k: data[k] for k in ("latency", "failover", "reconcile", "reconcile_growth") if k in data}
-    return markdown(results, data["meta"], maps) + scenario_markdown(extra) + restart_markdown(data.get("restart", []))
+    return (markdown(results, data["meta"], maps) + scenario_markdown(extra) + restart_markdown(data.get("restart", []))
+            + scaleout_markdown(data.get("scaleout", [])))
 
 
 def main() -> int:
@@ -398,6 +402,8 @@ def main() -> int:
                         help="records per reconciliation-job run, comma-separated (100-byte values)")
     parser.add_argument("--reconcile-master", default="local[2]", help="spark-submit --master of that scenario")
     parser.add_argument("--restart-runs", type=int, default=3, help="repetitions of each restart event")
+    parser.add_argument("--scaleout-runs", type=int, default=3, help="repetitions of the scale-out part")
+    parser.add_argument("--scaleout-records", type=int, default=300_000, help="backlog of each scale-out run")
     parser.add_argument("--only", help=f"comma-separated parts to run, of {', '.join(PARTS)} "
                         "(default: all but those skipped with --no-scenarios / --no-reconcile)")
     args = parser.parse_args()
@@ -465,6 +471,10 @@ def main() -> int:
                 extra_results.update(run_reconcile(src, dst, work, reconcile_sizes, args.reconcile_master))
             if "restart" in parts:
                 extra_results["restart"] = run_restart(src, dst, work, args)
+            if "scaleout" in parts:  # its own three-node clusters (bench/scaleout.py)
+                from bench.scaleout import run_scaleout
+
+                extra_results["scaleout"] = run_scaleout(work, args)
         finally:
             for c in clusters:
                 c.stop()
@@ -481,7 +491,9 @@ def main() -> int:
         "meta": meta, "results": [asdict(r) for r in results],
         "offset_map": {k: {"entries": e, "records": n} for k, (e, n) in maps.items()}, **extra_results}, indent=2))
     text = (markdown(results, meta, maps) + scenario_markdown(extra_results)
-            + restart_markdown(extra_results.get("restart", [])))
+            + restart_markdown(extra_results.get("restart", [])) + scaleout_markdown(extra_results.get("scaleout", [])))
+    if "scaleout" in parts:
+        (out / f"scaleout-{stamp[:8]}.md").write_text(text)
     # A partial run (--only) must not replace the full table; its own file shows what it measured.
     (out / ("latest.md" if not args.only else "latest-partial.md")).write_text(text)
     print(text)

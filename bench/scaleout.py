@@ -43,10 +43,16 @@ def _load_average() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def _create(bootstrap: str, topic: str) -> None:
+    """A topic with the cluster's default replication (RF 3)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # keep a reference: the future dies with it
+    admin.create_topics([NewTopic(topic, PARTITIONS)])[topic].result(30)
+
+
 def _pauses(src: str, dst: str, work: Path, rep: int) -> dict[str, float]:
     alias = f"sp{rep}"
     topic = f"pause{rep}"
-    AdminClient({"bootstrap.servers": src}).create_topics([NewTopic(topic, PARTITIONS)])[topic].result(30)
+    _create(src, topic)
     start = mirror_core_starter(src, dst, alias, static=True)
     ends = _Ends(dst, f"{alias}.{topic}")
     out: dict[str, float] = {}
@@ -94,7 +100,7 @@ def run_scaleout(work: Path, args: Any) -> list[dict[str, Any]]:
         n = args.scaleout_records
         for rep in range(args.scaleout_runs):
             topic = f"scale{rep}"
-            AdminClient({"bootstrap.servers": src}).create_topics([NewTopic(topic, PARTITIONS)])[topic].result(30)
+            _create(src, topic)
             print(raw_produce(src, topic, n, 100), flush=True)
             systems = [(f"mirror_core, {w} process{'es' if w > 1 else ''}", w) for w in (1, 2, 3)]
             if args.mm2:

@@ -403,7 +403,7 @@ def main() -> int:
     parser.add_argument("--reconcile-master", default="local[2]", help="spark-submit --master of that scenario")
     parser.add_argument("--restart-runs", type=int, default=3, help="repetitions of each restart event")
     parser.add_argument("--scaleout-runs", type=int, default=3, help="repetitions of the scale-out part")
-    parser.add_argument("--scaleout-records", type=int, default=300_000, help="backlog of each scale-out run")
+    parser.add_argument("--scaleout-records", type=int, default=1_000_000, help="backlog of each scale-out run")
     parser.add_argument("--only", help=f"comma-separated parts to run, of {', '.join(PARTS)} "
                         "(default: all but those skipped with --no-scenarios / --no-reconcile)")
     args = parser.parse_args()

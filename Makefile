@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test compose-check airflow test-unit test-integration lint typecheck bench soak wan-test dev-up dev-down clean
+.PHONY: install demo test system-test compose-check airflow test-unit test-integration lint typecheck bench soak wan-test dev-up dev-down clean
 
 # Re-install whenever the dependency pins change.
 $(STAMP): pyproject.toml constraints.txt scripts/ensure-toxiproxy.sh
@@ -28,7 +28,12 @@ test: install compose-check
 	$(BIN)/ruff check mirror_core tests scripts bench dags plugins spark_jobs
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q -ra tests --ignore=tests/wan
+	$(BIN)/pytest -q -ra tests --ignore=tests/wan --ignore=tests/system
+
+# The distributed topology on real engines (tests/system): 3-node KRaft clusters, mirror fleet, PostgreSQL,
+# Prometheus, with brokers and mirrors killed under load. Separate from `make test`: it takes minutes.
+system-test: install
+	$(BIN)/pytest -q -ra tests/system
 
 # `docker compose config` validates docker-compose.yml (no Docker engine needed).
 compose-check:

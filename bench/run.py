@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.restart import restart_markdown
+from bench.scaleout import scaleout_markdown
 from bench.scenarios import RECONCILE_SPARK_CONF, reconcile_growth, stop
 from mirror_core import __version__
 from mirror_core.devcluster.kafka_dist import KAFKA_VERSION
@@ -33,8 +34,10 @@ PARTITIONS = 8
 # Parts of a run (--only): backlog throughput (raw, MM2, mirror_core), steady-load latency and failover
 # accuracy ("scenarios" is both), offset-map size of a gappy source, reconciliation-job throughput,
 # time to copy again after a restart (bench/restart.py), growth with partitions and history (bench/scale.py,
-# only with --only scale: it is long), MM2 and mirror_core over a WAN (bench/wan.py, only with --only wan).
-PARTS = ("backlog", "scenarios", "latency", "failover", "offset-map", "reconcile", "restart", "scale", "wan")
+# only with --only scale: it is long), MM2 and mirror_core over a WAN (bench/wan.py, only with --only wan),
+# 1/2/3 mirror processes on three-node clusters (bench/scaleout.py).
+PARTS = ("backlog", "scenarios", "latency", "failover", "offset-map", "reconcile", "restart", "scale", "wan",
+         "scaleout")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -108,12 +111,13 @@ def raw_consume(bootstrap: str, topic: str, n: int, size: int) -> Result:
 
 
 def start_mirror_core(src: str, dst: str, topic: str, workers: int, alias: str, workdir: Path,
-                      extra: list[str], args: tuple[str, ...] = ()) -> tuple[list[subprocess.Popen[bytes]], list[Path]]:
+                      extra: list[str], args: tuple[str, ...] = (), replication_factor: int = 1,
+                      ) -> tuple[list[subprocess.Popen[bytes]], list[Path]]:
     config = workdir / f"{alias}.properties"
     config.write_text("\n".join([
         f"clusters = {alias}, target", f"{alias}.bootstrap.servers = {src}", f"target.bootstrap.servers = {dst}",
         f"{alias}->target.enabled = true", f"{alias}->target.topics = {topic}", "emit.heartbeats.enabled = false",
-        "replication.factor = 1", *extra]) + "\n")
+        f"replication.factor = {replication_factor}", *extra]) + "\n")
     procs, logs = [], []
     for w in range(workers):
         path = workdir / f"{alias}-{w}.log"
@@ -161,9 +165,11 @@ def measure_backlog(procs: list[subprocess.Popen[bytes]], ready: Any, dst: str, 
 
 
 def mirror_run(src: str, dst: str, topic: str, n: int, size: int, workers: int, alias: str,
-               workdir: Path, extra: list[str], expect_target: int | None = None) -> Result:
+               workdir: Path, extra: list[str], expect_target: int | None = None,
+               replication_factor: int = 1) -> Result:
     """``n`` source offsets; ``expect_target`` records on the target when it differs (gappy source)."""
-    procs, logs = start_mirror_core(src, dst, topic, workers, alias, workdir, extra)
+    procs, logs = start_mirror_core(src, dst, topic, workers, alias, workdir, extra,
+                                    replication_factor=replication_factor)
     label = f"mirror_core {'exactly-once' if 'exactly.once.enabled = true' in extra else 'at-least-once'}, " \
             f"{workers} process{'es' if workers > 1 else ''}"
     # The clock starts when the first process has its partitions.
@@ -414,7 +420,8 @@ def render(path: Path) -> str:
     results = [Result(**r) for r in data["results"]]
     maps = {k: (v["entries"], v["records"]) for k, v in data.get("offset_map", {}).items()}
     extra = {k: data[k] for k in ("latency", "failover", "reconcile", "reconcile_growth") if k in data}
-    return markdown(results, data["meta"], maps) + scenario_markdown(extra) + restart_markdown(data.get("restart", []))
+    return (markdown(results, data["meta"], maps) + scenario_markdown(extra) + restart_markdown(data.get("restart", []))
+            + scaleout_markdown(data.get("scaleout", [])))
 
 
 def main() -> int:
@@ -451,6 +458,8 @@ def main() -> int:
     parser.add_argument("--wan-runs", type=int, default=3, help="wan: repetitions of each backlog run")
     parser.add_argument("--wan-records", type=int, default=400_000,
                         help="wan: backlog records of 100 bytes (a quarter of that for larger values)")
+    parser.add_argument("--scaleout-runs", type=int, default=3, help="repetitions of the scale-out part")
+    parser.add_argument("--scaleout-records", type=int, default=1_000_000, help="backlog of each scale-out run")
     parser.add_argument("--only", help=f"comma-separated parts to run, of {', '.join(PARTS)} "
                         "(default: all but those skipped with --no-scenarios / --no-reconcile)")
     args = parser.parse_args()
@@ -460,7 +469,7 @@ def main() -> int:
             parser.error(f"--only: choose among {', '.join(PARTS)}")
     else:
         parts = {x for x in PARTS if (x not in ("scenarios", "latency", "failover") or args.scenarios)
-                 and (x != "reconcile" or args.reconcile) and x not in ("scale", "wan")}
+                 and (x != "reconcile" or args.reconcile) and x not in ("scale", "wan", "scaleout")}
     if "scenarios" in parts:
         parts |= {"latency", "failover"}
     try:
@@ -526,6 +535,10 @@ def main() -> int:
                 run_scale_part(src, dst, work, args)
             if "wan" in parts:
                 extra_results["wan"] = run_wan_part(clusters, work, args)
+            if "scaleout" in parts:  # its own three-node clusters (bench/scaleout.py)
+                from bench.scaleout import run_scaleout
+
+                extra_results["scaleout"] = run_scaleout(work, args)
         finally:
             for c in clusters:
                 c.stop()
@@ -549,7 +562,9 @@ def main() -> int:
         (out / f"wan-{stamp}.md").write_text(wan_md)
         print(wan_md)
     text = (markdown(results, meta, maps) + scenario_markdown(extra_results)
-            + restart_markdown(extra_results.get("restart", [])))
+            + restart_markdown(extra_results.get("restart", [])) + scaleout_markdown(extra_results.get("scaleout", [])))
+    if "scaleout" in parts:
+        (out / f"scaleout-{stamp[:8]}.md").write_text(text)
     # A partial run (--only) must not replace the full table; its own file shows what it measured.
     (out / ("latest.md" if not args.only else "latest-partial.md")).write_text(text)
     print(text)

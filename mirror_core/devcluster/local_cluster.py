@@ -80,6 +80,11 @@ class LocalCluster:
     #: port>}``): a client that bootstraps there is told to reach every broker through the proxy too.
     #: A listener name that is not a security protocol (``WAN``) is PLAINTEXT.
     advertised_ports: dict[str, int] = field(default_factory=dict)
+    #: One node of a multi-node cluster (devcluster.multi_node): its node.id, the shared
+    #: ``controller.quorum.voters`` and the shared cluster id. Defaults: a single-node cluster of its own.
+    node_id: int = 1
+    quorum_voters: str = ""
+    cluster_id: str = ""
 
     @property
     def bootstrap(self) -> str:
@@ -105,7 +110,8 @@ class LocalCluster:
         advertised = "".join(f",{name}://127.0.0.1:{self.advertised_ports.get(name, port)}"
                              for name, port in self.extra_listeners.items())
         props.update({
-            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": self.quorum_voters or f"{self.node_id}@127.0.0.1:{self.controller_port}",
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}{extra}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}{advertised}",
             "log.dirs": str(self.base_dir / "data"),
@@ -164,15 +170,22 @@ class LocalCluster:
 
     def start(self, timeout: float = 90.0) -> None:
         """Format (first time only) and start the broker; return once it answers metadata requests."""
+        proc = self.launch()
+        if proc is not None:
+            self.wait_ready(timeout, proc)
+
+    def launch(self) -> subprocess.Popen[bytes] | None:
+        """Format (first time only) and start the broker without waiting for it (None: it already runs).
+        The nodes of a quorum are all launched before any can become ready."""
         if self.is_running():
-            return
+            return None
         for p in (self.port, self.controller_port, *self.extra_listeners.values()):
             if port_in_use(p):
                 raise ClusterStartError(f"cluster {self.name}: port {p} is already in use")
         conf = self._write_files()
         if not (self.base_dir / "data" / "meta.properties").exists():
             fmt = subprocess.run(
-                self._java("kafka.tools.StorageTool", "format", "-t", str(uuid.uuid4().hex[:22]),
+                self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id or uuid.uuid4().hex[:22],
                            "-c", str(conf), "--ignore-formatted", *self.format_args),
                 capture_output=True, text=True, check=False)
             if fmt.returncode != 0:
@@ -182,7 +195,7 @@ class LocalCluster:
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         out.close()
         self.pid_file.write_text(str(proc.pid))
-        self.wait_ready(timeout, proc)
+        return proc
 
     def wait_ready(self, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
         from confluent_kafka.admin import AdminClient

@@ -18,11 +18,17 @@ import yaml
 from mirror_core.config.loader import load_config
 from mirror_core.devcluster.kafka_dist import KAFKA_VERSION
 from mirror_core.metrics import Metrics
+from tests.system.topology import CLUSTERS
+from tests.system.topology import MIRRORS as TOPOLOGY_MIRRORS
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
-MIRRORS = ("mirror-1", "mirror-2")
-AIRFLOW = ("airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
+MIRRORS = tuple(m.instance_id for m in TOPOLOGY_MIRRORS)  # the compose service is named after the instance id
+FIRST_MIRROR = MIRRORS[0]
+BROKERS = tuple(f"kafka-{c}-{i}" for c in CLUSTERS for i in (1, 2, 3))
+SPARK_WORKERS = ("spark-worker-1", "spark-worker-2")
+AIRFLOW = ("airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
+           "airflow-worker-1", "airflow-worker-2")
 # Series Prometheus itself attaches to every scrape target (usable in rules next to ours).
 PROMETHEUS_BUILTINS = {"up"}
 METRIC_NAME = re.compile(r"\b(mirror_[a-z0-9_]+)\b")
@@ -116,12 +122,12 @@ def test_bind_mounts_exist() -> None:
 
 def test_images_match_the_pinned_versions() -> None:
     services = _services()
-    for name in ("kafka-dc1", "kafka-dc2"):
+    for name in BROKERS:
         assert services[name]["image"] == f"apache/kafka:{KAFKA_VERSION}"
     airflow_from = re.search(r"^FROM apache/airflow:(\S+)", (REPO / "docker" / "airflow.Dockerfile").read_text(),
                              re.MULTILINE)
     assert airflow_from and airflow_from.group(1).startswith(_pyproject_pin("apache-airflow") + "-python3.11")
-    for name in ("spark-master", "spark-worker"):
+    for name in ("spark-master", *SPARK_WORKERS):
         assert services[name]["image"].endswith(f"apache/spark:{_pyproject_pin('pyspark')}}}")
 
 
@@ -138,8 +144,7 @@ def test_every_long_running_service_has_a_healthcheck_and_waits_for_its_dependen
                 assert cond["condition"] == expected
     for name in MIRRORS:
         deps = services[name]["depends_on"]
-        assert {d for d, c in deps.items() if c["condition"] == "service_healthy"} >= {"kafka-dc1", "kafka-dc2",
-                                                                                      "postgres"}
+        assert {d for d, c in deps.items() if c["condition"] == "service_healthy"} >= {*BROKERS, "postgres"}
         assert "/healthz" in " ".join(services[name]["healthcheck"]["test"])
     for name in AIRFLOW:
         assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
@@ -157,7 +162,8 @@ def test_mirrors_run_the_repo_config_with_the_control_plane() -> None:
         command = services[name]["command"]
         assert command[0] == "run"
         config = load_config(REPO / _arg(command, "--config").removeprefix("/app/"), validate_clients=False)
-        assert {c.bootstrap_servers.split(":")[0] for c in config.clusters.values()} == {"kafka-dc1", "kafka-dc2"}
+        assert {c.bootstrap_servers for c in config.clusters.values()} == {
+            ",".join(f"kafka-{c}-{i}:9092" for i in (1, 2, 3)) for c in CLUSTERS}
         assert _arg(command, "--metrics-host") == "0.0.0.0"
         assert _arg(command, "--state-db").startswith("postgresql+psycopg2://")
         assert _arg(command, "--state-db").endswith("@postgres:5432/mirror_state")
@@ -165,8 +171,8 @@ def test_mirrors_run_the_repo_config_with_the_control_plane() -> None:
     assert len(ports) == 1
     # The same config and state store the DAGs use.
     env = services["airflow-scheduler"]["environment"]
-    assert env["MIRROR_CORE_DB_URL"] == _arg(services["mirror-1"]["command"], "--state-db")
-    assert env["MIRROR_CORE_CONFIG"] == _arg(services["mirror-1"]["command"], "--config")
+    assert env["MIRROR_CORE_DB_URL"] == _arg(services[FIRST_MIRROR]["command"], "--state-db")
+    assert env["MIRROR_CORE_CONFIG"] == _arg(services[FIRST_MIRROR]["command"], "--config")
     init_sql = (DEPLOY / "postgres" / "init.sql").read_text()
     assert "CREATE DATABASE mirror_state" in init_sql and "CREATE DATABASE airflow" in init_sql
 
@@ -174,14 +180,14 @@ def test_mirrors_run_the_repo_config_with_the_control_plane() -> None:
 def test_cli_accepts_the_flags_compose_passes() -> None:
     from mirror_core.cli import build_parser
 
-    args = build_parser().parse_args(_services()["mirror-1"]["command"])
+    args = build_parser().parse_args(_services()[FIRST_MIRROR]["command"])
     assert args.metrics_port == 9464 and args.metrics_host == "0.0.0.0" and args.state_db
 
 
 def test_prometheus_scrapes_both_mirrors_on_their_metrics_port() -> None:
     prometheus = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     services = _services()
-    port = _arg(services["mirror-1"]["command"], "--metrics-port")
+    port = _arg(services[FIRST_MIRROR]["command"], "--metrics-port")
     job = next(j for j in prometheus["scrape_configs"] if j["job_name"] == "mirror-core")
     targets = {t for sc in job["static_configs"] for t in sc["targets"]}
     assert targets == {f"{m}:{port}" for m in MIRRORS}
@@ -203,14 +209,16 @@ def test_airflow_mounts_the_repo_dags_and_plugins() -> None:
         mounts = {v.split(":")[1]: _host_path(v) for v in service["volumes"] if _host_path(v)}
         assert mounts[env["AIRFLOW__CORE__DAGS_FOLDER"]] == REPO / "dags"
         assert mounts[env["AIRFLOW__CORE__PLUGINS_FOLDER"]] == REPO / "plugins"
-        assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+        assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
+        assert env["AIRFLOW__CELERY__BROKER_URL"].startswith("redis://redis:6379/")
         assert "@postgres:5432/airflow" in env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
         spark = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
         assert f"{spark['host']}:{spark['port']}" == "spark://spark-master:7077"
         # The DAGs read the clusters from the mirror config: no Kafka connection copies its settings.
         assert not [k for k in env if k.startswith("AIRFLOW_CONN_KAFKA")]
     assert "7077" in " ".join(_services()["spark-master"]["command"])
-    assert "spark://spark-master:7077" in _services()["spark-worker"]["command"]
+    for name in SPARK_WORKERS:
+        assert "spark://spark-master:7077" in _services()[name]["command"]
 
 
 @pytest.mark.parametrize("source", ["dashboard", "alerts"])

@@ -10,6 +10,7 @@ Failure handling chosen for killed workers (the README's "Deployment / system te
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -58,6 +59,19 @@ def redis_command(port: int, root: Path) -> list[str]:
             "--dir", str(root)]
 
 
+def _signal_tree(proc: psutil.Process, sig: int) -> list[psutil.Process]:
+    """Send ``sig`` to ``proc`` and all its descendants (task processes sit in process groups of their
+    own, so a group signal would miss them); returns them."""
+    try:
+        tree = [*proc.children(recursive=True), proc]
+    except psutil.NoSuchProcess:
+        return []
+    for p in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.send_signal(sig)
+    return tree
+
+
 @dataclass
 class AirflowCelery:
     """The processes; ``env`` is passed to every Airflow process (the DAGs' settings go there too)."""
@@ -85,7 +99,7 @@ class AirflowCelery:
             "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.db_url,
             "AIRFLOW__CELERY__BROKER_URL": f"redis://127.0.0.1:{self.redis_port}/0",
-            "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + self.db_url.replace("+psycopg2", ""),
+            "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + self.db_url,
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
@@ -153,14 +167,7 @@ class AirflowCelery:
 
     def kill_worker(self, i: int) -> None:
         """SIGKILL Celery worker ``i`` and every process under it, as when its host dies."""
-        main = self.procs[f"worker{i}"]
-        tree = [main, *main.children(recursive=True)]
-        for p in tree:
-            try:
-                p.send_signal(signal.SIGKILL)
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(tree, timeout=30)
+        psutil.wait_procs(_signal_tree(self.procs[f"worker{i}"], signal.SIGKILL), timeout=30)
         self.killed.add(f"worker{i}")
 
     def client(self, user: str) -> httpx.Client:
@@ -174,18 +181,10 @@ class AirflowCelery:
     def stop(self) -> None:
         for p in self.procs.values():
             if p.poll() is None:
-                for c in [*p.children(recursive=True), p]:
-                    try:
-                        c.send_signal(signal.SIGTERM)
-                    except psutil.NoSuchProcess:
-                        pass
-        gone, alive = psutil.wait_procs(list(self.procs.values()), timeout=30)
+                _signal_tree(p, signal.SIGTERM)
+        _, alive = psutil.wait_procs(list(self.procs.values()), timeout=30)
         for p in alive:
-            for c in [*p.children(recursive=True), p]:
-                try:
-                    c.send_signal(signal.SIGKILL)
-                except psutil.NoSuchProcess:
-                    pass
+            _signal_tree(p, signal.SIGKILL)
 
 
 @dataclass

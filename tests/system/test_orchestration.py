@@ -14,7 +14,6 @@ import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,8 +21,16 @@ import pytest
 from mirror_core.devcluster.local_cluster import LocalCluster
 from mirror_core.offsets.groups import commit_offsets, committed_offsets
 from mirror_core.state.store import StateStore
-from tests.kafka_harness import MirrorProcess, admin, create_topic, end_offsets, produce_sequence, unique, \
-    wait_until, write_config
+from tests.kafka_harness import (
+    MirrorProcess,
+    admin,
+    create_topic,
+    end_offsets,
+    produce_sequence,
+    unique,
+    wait_until,
+    write_config,
+)
 from tests.pg_harness import pg_bin, postgres_server
 from tests.system.airflow_celery import AirflowCelery, DagRuns
 from tests.system.spark_standalone import SparkStandalone
@@ -136,7 +143,7 @@ def test_workflows_survive_killed_workers(engines: Engines) -> None:
     busy = e.airflow.wait(lambda: next((w for w in e.spark.workers if w.executors()), None), 300,
                           "an executor of the reconciliation job on a Spark worker")
     apps = e.spark.state()["activeapps"]
-    assert [a["name"] for a in apps] == ["mirror-core-reconcile"], apps  # precondition: the job runs
+    assert [a["name"] for a in apps] == ["mirror-core reconcile dc1->dc2"], apps  # precondition: the job runs
     e.spark.kill_worker(busy.index)
     assert e.runs.finish(rec, run_id, 300) == "success", e.runs.states(rec, run_id)
     mine = _reconciled(e, run_id, t)

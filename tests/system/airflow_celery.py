@@ -42,11 +42,11 @@ CELERY_SETTINGS = {
     "AIRFLOW__CELERY__WORKER_CONCURRENCY": "2",
     "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT": "120",
 }
-# A task whose worker died stops heartbeating: after 20s (default 300s) the scheduler fails that try
+# A task whose worker died stops heartbeating: after 60s (default 300s) the scheduler fails that try
 # and the task's own retries (RETRY_SAFE in the DAGs: 2, 60s apart) run it on a live worker. A task
 # queued on a dead worker is re-queued after 120s (default 600s).
 SCHEDULER_SETTINGS = {
-    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20",
+    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60",
     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
     "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "120",
     # Only the runs the test triggers: no hourly reconciliation or 10-minute sync in between.

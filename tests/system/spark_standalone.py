@@ -39,6 +39,7 @@ def _json(url: str) -> Any:
 class SparkWorker:
     index: int
     ui_port: int
+    work_dir: Path
     proc: subprocess.Popen[bytes] | None = None
 
     def alive(self) -> bool:
@@ -47,6 +48,11 @@ class SparkWorker:
     def executors(self) -> list[dict[str, Any]]:
         """The executors this worker runs now (its UI's JSON)."""
         return list(_json(f"http://127.0.0.1:{self.ui_port}/json/").get("executors", []))
+
+    def tasks_started(self) -> int:
+        """Tasks this worker's executors have started, from their logs (``<work>/<app>/<id>/stderr``): an
+        executor in the UI may still be starting, this says it works for the job."""
+        return sum(f.read_text(errors="replace").count("Running task") for f in self.work_dir.glob("*/*/stderr"))
 
 
 @dataclass
@@ -76,7 +82,7 @@ class SparkStandalone:
         self.master = self._launch("master", [MASTER_CLASS, "--host", "127.0.0.1", "--port", str(self.port),
                                               "--webui-port", str(self.ui_port)])
         for i in range(self.workers_n):
-            self.workers.append(SparkWorker(i, free_port()))
+            self.workers.append(SparkWorker(i, free_port(), self.root / f"work{i}"))
             self.start_worker(i)
         self.wait_workers(self.workers_n, timeout)
         return self
@@ -85,7 +91,7 @@ class SparkStandalone:
         w = self.workers[i]
         w.proc = self._launch(f"worker{i}", [WORKER_CLASS, "--host", "127.0.0.1", "--cores", "1", "--memory",
                                              self.worker_memory, "--webui-port", str(w.ui_port),
-                                             "--work-dir", str(self.root / f"work{i}"), self.url])
+                                             "--work-dir", str(w.work_dir), self.url])
 
     def state(self) -> dict[str, Any]:
         """The master's view: workers (with their state) and applications."""

@@ -38,7 +38,7 @@ from tests.pg_harness import pg_bin, postgres_server
 from tests.system.airflow_celery import AirflowCelery, DagRuns
 from tests.system.spark_standalone import SparkStandalone
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.system, pytest.mark.timeout(2400)]
 
 DAGS = ["topic_config_sync", "checkpoint_reconciliation", "failover", "failback", "dr_drill"]
 USERS = {"dana": unique("pw-"), "eve": unique("pw-")}  # dana approves failovers; eve may not
@@ -148,12 +148,13 @@ def test_workflows_survive_killed_workers(engines: Engines) -> None:
     # Reconciliation on spark://, one Spark worker SIGKILLed while its executor works for the job.
     rec = "checkpoint_reconciliation"
     run_id = e.runs.trigger(rec, {"flow": "dc1->dc2", "window": "all_retained"})
-    busy = e.airflow.wait(lambda: next((w for w in e.spark.workers if w.executors()), None), 300,
-                          "an executor of the reconciliation job on a Spark worker")
+    busy = e.airflow.wait(lambda: next((w for w in e.spark.workers if w.tasks_started()), None), 420,
+                          "an executor of the reconciliation job running tasks on a Spark worker")
     apps = e.spark.state()["activeapps"]
     assert [a["name"] for a in apps] == ["mirror-core reconcile dc1->dc2"], apps  # precondition: the job runs
+    assert busy.executors(), "the busy Spark worker shows no executor"  # ... with an executor on that worker
     e.spark.kill_worker(busy.index)
-    assert e.runs.finish(rec, run_id, 300) == "success", e.runs.states(rec, run_id)
+    assert e.runs.finish(rec, run_id, 480) == "success", e.runs.states(rec, run_id)
     mine = _reconciled(e, run_id, t)
     assert [(p, mine[p]["checked"], mine[p]["source_end"]) for p in sorted(mine)] == [(0, 2000, 2000),
                                                                                     (1, 2000, 2000)]
@@ -169,11 +170,11 @@ def test_workflows_survive_killed_workers(engines: Engines) -> None:
         ti = next((x for x in e.runs.tasks(rec, run_id) if x["task_id"] == "reconcile"), None)
         return ti["pid"] if ti and ti["state"] == "running" and ti["pid"] else None
 
-    pid = e.airflow.wait(running_reconcile, 300, "the reconcile task running on a Celery worker")
+    pid = e.airflow.wait(running_reconcile, 420, "the reconcile task running on a Celery worker")
     victim = next((i for i in range(2) if pid in e.airflow.worker_tree(i)), None)
     assert victim is not None, f"task process {pid} under no Celery worker"  # precondition
     e.airflow.kill_worker(victim)
-    assert e.runs.finish(rec, run_id, 360) == "success", e.runs.states(rec, run_id)
+    assert e.runs.finish(rec, run_id, 600) == "success", e.runs.states(rec, run_id)
     ti = next(x for x in e.runs.tasks(rec, run_id) if x["task_id"] == "reconcile")
     assert ti["try_number"] == 2, ti  # the first try died with the worker; its retry ran elsewhere
     _reconciled(e, run_id, t)

@@ -103,10 +103,12 @@ def engines(kafka: dict[str, str], request: pytest.FixtureRequest) -> Iterator[E
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": host, "port": int(port)}),
         })
         try:
+            began = time.monotonic()
             spark.start()
             airflow.start()
             runs = DagRuns(airflow.client("dana"), airflow)
             runs.wait_parsed(DAGS)
+            print(f"engines up in {time.monotonic() - began:.0f}s")
             yield Engines(airflow, spark, runs, DagRuns(airflow.client("eve"), airflow), store, mirror, prefix,
                           kafka)
         finally:

@@ -160,7 +160,9 @@ KEYS: tuple[KeyDef, ...] = (
            "own transactional id; the most mirror processes that can share a flow. Change it only with "
            "every instance of the flow stopped (a partition's slot, hence its fencing id, changes)."),
     KeyDef("offset.flush.interval.ms", int_between(10, 3_600_000), "1000",
-           "How often replication progress is committed to the target (after the target acked)."),
+           "How often replication progress is committed to the target (after the target acked). "
+           "Exactly-once: the longest a transaction stays open under backlog; when the mirror has read "
+           "everything there is, it commits at once."),
     KeyDef("replication.batch.max.records", int_between(1, 1_000_000), "10000",
            "Records fetched per consume call on the hot path."),
     KeyDef("replication.max.in.flight.records", int_between(1000, 100_000_000), "500000",

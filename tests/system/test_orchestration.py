@@ -49,9 +49,8 @@ DRILL = {"records": 40, "consume_before_failure": 12, "unreplicated_at_failure":
 
 @pytest.fixture(scope="module")
 def kafka(clusters: dict[str, LocalCluster]) -> dict[str, str]:
-    """THE KAFKA SEAM: alias -> bootstrap of the two clusters the engines work against. Today the
-    single-broker session clusters of tests/conftest.py; at merge, the 3-broker clusters of
-    tests/system/conftest.py (nothing else in this module depends on which)."""
+    """Alias -> bootstrap of the two clusters the engines work against: under tests/system, the
+    three-node clusters of tests/system/conftest.py (nothing else in this module depends on which)."""
     return {alias: c.bootstrap for alias, c in clusters.items()}
 
 

@@ -13,6 +13,11 @@ from tests.wan.conftest import seconds
 from tests.wan_harness import catch_up, delivered_in_order, metric, report, target_reachable
 
 
+# Found by this test (2026-11-23, 300 s partition): after the heal the slots are taken again and three
+# partitions of four catch up, but one stays at its position with lag > 0, not paused, no error (/status
+# shows it). With a 20 s partition it passed. Not strict: it does not fail every run; XPASS shows a fix.
+@pytest.mark.xfail(strict=False, reason="known bug: after a long partition one exactly-once partition may "
+                   "stay stuck after the heal")
 def test_long_partition_with_exactly_once_loses_and_duplicates_nothing(dc1, dc2, name, wan, wan_mirror):
     t = f"{name}.eos"
     create_topic(dc1, t, 4)
@@ -37,7 +42,7 @@ def test_long_partition_with_exactly_once_loses_and_duplicates_nothing(dc1, dc2,
         healed = time.monotonic()
         wait_until(lambda: sum(copied_by(m, t).values()) > 0 and target_reachable(m), 60,
                    what="/status: target reachable again")
-    catch_up(m, t, load.count, 600)
+    catch_up(m, t, load.count, 240)
     took = time.monotonic() - healed
     aborted = metric(m, "mirror_errors_total", kind="transaction_aborted") or 0.0
     report(test="partition", outage_s=outage, lag_at_heal=lag, produced=produced_at_heal, aborted=aborted,

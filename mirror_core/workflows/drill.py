@@ -59,6 +59,7 @@ from mirror_core.kafka_io import QUIET
 from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
 from mirror_core.offsets.groups import committed_offsets
 from mirror_core.offsets.translate import apply_translation, translate_from_checkpoints
+from mirror_core.stores.map_snapshots import snapshot_topic
 from mirror_core.stores.offset_syncs import offset_syncs_topic
 from mirror_core.workflows.drill_canary import Canary, commit_positions, end_offsets, next_offsets, read_canary
 from mirror_core.workflows.drill_config import DrillNames, write_drill_properties
@@ -262,11 +263,11 @@ def _failback(config: MirrorConfig, properties_path: str | Path, plan: DrillPlan
 def _cleanup(config: MirrorConfig, names: DrillNames, remote: str, work: Path) -> dict[str, Any]:
     """Delete what the drill created (and its config files, which hold secrets): its topic and groups on
     the primary; on the standby the remote topic, the canary group and the drill alias's progress,
-    offset-sync and checkpoint topics. A topic is reported "deleted" only once a listing no longer has
-    it (deletion is asynchronous), never on the strength of the request alone."""
+    offset-sync, offset-map snapshot and checkpoint topics. A topic is reported "deleted" only once a
+    listing no longer has it (deletion is asynchronous), never on the strength of the request alone."""
     flow = config.flow(f"{names.source}->{names.target}")
     internal = [f"mirror-core.progress.{names.alias}.internal", offset_syncs_topic(names.alias),
-                checkpoints_topic(names.alias)]
+                snapshot_topic(names.alias), checkpoints_topic(names.alias)]
     done: dict[str, Any] = {}
     jobs: list[tuple[str, AdminClient, list[str], list[str]]] = [
         (flow.source, make_admin(config.cluster(flow.source)), [names.topic],

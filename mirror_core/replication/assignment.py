@@ -9,6 +9,7 @@ new topic is copied from its beginning: never a silent skip, never a silent rese
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -213,7 +214,7 @@ class Assignment:
     def release(self, partitions: list[TopicPartition], how: str) -> None:
         """Stop replicating ``partitions`` (revoked, lost, or their exactly-once slot released)."""
         self._drop(partitions)
-        self.consumer.incremental_unassign(partitions)
+        unassign(self.consumer, partitions)
         (log.warning if how == "lost" else log.info)("flow %s: %s %s", self.flow.name, how, describe(partitions))
 
     def release_states(self, states: list[PartitionState]) -> None:
@@ -274,6 +275,20 @@ class Assignment:
             raise exc  # already the one line to show (e.g. a transactional id refused)
         if exc is not None:
             raise MirrorError(f"rebalance callback failed: {exc}") from exc
+
+
+def unassign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    """Unassign ``partitions`` and clear any pause of theirs first.
+
+    librdkafka keeps a partition's application pause across unassign and assign: a partition paused
+    for a retry backoff (acks.py) when it was released — an exactly-once slot lost during a long
+    outage of the target, a revocation — would be assigned again still paused and never fetched
+    (a silent stall). Resuming a partition that is not paused is a no-op in librdkafka; the resume is
+    queued before the unassign's fetch stop, so it cannot overtake a later fetch start.
+    """
+    with contextlib.suppress(KafkaException):  # a partition librdkafka does not know: nothing to clear
+        consumer.resume(partitions)
+    consumer.incremental_unassign(partitions)
 
 
 def describe(partitions: list[TopicPartition]) -> str:

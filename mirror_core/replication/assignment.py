@@ -292,7 +292,19 @@ def unassign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
 
 
 def describe(partitions: list[TopicPartition]) -> str:
+    """``orders[0-3, 7], payments[1]``: consecutive partitions as ranges (a 2,000-partition topic is one
+    short log line, not 2,000 numbers)."""
     by_topic: dict[str, list[int]] = {}
     for tp in partitions:
         by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return ", ".join(f"{t}{sorted(p)}" for t, p in sorted(by_topic.items())) or "nothing"
+    return ", ".join(f"{t}[{_ranges(p)}]" for t, p in sorted(by_topic.items())) or "nothing"
+
+
+def _ranges(numbers: list[int]) -> str:
+    spans: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)

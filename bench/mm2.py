@@ -59,7 +59,11 @@ def mm2_properties(src: str, dst: str, alias: str, topics: str, extra: dict[str,
 
 
 def start_mm2(src: str, dst: str, alias: str, topics: str, workdir: Path,
-              extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+              extra: dict[str, str] | None = None, heap: str = "2g") -> subprocess.Popen[bytes]:
+    """``heap``: 2 GiB is what Kafka's own ``connect-mirror-maker.sh`` gives it (``-Xms256M -Xmx2G``).
+    Until 2026-11-24 the benchmark gave it 1 GiB, which starved the tuning below (8 producers of 256 MiB
+    buffers): with 4 GiB it copied 8 partitions of 100-byte records about 1.7x as fast (bench/scale.py,
+    README). At 2,000 partitions 1 GiB died of OutOfMemoryError; bench/scale.py gives it 4 GiB."""
     conf = workdir / f"{alias}-mm2.properties"
     conf.write_text(mm2_properties(src, dst, alias, topics, extra))
     logs = workdir / f"{alias}-mm2-logs"
@@ -68,7 +72,7 @@ def start_mm2(src: str, dst: str, alias: str, topics: str, workdir: Path,
     log4j.write_text(resources.files("mirror_core.devcluster").joinpath("log4j2.properties").read_text())
     out = open(logs / "stdout.log", "wb")  # noqa: SIM115 - owned by the child
     return subprocess.Popen(
-        [java_executable(), "-Xmx1g", "-XX:+UseG1GC", f"-Dkafka.logs.dir={logs}",
+        [java_executable(), f"-Xmx{heap}", "-XX:+UseG1GC", f"-Dkafka.logs.dir={logs}",
          f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath(),
          "org.apache.kafka.connect.mirror.MirrorMaker", str(conf), "--clusters", "target"],
         stdout=out, stderr=subprocess.STDOUT)

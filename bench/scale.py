@@ -2,7 +2,8 @@
 
 Two series on the same brokers, one mirror_core process each (at-least-once):
 - partitions: a backlog of 100-byte records over 8 / 200 / 2,000 partitions — throughput (10 % to 90 %
-  of the backlog on the target), time to first record after start, RSS, CPU per million records,
+  of the backlog on the target), time to first record after start, RSS, CPU per million records
+  (MirrorMaker 2 too, on the same backlog, unless ``--no-mm2``; sizes and systems take turns),
   restart time (SIGKILL, start with the same ``--instance-id``, until a probe record in every
   partition is on the target), and
   ``translate_group`` for 100 groups committed on every partition;
@@ -35,6 +36,9 @@ from mirror_core.kafka_io import log_ends_batch, log_starts_batch
 GROUPS = 100
 #: A static member id: a restart resumes at once instead of after the session timeout (README, Restart).
 STATIC = ("--instance-id", "scale-0")
+#: MirrorMaker 2's heap here: with its benchmark tuning (bench/mm2.py) 1 GiB died of OutOfMemoryError
+#: at 2,000 partitions (2026-11-24); the machine has 24 GiB.
+MM2_HEAP = "4g"
 
 
 def rss_mb(pid: int) -> float:
@@ -66,6 +70,26 @@ class Cluster:
     def total(self, topic: str, partitions: int) -> int:
         return sum(h - lo for lo, h in self.marks(topic, partitions))
 
+
+class EndWatcher:
+    """Records on one topic (sum of its log ends; a fresh topic starts at 0), cheaply enough to sample
+    several times a second at 2,000 partitions: one batched ListOffsets through a kept client (a client
+    that asked before the topic existed keeps answering "unknown", so a fresh one until one answers)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.bootstrap = bootstrap
+        self.keys = [(topic, p) for p in range(partitions)]
+        self.admin: AdminClient | None = None
+
+    def __call__(self) -> int:
+        admin = self.admin or AdminClient({"bootstrap.servers": self.bootstrap, "log_level": "0"})
+        try:
+            n = sum(log_ends_batch(admin, self.keys).values())
+        except Exception:
+            return 0
+        if n:
+            self.admin = admin
+        return n
 
 
 def _produce(p: Producer, topic: str, value: bytes, partition: int) -> None:
@@ -164,6 +188,54 @@ def restart_time(src: Cluster, dst: Cluster, topic: str, remote: str, partitions
     return round(time.monotonic() - t0, 2), procs
 
 
+def copy_rate(procs: list[subprocess.Popen[bytes]], ends: EndWatcher, records: int, t0: float,
+              timeout: float = 1800) -> dict[str, float]:
+    """Throughput from 10 % to 90 % of the backlog on the target, the time to the first record after
+    ``t0`` (the start), and the copier's CPU per million records over the same span. A copier that
+    dies fails the run at once (MirrorMaker 2 with too small a heap dies of OutOfMemoryError)."""
+    pids = [p.pid for p in procs]
+    samples: list[tuple[float, int, float]] = []
+    first = None
+    while True:
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError(f"the copier exited ({[p.returncode for p in procs]}) before the backlog was copied")
+        n = ends()
+        now = time.monotonic()
+        if n and first is None:
+            first = now - t0
+        samples.append((now, n, cpu_seconds(pids)))
+        if n >= records:
+            break
+        if now - t0 > timeout:
+            raise RuntimeError(f"backlog of {records} not copied in {timeout:.0f} s")
+        time.sleep(0.25)
+    lo = next(x for x in samples if x[1] >= records * 0.1)
+    hi = next(x for x in samples if x[1] >= records * 0.9)
+    span, copied = max(hi[0] - lo[0], 1e-3), max(1, hi[1] - lo[1])
+    return {"records_per_s": round(copied / span), "cpu_s_per_m": round((hi[2] - lo[2]) / copied * 1e6, 2),
+            "time_to_first_record_s": round(first or 0.0, 2)}
+
+
+def mm2_partitions_run(src: Cluster, dst: Cluster, work: Path, partitions: int, records: int, rep: int
+                       ) -> dict[str, Any]:
+    """MirrorMaker 2 (tuned as in the backlog benchmark, bench/mm2.py) on the same backlog shape."""
+    from bench.mm2 import start_mm2
+
+    topic, alias = f"mm2scale{partitions}r{rep}", f"mp{partitions}r{rep}"
+    work.mkdir(parents=True, exist_ok=True)
+    src.create(topic, partitions)
+    plain_source(src.bootstrap, topic, records, partitions)
+    t0 = time.monotonic()
+    proc = start_mm2(src.bootstrap, dst.bootstrap, alias, topic, work, heap=MM2_HEAP)
+    try:
+        row = copy_rate([proc], EndWatcher(dst.bootstrap, f"{alias}.{topic}", partitions), records, t0)
+        row["rss_mb"] = round(rss_mb(proc.pid), 1)
+    finally:
+        stop([proc])
+        drop(src, dst, topic, f"{alias}.{topic}")
+    return {"system": "mm2", "partitions": partitions, "records": records, **row}
+
+
 def partitions_run(src: Cluster, dst: Cluster, work: Path, partitions: int, records: int, rep: int) -> dict[str, Any]:
     topic, alias = f"scale{partitions}r{rep}", f"sp{partitions}r{rep}"
     work.mkdir(parents=True, exist_ok=True)
@@ -174,29 +246,26 @@ def partitions_run(src: Cluster, dst: Cluster, work: Path, partitions: int, reco
     t0 = time.monotonic()
     procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
     try:
-        first = _wait(lambda: dst.total(remote, partitions) > 0, 600, "the first record")
-        samples: list[tuple[float, int, float]] = []
-        while True:
-            samples.append((time.monotonic(), dst.total(remote, partitions), cpu_seconds([procs[0].pid])))
-            if samples[-1][1] >= records:
-                break
-            if time.monotonic() - t0 > 1800:
-                raise RuntimeError(f"{partitions} partitions: backlog not copied in 30 min")
-            time.sleep(0.1)
-        lo = next(s for s in samples if s[1] >= records * 0.1)
-        hi = next(s for s in samples if s[1] >= records * 0.9)
-        span = max(hi[0] - lo[0], 1e-3)
-        row: dict[str, Any] = {
-            "partitions": partitions, "records": records, "time_to_first_record_s": round(first, 2),
-            "records_per_s": round((hi[1] - lo[1]) / span), "cpu_s_per_m": round((hi[2] - lo[2]) / max(1, hi[1] - lo[1])
-                                                                                 * 1e6, 1),
-            "rss_mb": round(rss_mb(procs[0].pid), 1)}
+        row: dict[str, Any] = {"system": "mirror_core", "partitions": partitions, "records": records,
+                               **copy_rate(procs, EndWatcher(dst.bootstrap, remote, partitions), records, t0),
+                               "rss_mb": round(rss_mb(procs[0].pid), 1)}
         row["restart_s"], procs = restart_time(src, dst, topic, remote, partitions, alias, work, extra, procs)
         groups = commit_groups(src.bootstrap, f"g{alias}", topic, src.marks(topic, partitions), partitions)
         row.update(time_translate(work / f"{alias}.properties", alias, groups))
         return row
     finally:
         stop(procs)
+        drop(src, dst, topic, remote)
+
+
+def drop(src: Cluster, dst: Cluster, topic: str, remote: str) -> None:
+    """Delete a run's topics: thousands of partitions per run would otherwise pile up on the brokers."""
+    for cluster, name in ((src, topic), (dst, remote)):
+        for future in cluster.admin.delete_topics([name]).values():
+            try:
+                future.result(60)
+            except Exception as exc:  # reported, not fatal: the next run uses other names
+                print(f"scale bench: could not delete {name}: {exc}", flush=True)
 
 
 def _log_text(work: Path, alias: str) -> str:
@@ -238,6 +307,7 @@ def history_run(src: Cluster, dst: Cluster, work: Path, records: int, rep: int) 
         return row
     finally:
         stop(procs)
+        drop(src, dst, topic, remote)
 
 
 _BUILD = """
@@ -278,12 +348,16 @@ def run_scale(src_bs: str, dst_bs: str, work: Path, args: Any, on_row: Any) -> d
             out["history"].append(history_run(src, dst, work / f"h{n}-{rep}", n, rep) | {"rep": rep})
             print(out["history"][-1], flush=True)
             on_row(out)
-    for n in (int(x) for x in args.scale_partitions.split(",") if x.strip()):
-        for rep in range(args.scale_runs):
-            out["partitions"].append(partitions_run(src, dst, work / f"p{n}-{rep}", n, args.scale_records, rep)
-                                     | {"rep": rep})
-            print(out["partitions"][-1], flush=True)
-            on_row(out)
+    # Sizes and systems take turns within each repetition, so a change in the machine's load meets all.
+    sizes = [int(x) for x in args.scale_partitions.split(",") if x.strip()]
+    for rep in range(args.scale_runs):
+        for n in sizes:
+            runs = [partitions_run] + ([mm2_partitions_run] if args.mm2 else [])
+            for run in runs:
+                out["partitions"].append(run(src, dst, work / f"{run.__name__}{n}-{rep}", n, args.scale_records, rep)
+                                         | {"rep": rep})
+                print(out["partitions"][-1], flush=True)
+                on_row(out)
     return out
 
 
@@ -314,12 +388,17 @@ def scale_markdown(data: dict[str, Any], meta: dict[str, str]) -> str:
     part_keys = ["records_per_s", "time_to_first_record_s", "restart_s", "rss_mb", "cpu_s_per_m", "map_load_s",
                  "translate_1_group_s", "translate_100_groups_s", "exact_partitions"]
     if data["partitions"]:
-        lines += ["## Partitions (one topic)", "", "| partitions | records | " + " | ".join(part_keys) + " |",
-                  "|---:|---:|" + "---:|" * len(part_keys)]
+        lines += ["## Partitions (one topic; MirrorMaker 2 where it applies: throughput, CPU, RSS)", "",
+                  "| system | partitions | records | " + " | ".join(part_keys) + " |",
+                  "|---|---:|---:|" + "---:|" * len(part_keys)]
+        systems = sorted({r.get("system", "mirror_core") for r in data["partitions"]}, reverse=True)
         for n in sorted({r["partitions"] for r in data["partitions"]}):
-            rows = [r for r in data["partitions"] if r["partitions"] == n]
-            lines.append(f"| {n:,} | {rows[0]['records']:,} | " + " | ".join(_spread(rows, k) for k in part_keys)
-                         + " |")
+            for system in systems:
+                rows = [r for r in data["partitions"]
+                        if r["partitions"] == n and r.get("system", "mirror_core") == system]
+                if rows:
+                    lines.append(f"| {system} | {n:,} | {rows[0]['records']:,} | " + " | ".join(
+                        _spread(rows, k) if k in rows[0] else "—" for k in part_keys) + " |")
         lines.append("")
     return "\n".join(lines) + "\n"
 

@@ -29,7 +29,7 @@ from mirror_core.replication.topics import TopicManager
 from mirror_core.stores.progress import ProgressStore
 
 log = logging.getLogger(__name__)
-DOWN_PROBE_TIMEOUT_S = 2.0  # topic discovery against a source the error callbacks report down
+DOWN_PROBE_TIMEOUT_S = 2.0  # topic discovery against a cluster the error callbacks report down
 Key = tuple[str, int]
 Rebalance = Callable[[Consumer, list[TopicPartition]], None]
 
@@ -83,9 +83,13 @@ class Assignment:
             # A source known to be down gets a short probe: the loop is blocked meanwhile, and a stop
             # (e.g. the failover of a lost primary) should not wait out a long metadata timeout.
             # Every fourth try in a row goes without it: a big or distant source may need longer to list.
-            short = not self.source_health.reachable and self._failed_refreshes % 4 < 3
-            wanted = topics.source_topics(DOWN_PROBE_TIMEOUT_S if short else None)
-            topics.ensure_remote(wanted)
+            # The same for a target known to be down: nothing can be copied meanwhile, and the loop also
+            # keeps the status and the delivery callbacks going.
+            retry_long = self._failed_refreshes % 4 == 3
+            short_src = not self.source_health.reachable and not retry_long
+            short_tgt = not self.target_health.reachable and not retry_long
+            wanted = topics.source_topics(DOWN_PROBE_TIMEOUT_S if short_src else None)
+            topics.ensure_remote(wanted, timeout=DOWN_PROBE_TIMEOUT_S if short_tgt else None)
             for remote in topics.recreated_remote:
                 self.reporter.report("remote_topic_recreated", {
                     "at": time.time(), "topic": remote, "event": "remote topic recreated",

@@ -77,9 +77,9 @@ class TopicManager:
                 continue  # gone meanwhile: the next refresh reports it
         return out
 
-    def remote_partitions(self) -> dict[str, int]:
+    def remote_partitions(self, timeout: float | None = None) -> dict[str, int]:
         try:
-            md = self.target.list_topics(timeout=self.timeout)
+            md = self.target.list_topics(timeout=self.timeout if timeout is None else timeout)
         except KafkaException as exc:
             raise ClusterUnavailable(f"target cluster {self.flow.target} is unreachable ({error_reason(exc)})") from exc
         return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
@@ -88,7 +88,8 @@ class TopicManager:
         """Problems met since the last call (configs the target rejected, topics it refuses), once each."""
         return self.problems.take()
 
-    def ensure_remote(self, wanted: dict[str, int], dry_run: bool = False) -> list[TopicChange]:
+    def ensure_remote(self, wanted: dict[str, int], dry_run: bool = False,
+                      timeout: float | None = None) -> list[TopicChange]:
         """Create missing remote topics and grow partition counts to match the source.
 
         A creation the target rejects because of a copied config is done again without the
@@ -96,7 +97,7 @@ class TopicManager:
         whatever its configs is reported and its source topic listed in :attr:`uncreatable`; the
         other topics go on.
         """
-        existing = self.remote_partitions()
+        existing = self.remote_partitions(timeout)
         missing = [t for t in wanted if self.flow.remote_topic(t) not in existing]
         configs = self.configs.source_configs(missing) if missing and self.flow.sync_topic_configs else {}
         specs: dict[str, tuple[str, int, int, dict[str, str]]] = {}  # remote -> source, partitions, RF, configs

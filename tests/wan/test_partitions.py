@@ -33,8 +33,8 @@ def test_long_partition_with_exactly_once_loses_and_duplicates_nothing(dc1, dc2,
             time.sleep(5)
             frozen = len(read_all(dc2, f"dc1.{t}", isolation="read_uncommitted"))
             time.sleep(outage)
-            # Known gap (reported, not asserted): the lag gauge grows in steps while the target is away
-            # (test_lag_gauge_shows_the_backlog_during_a_partition).
+            # Reported, not asserted: with exactly-once the slots are lost during so long an outage
+            # (their group lives on the target) and released partitions leave the lag gauge.
             lag = metric(m, "mirror_partition_lag_records", topic=t) or 0.0
             assert len(read_all(dc2, f"dc1.{t}", isolation="read_uncommitted")) == frozen, "records crossed a partition"
             produced_at_heal, copied_at_heal = load.count, sum(copied_by(m, t).values())
@@ -83,8 +83,12 @@ def test_copying_resumes_soon_after_an_outage(dc1, dc2, name, wan, wan_mirror, b
     assert delivered_in_order(read_all(dc1, t), read_all(dc2, f"dc1.{t}")) >= 0
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: while the target is away the replication loop waits in "
-                   "target calls (progress commits) and the lag gauge stays near its value at the cut")
+# Was a known gap (strict xfail until 2026-11-25): every topic refresh waited out a 15 s metadata timeout
+# on the unreachable target, so the loop published the gauge only between them and it stayed near its
+# value at the cut (40 -> 120 while 7,960 records piled up). A target known to be down now gets a short
+# probe, as a source does. Not covered: exactly-once, whose slot group lives on the target — a partition
+# longer than its session timeout releases the slots, and the released partitions leave the gauges and
+# /status (README, "Running across a WAN").
 def test_lag_gauge_shows_the_backlog_during_a_partition(dc1, name, wan, wan_mirror):
     t = f"{name}.laggauge"
     create_topic(dc1, t, 2)
@@ -96,5 +100,8 @@ def test_lag_gauge_shows_the_backlog_during_a_partition(dc1, name, wan, wan_mirr
             lag_before, sent_before = metric(m, "mirror_partition_lag_records", topic=t) or 0.0, load.count
             time.sleep(20)
             lag = metric(m, "mirror_partition_lag_records", topic=t) or 0.0
+            status_lag = sum(p["lag"] or 0 for p in m.partitions() if p["topic"] == t)
             piled_up = load.count - sent_before
+    report(test="lag-gauge", lag_before=lag_before, lag_after_20s=lag, status_lag=status_lag, piled_up=piled_up)
     assert lag - lag_before >= 0.5 * piled_up, f"lag gauge {lag_before} -> {lag} while {piled_up} records piled up"
+    assert status_lag >= 0.5 * piled_up, f"/status lag {status_lag} while {piled_up} records piled up"

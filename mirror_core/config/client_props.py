@@ -57,7 +57,8 @@ _CONSUMER_ONLY = frozenset({
     "max.poll.interval.ms", "auto.offset.reset", "enable.auto.commit", "auto.commit.interval.ms",
     "enable.auto.offset.store", "isolation.level", "fetch.min.bytes", "fetch.wait.max.ms",
     "fetch.max.bytes", "max.partition.fetch.bytes", "fetch.message.max.bytes",
-    "queued.max.messages.kbytes", "queued.min.messages", "check.crcs", "enable.partition.eof",
+    "queued.max.messages.kbytes", "queued.min.messages", "fetch.queue.backoff.ms", "check.crcs",
+    "enable.partition.eof",
 })
 _PRODUCER_ONLY = frozenset({
     "acks", "request.required.acks", "linger.ms", "queue.buffering.max.ms", "batch.size",

@@ -96,7 +96,9 @@ def raw_produce(bootstrap: str, topic: str, n: int, size: int) -> Result:
 def raw_consume(bootstrap: str, topic: str, n: int, size: int) -> Result:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time()}", "auto.offset.reset": "earliest",
                   "enable.auto.commit": False, "fetch.wait.max.ms": 50, "max.partition.fetch.bytes": 4_194_304,
-                  "queued.max.messages.kbytes": 131_072, "fetch.min.bytes": 65536})
+                  "queued.max.messages.kbytes": 131_072, "fetch.min.bytes": 65536,
+                  # librdkafka's 1,000 ms capped this ceiling at ~250,000 records/s (bench/consume_backoff.py)
+                  "fetch.queue.backoff.ms": 20})
     c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     got = 0
     start_cpu, start = cpu_seconds([os.getpid()]), time.perf_counter()

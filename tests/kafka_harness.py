@@ -137,9 +137,13 @@ class Rec:
     timestamp: int
 
 
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+def end_offsets(bootstrap: str, topic: str, isolation: str = "read_committed") -> dict[int, int]:
+    """Each partition's end as a reader of ``isolation`` sees it: librdkafka asks ListOffsets with the
+    client's isolation level, so read_committed (its default) answers the last stable offset — below
+    an open transaction — and read_uncommitted the high watermark."""
     n = partition_count(bootstrap, topic)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "harness", "log_level": "3"})
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "harness", "log_level": "3",
+                  "isolation.level": isolation})
     try:
         return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(n)}
     finally:
@@ -148,7 +152,7 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
 
 def read_all(bootstrap: str, topic: str, isolation: str = "read_committed", timeout: float = 60) -> list[Rec]:
     """Every record of a topic (all partitions, up to the current end), in partition/offset order."""
-    ends = end_offsets(bootstrap, topic)
+    ends = end_offsets(bootstrap, topic, isolation)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("reader"), "enable.auto.commit": False,
                   "isolation.level": isolation, "log_level": "3"})
     out: list[Rec] = []

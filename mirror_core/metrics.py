@@ -6,7 +6,7 @@ import threading
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, GCCollector, ProcessCollector
 from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -88,6 +88,10 @@ class Metrics:
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
+        # The standard process_* (CPU, resident memory, open files) and python_gc_* series, as every
+        # Prometheus Python client exports them by default.
+        ProcessCollector(registry=r)
+        GCCollector(registry=r)
         part = ("flow", "topic", "partition")
         self.records = Counter("mirror_records_replicated", "Records acknowledged by the target", part, registry=r)
         self.bytes = Counter("mirror_bytes_replicated", "Key+value bytes acknowledged by the target", part,

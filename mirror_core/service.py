@@ -19,6 +19,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from mirror_core import gc_tuning
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.metrics import Metrics
 from mirror_core.offsets.checkpoints import CheckpointEmitter
@@ -259,6 +260,7 @@ class Service:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         self.start()
+        gc_tuning.tune([f.batch_max_records for f in self.config.flows])
         while not self.stop_event.wait(0.5):
             pass
         self.wait()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -150,6 +151,20 @@ def end_offsets(bootstrap: str, topic: str, isolation: str = "read_committed") -
         c.close()
 
 
+def producer_ids(cluster: LocalCluster, topic: str) -> dict[int, set[int]]:
+    """Per partition, the producer ids of the record batches the broker stored (read from its log
+    segments: the batch header's producerId; the clients do not expose it)."""
+    out: dict[int, set[int]] = {}
+    for seg in sorted((cluster.base_dir / "data").glob(f"{topic}-*/*.log")):
+        partition = int(seg.parent.name.rsplit("-", 1)[1])
+        data, pos, ids = seg.read_bytes(), 0, out.setdefault(partition, set())
+        while pos + 61 <= len(data):
+            length = struct.unpack(">i", data[pos + 8:pos + 12])[0]
+            ids.add(struct.unpack(">q", data[pos + 43:pos + 51])[0])
+            pos += 12 + length
+    return out
+
+
 def read_all(bootstrap: str, topic: str, isolation: str = "read_committed", timeout: float = 60) -> list[Rec]:
     """Every record of a topic (all partitions, up to the current end), in partition/offset order."""
     ends = end_offsets(bootstrap, topic, isolation)
@@ -248,6 +263,20 @@ class MirrorProcess:
     def ensure_dead(self) -> None:
         if self.alive():
             self.kill()
+
+
+def metric(m: MirrorProcess, name: str, **labels: str) -> float | None:
+    """The sum of one metric's samples whose labels include ``labels``; None when the process has none."""
+    try:
+        text = m.metrics()
+    except OSError:
+        return None
+    total, seen = 0.0, False
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+            seen = True
+    return total if seen else None
 
 
 def copied_by(m: MirrorProcess, topic: str) -> dict[int, float]:

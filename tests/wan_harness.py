@@ -52,20 +52,6 @@ class WanLink:
         self.proxy.clear(self.name)
 
 
-def metric(m: MirrorProcess, name: str, **labels: str) -> float | None:
-    """The sum of one metric's samples whose labels include ``labels``; None when the process has none."""
-    try:
-        text = m.metrics()
-    except OSError:
-        return None
-    total, seen = 0.0, False
-    for line in text.splitlines():
-        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
-            total += float(line.rsplit(" ", 1)[1])
-            seen = True
-    return total if seen else None
-
-
 def target_reachable(m: MirrorProcess) -> bool | None:
     """``target_reachable`` of the mirror's first flow in /status (None: no answer)."""
     flows = (m.status() or {}).get("flows") or []

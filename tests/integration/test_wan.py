@@ -11,6 +11,7 @@ from tests.kafka_harness import (
     admin,
     create_topic,
     end_offsets,
+    metric,
     produce_sequence,
     producer,
     read_all,
@@ -18,7 +19,7 @@ from tests.kafka_harness import (
     wait_until,
     write_config,
 )
-from tests.wan_harness import metric, target_reachable
+from tests.wan_harness import target_reachable
 
 
 def test_client_on_the_wan_bootstrap_reaches_every_broker_through_the_proxy(dc2, name, wan):

@@ -7,9 +7,9 @@ import time
 
 from mirror_core.devcluster.toxiproxy import Toxic
 from tests.integration.test_resilience import BackgroundProducer
-from tests.kafka_harness import copied_by, create_topic, produce_sequence, read_all, wait_until
+from tests.kafka_harness import copied_by, create_topic, metric, produce_sequence, read_all, wait_until
 from tests.wan.conftest import seconds
-from tests.wan_harness import WanLink, catch_up, delivered_in_order, metric, report
+from tests.wan_harness import WanLink, catch_up, delivered_in_order, report
 
 
 def flap(wan: WanLink, toxic: Toxic, on_s: float, off_s: float, total_s: float) -> int:

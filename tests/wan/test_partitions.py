@@ -8,9 +8,9 @@ import pytest
 
 from tests.integration.test_exactly_once import EOS
 from tests.integration.test_resilience import BackgroundProducer
-from tests.kafka_harness import copied_by, create_topic, read_all, wait_until
+from tests.kafka_harness import copied_by, create_topic, metric, read_all, wait_until
 from tests.wan.conftest import seconds
-from tests.wan_harness import catch_up, delivered_in_order, metric, report, target_reachable
+from tests.wan_harness import catch_up, delivered_in_order, report, target_reachable
 
 
 # Found by this test (2026-11-23, 300 s partition): after the heal one partition of four stayed at its

@@ -298,7 +298,8 @@ def run_wan_part(clusters: list[LocalCluster], work: Path, args: Any) -> list[di
     ints = [[int(x) for x in v.split(",") if x.strip()] for v in (args.wan_rtts, args.wan_sizes)]
     args.wan_load = _load()
     return run_wan(clusters, work, ints[0], ints[1], placements, args.wan_runs, args.wan_records, 2000,
-                   args.seconds, args.mm2, args.wan_bandwidth)
+                   args.seconds, args.mm2, args.wan_bandwidth,
+                   [x.strip() for x in args.wan_variants.split(",") if x.strip()] or None)
 
 
 def run_scenarios(src: str, dst: str, work: Path, args: Any, parts: set[str]) -> dict[str, Any]:
@@ -459,6 +460,9 @@ def main() -> int:
     parser.add_argument("--wan-placements", default="remote-consume,remote-produce",
                         help="wan: where the mirror runs (remote-consume: next to the target)")
     parser.add_argument("--wan-bandwidth", type=int, help="wan: a bandwidth cap, KB/s each way (default none)")
+    parser.add_argument("--wan-variants", default="",
+                        help="wan: comma-separated mirror_core variants next to the source (default: all; "
+                             "labels as in bench/wan.py VARIANTS, e.g. 'mirror_core,mirror_core + 4 producers')")
     parser.add_argument("--wan-runs", type=int, default=3, help="wan: repetitions of each backlog run")
     parser.add_argument("--wan-records", type=int, default=400_000,
                         help="wan: backlog records of 100 bytes (a quarter of that for larger values)")

@@ -31,6 +31,8 @@ VARIANTS: dict[str, list[str]] = {
     "mirror_core + linger.ms=100": ["target.producer.linger.ms = 100"],
     "mirror_core + 4 MiB socket buffers": ["target.producer.socket.send.buffer.bytes = 4194304",
                                            "target.producer.socket.receive.buffer.bytes = 4194304"],
+    "mirror_core + 4 producers": ["replication.producers = 4"],
+    "mirror_core + 8 producers": ["replication.producers = 8"],
 }
 _WORDS = [b"order", b"customer", b"amount", b"currency", b"EUR", b"USD", b"status", b"shipped", b"pending",
           b"warehouse", b"quantity", b"sku", b"timestamp", b"region", b"eu-west", b"us-east"]
@@ -159,7 +161,12 @@ def backlog_once(system: str, extra: list[str] | None, src: str, dst: str, direc
 
 def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: list[int], placements: list[str],
             runs: int, records: int, rate: int, seconds: float, mm2: bool,
-            bandwidth_kb_s: int | None = None) -> list[dict[str, Any]]:
+            bandwidth_kb_s: int | None = None, variants: list[str] | None = None) -> list[dict[str, Any]]:
+    """``variants``: the labels of VARIANTS to run next to the source (default: all)."""
+    unknown = sorted(set(variants or []) - set(VARIANTS))
+    if unknown:
+        raise SystemExit(f"--wan-variants: unknown {', '.join(unknown)}; choose among {', '.join(VARIANTS)}")
+    chosen = {k: v for k, v in VARIANTS.items() if not variants or k in variants}
     server = ToxiproxyServer(work / "toxiproxy", free_port())
     link = Link(server.start(), clusters)
     results: list[WanResult] = []
@@ -173,7 +180,7 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
                 for placement in placements:
                     src, dst = endpoints(placement, clusters)
                     systems: dict[str, list[str] | None] = {"MirrorMaker 2": None} if mm2 else {}
-                    systems.update(VARIANTS if placement == "remote-produce" else {"mirror_core": []})
+                    systems.update(chosen if placement == "remote-produce" else {"mirror_core": []})
                     samples: dict[str, list[tuple[float, float, float, float]]] = {s: [] for s in systems}
                     for i in range(runs):  # interleaved: load drifts hit every system alike
                         for k, (system, extra) in enumerate(systems.items()):

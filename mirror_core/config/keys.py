@@ -167,6 +167,11 @@ KEYS: tuple[KeyDef, ...] = (
            "Records fetched per consume call on the hot path."),
     KeyDef("replication.max.in.flight.records", int_between(1000, 100_000_000), "500000",
            "Records produced but not yet acknowledged before fetching pauses (back-pressure)."),
+    KeyDef("replication.producers", int_between(1, 32), "1",
+           "At-least-once: target producers per flow and process, each with its own connections; a "
+           "partition always goes through the same one. librdkafka sends one partition per produce request, "
+           "at most 5 in flight per connection: over a long round trip (the mirror next to the source) more "
+           "producers carry more per round trip. Exactly-once uses a producer per slot instead."),
     KeyDef("source.start.position", lambda raw: _choice(raw, ("earliest", "latest")), "earliest",
            "Where a new flow starts reading a partition that has no recorded progress."),
 )

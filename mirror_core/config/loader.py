@@ -342,6 +342,7 @@ class _Builder:
             commit_interval_ms=values["offset.flush.interval.ms"],
             batch_max_records=values["replication.batch.max.records"],
             max_in_flight_records=values["replication.max.in.flight.records"],
+            producers=values["replication.producers"],
             start_position=values["source.start.position"],
             emit_checkpoints=values["emit.checkpoints.enabled"],
             checkpoints_interval_s=values["emit.checkpoints.interval.seconds"],

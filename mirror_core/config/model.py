@@ -77,6 +77,7 @@ class FlowConfig:
     sync_group_offsets_interval_s: float = 60.0
     exactly_once: bool = False
     exactly_once_slots: int = 8
+    producers: int = 1
     consumer_overrides: Mapping[str, str] = field(default_factory=_frozen, repr=False)
     producer_overrides: Mapping[str, str] = field(default_factory=_frozen, repr=False)
 

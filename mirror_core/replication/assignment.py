@@ -13,7 +13,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
 
@@ -24,6 +24,7 @@ from mirror_core.errors import ClusterUnavailable, MirrorError
 from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import Acks
 from mirror_core.replication.batch import PartitionState
+from mirror_core.replication.producer_pool import producer_for
 from mirror_core.replication.reporting import Reporter
 from mirror_core.replication.topics import TopicManager
 from mirror_core.stores.progress import ProgressStore
@@ -138,7 +139,7 @@ class Assignment:
             interval = min(interval, 30.0)
         self.next_refresh = now + interval
 
-    def subscribe(self, ready: dict[str, int], producer: Producer,
+    def subscribe(self, ready: dict[str, int], producers: Sequence[Producer],
                   before_revoke: Callable[[list[PartitionState]], None]) -> None:
         """At-least-once: share the ready topics' partitions with the other processes through the
         worker group (cooperative: a rebalance moves only some partitions)."""
@@ -147,7 +148,7 @@ class Assignment:
         self.subscribed = frozenset(ready)
 
         def on_assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
-            self.take(partitions, producer)
+            self.take(partitions, producers)
 
         def on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
             """Cooperative revocation: finish in-flight work and commit before the next owner starts."""
@@ -167,8 +168,9 @@ class Assignment:
         log.info("flow %s: subscribed to %d topics", self.flow.name, len(ready))
 
     # -- partitions ---------------------------------------------------------------------------------
-    def take(self, partitions: list[TopicPartition], producer: Producer, slot: int | None = None) -> None:
-        """Start replicating ``partitions``: remote partitions first, then resume from stored progress."""
+    def take(self, partitions: list[TopicPartition], producers: Sequence[Producer], slot: int | None = None) -> None:
+        """Start replicating ``partitions``: remote partitions first, then resume from stored progress;
+        each partition produced through its producer of ``producers`` (producer_pool.producer_for)."""
         needed: dict[str, int] = {}
         for tp in partitions:
             needed[tp.topic] = max(needed.get(tp.topic, 0), tp.partition + 1, self.partition_counts.get(tp.topic, 0))
@@ -182,7 +184,8 @@ class Assignment:
                     raise MirrorError(f"the target refuses to create the remote topics of {', '.join(refused)}")
                 # The producer must know the partitions too (they may have grown since it last looked).
                 for topic in needed:
-                    producer.list_topics(self.flow.remote_topic(topic), timeout=10)
+                    for producer in producers:
+                        producer.list_topics(self.flow.remote_topic(topic), timeout=10)
                 entries = self.progress.refresh()
                 ids = self.topics.source_topic_ids(sorted(needed))
                 break
@@ -210,7 +213,8 @@ class Assignment:
                     OFFSET_BEGINNING if self.flow.start_position == "earliest" else OFFSET_END)
             self.states[(tp.topic, tp.partition)] = PartitionState(
                 tp.topic, tp.partition, self.flow.remote_topic(tp.topic), resume,
-                self.flow.policy.is_heartbeats_topic(tp.topic), producer, slot)
+                self.flow.policy.is_heartbeats_topic(tp.topic), producer_for(producers, tp.topic, tp.partition),
+                slot)
         self.consumer.incremental_assign(partitions)
         self.metrics.assigned.labels(self._lbl).set(len(self.states))
         log.info("flow %s: assigned %s", self.flow.name, describe(partitions))

@@ -123,19 +123,21 @@ class ProgressCommitter:
         producer.poll(0)
 
     def commit_durably(self, producer: Producer, states: list[PartitionState], collect: Callable[[], None],
-                       timeout: float = 40.0) -> None:
+                       timeout: float = 40.0, flush: Callable[[float], int] | None = None) -> None:
         """Flush and commit until the progress covers every acknowledged record (map entries must
-        land before progress covers them, so it takes at least two rounds), within ``timeout``."""
+        land before progress covers them, so it takes at least two rounds), within ``timeout``.
+        ``flush``: of every producer carrying records (default: ``producer``'s)."""
+        flush_all = flush or producer.flush
         deadline = time.monotonic() + timeout
         while True:
-            producer.flush(max(0.1, min(30.0, deadline - time.monotonic())))
+            flush_all(max(0.1, min(30.0, deadline - time.monotonic())))
             collect()
             self.commit(producer, states)
             settled = all(st.acked is None or (not st.syncs and st.syncs_in_flight == 0
                                                and st.committed == st.acked) for st in states)
             if settled or time.monotonic() >= deadline:
                 break
-        producer.flush(max(0.1, min(10.0, deadline - time.monotonic())))
+        flush_all(max(0.1, min(10.0, deadline - time.monotonic())))
 
     def write_in_transaction(self, st: PartitionState, producer: Producer) -> int:
         """Exactly-once: offset-map entries first, then progress, in the open transaction. Returns the

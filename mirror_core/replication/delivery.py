@@ -1,6 +1,7 @@
-"""The delivery guarantee of a flow, as one small protocol the replicator calls: at-least-once (one
-idempotent producer; progress after acknowledgement, see commit.py) or exactly-once (a transactional
-producer per slot; records, offset map and progress in one transaction, see exactly_once.py).
+"""The delivery guarantee of a flow, as one small protocol the replicator calls: at-least-once (an
+idempotent producer, or several: ``replication.producers``; progress after acknowledgement, see
+commit.py) or exactly-once (a transactional producer per slot; records, offset map and progress in one
+transaction, see exactly_once.py).
 
 The replicator's loop has no branch on the guarantee: it calls these methods, and produce.py and
 acks.py receive the same object as their hooks.
@@ -62,9 +63,10 @@ class Delivery(Protocol):
 
 
 class AtLeastOnce:
-    def __init__(self, producer: Producer, assignment: Assignment, acks: Acks, committer: ProgressCommitter,
+    def __init__(self, producers: list[Producer], assignment: Assignment, acks: Acks, committer: ProgressCommitter,
                  target_meta: Consumer, exact_reports: bool) -> None:
-        self.producer = producer
+        self.producers = producers  # records of a partition always through the same one (producer_pool.py)
+        self.producer = producers[0]  # also progress and offset-map records
         self.assignment = assignment
         self.acks = acks
         self.committer = committer
@@ -75,18 +77,28 @@ class AtLeastOnce:
         pass
 
     def in_flight(self) -> int:
-        return len(self.producer)
+        return sum(len(p) for p in self.producers)
 
     def poll_producers(self, timeout: float) -> None:
+        for p in self.producers[1:]:
+            p.poll(0)
         self.producer.poll(timeout)
 
     def send_now(self) -> None:
         # flush() lifts linger.ms only while it runs, and flush(0) returns before the producer's broker
         # threads see it: 1 ms lets them (it returns sooner once everything is delivered).
-        self.producer.flush(SEND_NOW_S)
+        for p in self.producers:
+            p.flush(SEND_NOW_S)
+
+    def flush(self, timeout: float) -> int:
+        """Every producer, within ``timeout`` in all; what is still undelivered."""
+        deadline = time.monotonic() + timeout
+        for p in self.producers:
+            p.flush(max(0.0, deadline - time.monotonic()))
+        return self.in_flight()
 
     def on_topics(self, ready: dict[str, int]) -> None:
-        self.assignment.subscribe(ready, self.producer, self.commit_durably)
+        self.assignment.subscribe(ready, self.producers, self.commit_durably)
 
     def commit(self) -> None:
         self.committer.commit(self.producer, list(self.assignment.states.values()))
@@ -94,7 +106,7 @@ class AtLeastOnce:
     def commit_durably(self, states: list[PartitionState] | None = None) -> None:
         """Until progress covers every acknowledged record of ``states`` (default: all), bounded."""
         todo = states if states is not None else list(self.assignment.states.values())
-        self.committer.commit_durably(self.producer, todo, self.acks.collect)
+        self.committer.commit_durably(self.producer, todo, self.acks.collect, flush=self.flush)
 
     def visible(self, st: PartitionState) -> int | None:
         return st.acked

@@ -182,7 +182,7 @@ class SlotManager:
         self.assignment.release_states([st for st in states.values()
                                         if st.topic not in counts or st.partition >= counts[st.topic]])
         for k, tps in sorted(wanted.items()):
-            self.assignment.take(tps, self.producers[k], k)
+            self.assignment.take(tps, [self.producers[k]], k)
 
     # -- transactions -------------------------------------------------------------------------------
     def ensure_txn(self, st: PartitionState) -> None:

@@ -205,8 +205,9 @@ class FlowReplicator:
                                 self.membership)
             delivery = ExactlyOnce(slots, assignment)
         else:
-            producer = make_producer(tgt, flow.producer_overrides, self.target_health)
-            delivery = AtLeastOnce(producer, assignment, acks, committer, target_meta, flow.policy.uses_provenance)
+            producers = [make_producer(tgt, flow.producer_overrides, self.target_health)
+                         for _ in range(flow.producers)]
+            delivery = AtLeastOnce(producers, assignment, acks, committer, target_meta, flow.policy.uses_provenance)
         self._delivery = delivery
         acks.on_failure = delivery.on_failure
         self._producing = Producing(flow, acks.active.add, target_meta, delivery)

@@ -1,0 +1,39 @@
+"""``replication.producers``: an at-least-once flow produces through several target producers (more
+requests in flight over a long round trip), each partition always through the same one."""
+from __future__ import annotations
+
+from collections import Counter
+
+from tests.integration.conftest import flow_lines
+from tests.kafka_harness import create_topic, end_offsets, produce_sequence, producer_ids, read_all, wait_until
+
+PARTITIONS = 6
+
+
+def test_partitions_spread_over_producers_in_order_and_a_restart_adds_no_duplicate(
+        clusters, dc1, dc2, name, start_mirror) -> None:
+    t, remote = f"{name}.pool", f"dc1.{name}.pool"
+    create_topic(dc1, t, PARTITIONS)
+    produce_sequence(dc1, t, PARTITIONS, 6000)
+    lines = flow_lines(name, "replication.producers = 3")
+    m = start_mirror(lines)
+    wait_until(lambda: sum(end_offsets(dc2, remote).values()) == 6000, 90, what="first backlog copied")
+    # A graceful stop must wait for every producer's acknowledgements before its last progress commit:
+    # otherwise the restart copies again what producers 2 and 3 had in flight.
+    assert m.stop() == 0
+    produce_sequence(dc1, t, PARTITIONS, 3000, start=6000)
+    start_mirror(lines, name="mirror-2")
+    wait_until(lambda: sum(end_offsets(dc2, remote).values()) >= 9000, 90, what="second backlog copied")
+
+    records = read_all(dc2, remote)
+    seqs = [int(dict(r.headers)["seq"] or b"-1") for r in records]
+    assert len(records) == 9000 and sorted(seqs) == list(range(9000)), \
+        f"{len(records)} records, duplicates {sum(c - 1 for c in Counter(seqs).values() if c > 1)}"
+    for p in range(PARTITIONS):
+        in_partition = [s for r, s in zip(records, seqs, strict=True) if r.partition == p]
+        assert in_partition == sorted(in_partition) and all(s % PARTITIONS == p for s in in_partition)
+    # Each partition through one producer per process (two processes: at most two ids), three in all.
+    ids = producer_ids(clusters["dc2"], remote)
+    assert set(ids) == set(range(PARTITIONS)) and all(1 <= len(v) <= 2 for v in ids.values()), ids
+    first_process = {min(v) for v in ids.values()}
+    assert len(first_process) == 3, f"partitions spread over {len(first_process)} producers, not 3: {ids}"

@@ -1,6 +1,6 @@
 """A/B of source trees copying one backlog over N partitions, optionally under py-spy.
 
-    TREE=<source tree> python -m bench.ab_partitions <partitions> <records> [<py-spy raw output>]
+    TREE=<source tree> EXTRA='<config line>;...' python -m bench.ab_partitions <partitions> <records> [<py-spy out>]
 
 Fresh source and target clusters per run; prints records/s (10 %-90 % of the backlog on the target), CPU
 per million records and the time to the first record. Run it for each tree in turn (the trees taking
@@ -35,7 +35,8 @@ def main(partitions: int, records: int, spy_out: str = "") -> None:
             topic, alias = f"ab{partitions}", "ab"
             src.create(topic, partitions)
             plain_source(src.bootstrap, topic, records, partitions)
-            extra = ["offset.map.snapshot.interval.seconds = 5", "emit.checkpoints.enabled = false"]
+            extra = ["offset.map.snapshot.interval.seconds = 5", "emit.checkpoints.enabled = false",
+                     *(x.strip() for x in os.environ.get("EXTRA", "").split(";") if x.strip())]
             t0 = time.monotonic()
             procs, _ = bench_run.start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
             spy = None

@@ -353,6 +353,8 @@ def run_scale(src_bs: str, dst_bs: str, work: Path, args: Any, on_row: Any) -> d
     for rep in range(args.scale_runs):
         for n in sizes:
             runs = [partitions_run] + ([mm2_partitions_run] if args.mm2 else [])
+            if rep % 2:  # who goes first alternates: a drift in the machine's load meets both alike
+                runs.reverse()
             for run in runs:
                 out["partitions"].append(run(src, dst, work / f"{run.__name__}{n}-{rep}", n, args.scale_records, rep)
                                          | {"rep": rep})

@@ -463,7 +463,8 @@ def main() -> int:
     parser.add_argument("--wan-variants", default="",
                         help="wan: comma-separated mirror_core variants next to the source (default: all; "
                              "labels as in bench/wan.py VARIANTS, e.g. 'mirror_core,mirror_core + 4 producers')")
-    parser.add_argument("--wan-runs", type=int, default=3, help="wan: repetitions of each backlog run")
+    parser.add_argument("--wan-runs", type=int, default=3,
+                        help="wan: repetitions of each backlog run (0: the steady-load latency only)")
     parser.add_argument("--wan-records", type=int, default=400_000,
                         help="wan: backlog records of 100 bytes (a quarter of that for larger values)")
     parser.add_argument("--scaleout-runs", type=int, default=3, help="repetitions of the scale-out part")

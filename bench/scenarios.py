@@ -110,7 +110,7 @@ def _wait_visible(dst: str, remote: str, minimum: int, timeout: float) -> None:
 
 
 def latency_run(system: str, start: Starter | None, src: str, dst: str, alias: str, workdir: Path, rate: int,
-                seconds: float, run: int = 1) -> LatencyResult:
+                seconds: float, run: int = 1, warmup_s: float = WARMUP_S) -> LatencyResult:
     """Steady load at ``rate`` records/s; latency = target consume time - source record create time.
 
     ``start=None`` measures the floor: the same producer and consumer on the source topic itself,
@@ -150,8 +150,8 @@ def latency_run(system: str, start: Starter | None, src: str, dst: str, alias: s
         reader.start()
         time.sleep(1)
         load_start_ms = time.time() * 1000
-        out = subprocess.run([sys.executable, "-c", PACED_PRODUCER, src, topic, str(rate), str(seconds + WARMUP_S)],
-                             capture_output=True, text=True, timeout=seconds + WARMUP_S + 120)
+        out = subprocess.run([sys.executable, "-c", PACED_PRODUCER, src, topic, str(rate), str(seconds + warmup_s)],
+                             capture_output=True, text=True, timeout=seconds + warmup_s + 120)
         if out.returncode != 0:  # a crashed load generator would leave an empty, unexplained result
             raise RuntimeError(f"{system}: the paced producer failed: {out.stderr.strip()[-300:]}")
         sent = int(out.stdout.strip())
@@ -162,8 +162,8 @@ def latency_run(system: str, start: Starter | None, src: str, dst: str, alias: s
         reader.join(10)
     finally:
         stop(procs)
-    # The first WARMUP_S seconds of load warm up brokers, JITs and connections: not measured.
-    latencies = sorted(lat for ts, lat in samples if ts >= load_start_ms + WARMUP_S * 1000)
+    # The first ``warmup_s`` seconds of load warm up brokers, JITs and connections: not measured.
+    latencies = sorted(lat for ts, lat in samples if ts >= load_start_ms + warmup_s * 1000)
     q = statistics.quantiles(latencies, n=100) if len(latencies) > 100 else [float("nan")] * 99
     return LatencyResult(system, rate, len(latencies), round(q[49], 1), round(q[98], 1),
                          round(latencies[-1], 1) if latencies else float("nan"), run, load)

@@ -23,6 +23,9 @@ from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 from mirror_core.devcluster.toxiproxy import Stream, Toxic, Toxiproxy, ToxiproxyServer
 
 PLACEMENTS = ("remote-consume", "remote-produce")
+# A new load on a new topic starts with a transient (2026-11-25: a bare consumer saw ~1 s for the first 5-6 s,
+# longer behind the proxy, 7-16 s with a mirror in between): the WAN latency runs skip more than loopback's 5 s.
+WAN_WARMUP_S = 15.0
 # mirror_core variants: label -> extra config lines (A/B against the product defaults, same link, same run).
 VARIANTS: dict[str, list[str]] = {
     "mirror_core": [],
@@ -53,7 +56,7 @@ class WanResult:
 
     @property
     def median(self) -> float:
-        return statistics.median(self.runs)
+        return statistics.median(self.runs) if self.runs else float("nan")
 
 
 def add_wan_listener(cluster: LocalCluster) -> LocalCluster:
@@ -189,6 +192,8 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
                                                                 topic, n, size, alias, work, link))
                             print(f"wan {placement} rtt={rtt} {size}B {system}: {samples[system][-1]}", flush=True)
                     for system, rows in samples.items():
+                        if not rows:  # --wan-runs 0: latency only
+                            continue
                         results.append(WanResult(system, placement, rtt, size, bandwidth_kb_s, [r[0] for r in rows],
                                                  statistics.median(r[1] for r in rows),
                                                  statistics.median(r[2] for r in rows),
@@ -201,11 +206,14 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
                             starters["MirrorMaker 2"] = (f"{tag}m", _mm2_starter(src, dst, f"{tag}m"))
                         for system, (alias, start) in starters.items():
                             lat = latency_run(system, start, clusters[0].bootstrap, clusters[1].bootstrap, alias,
-                                              work, rate, seconds)
+                                              work, rate, seconds, warmup_s=WAN_WARMUP_S)
                             print(f"wan latency {placement} rtt={rtt} {system}: {lat}", flush=True)
-                            for r in results:
-                                if (r.system, r.placement, r.rtt_ms, r.value_bytes) == (system, placement, rtt, size):
-                                    r.p99_ms = lat.p99_ms
+                            row = next((r for r in results if (r.system, r.placement, r.rtt_ms, r.value_bytes)
+                                        == (system, placement, rtt, size)), None)
+                            if row is None:
+                                row = WanResult(system, placement, rtt, size, bandwidth_kb_s, [], 0.0, 0.0, 0.0)
+                                results.append(row)
+                            row.p99_ms = lat.p99_ms
     finally:
         server.stop()
     return [{**asdict(r), "median": r.median} for r in results]
@@ -218,7 +226,8 @@ def wan_markdown(rows: list[dict[str, Any]], meta: dict[str, str]) -> str:
              "remote cluster's WAN listener. Records: text values of key=number pairs (compressible), the same "
              "records for every system. records/s: median of the runs (min-max), 10%-90% of the backlog on "
              "the target. Wire MB/s: bytes that crossed the proxy (both directions, whole run) per record, at "
-             "that rate. p99: steady load of 100-byte records (bench.scenarios.latency_run). Bandwidth cap "
+             f"that rate. p99: steady load of 100-byte records (bench.scenarios.latency_run), the first "
+             f"{WAN_WARMUP_S:.0f} s of it not counted. Bandwidth cap "
              f"(KB/s each way): {(rows[0].get('bandwidth_kb_s') if rows else None) or 'none'}.", "",
              "| placement | RTT ms | value B | system | records/s (median) | min-max | payload MB/s | wire MB/s | "
              "CPU-s per M | p99 ms | vs MM2 | vs own RTT 0 |",
@@ -232,9 +241,13 @@ def wan_markdown(rows: list[dict[str, Any]], meta: dict[str, str]) -> str:
         mm2 = next((x for x in rows if x["system"] == "MirrorMaker 2" and key(x, *cell) == key(r, *cell)), None)
         own = ("system", "placement", "value_bytes")
         base = next((x for x in rows if x["rtt_ms"] == 0 and key(x, *own) == key(r, *own)), None)
+        p99 = f"{r['p99_ms']:.0f}" if r.get("p99_ms") is not None else ""
+        if not r["runs"]:  # latency only (--wan-runs 0: no row has backlog runs)
+            lines.append(f"| {r['placement']} | {r['rtt_ms']} | {r['value_bytes']} | {r['system']} | — | — | — | — "
+                         f"| — | {p99} | | |")
+            continue
         vs_mm2 = f"{r['median'] / mm2['median']:.2f}" if mm2 and r["system"] != "MirrorMaker 2" else ""
         vs_base = f"{r['median'] / base['median']:.2f}" if base and r["rtt_ms"] else ""
-        p99 = f"{r['p99_ms']:.0f}" if r.get("p99_ms") is not None else ""
         lines.append(f"| {r['placement']} | {r['rtt_ms']} | {r['value_bytes']} | {r['system']} | {r['median']:,.0f} | "
                      f"{min(r['runs']):,.0f}-{max(r['runs']):,.0f} | {r['payload_mb_s']:.1f} | {r['wire_mb_s']:.1f} | "
                      f"{r['cpu_s_per_million']:.1f} | {p99} | {vs_mm2} | {vs_base} |")

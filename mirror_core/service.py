@@ -259,8 +259,10 @@ class Service:
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-        self.start()
+        # Before the flows start: what is frozen is the start-up state, never a flow's (a replicator frozen
+        # in a reference cycle would outlive a restart of its flow).
         gc_tuning.tune([f.batch_max_records for f in self.config.flows])
+        self.start()
         while not self.stop_event.wait(0.5):
             pass
         self.wait()

@@ -182,10 +182,13 @@ class Assignment:
                 refused = sorted(t for t in needed if t in self.topics.uncreatable)
                 if refused:
                     raise MirrorError(f"the target refuses to create the remote topics of {', '.join(refused)}")
-                # The producer must know the partitions too (they may have grown since it last looked).
-                for topic in needed:
-                    for producer in producers:
-                        producer.list_topics(self.flow.remote_topic(topic), timeout=10)
+                # A producer must know the partitions too (they may have grown since it last looked): each
+                # producer the topics it carries (over a WAN every look is a round trip).
+                carried = {(id(producer_for(producers, tp.topic, tp.partition)), tp.topic) for tp in partitions}
+                for producer in producers:
+                    for topic in needed:
+                        if (id(producer), topic) in carried:
+                            producer.list_topics(self.flow.remote_topic(topic), timeout=10)
                 entries = self.progress.refresh()
                 ids = self.topics.source_topic_ids(sorted(needed))
                 break

@@ -9,11 +9,12 @@ acks.py receive the same object as their hooks.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Protocol
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from mirror_core.replication.acks import Acks
 from mirror_core.replication.assignment import Assignment
@@ -80,9 +81,14 @@ class AtLeastOnce:
         return sum(len(p) for p in self.producers)
 
     def poll_producers(self, timeout: float) -> None:
-        for p in self.producers[1:]:
-            p.poll(0)
-        self.producer.poll(timeout)
+        if len(self.producers) == 1:
+            self.producer.poll(timeout)
+            return
+        busiest = max(self.producers, key=len)  # the wait is for the one holding most records
+        for p in self.producers:
+            if p is not busiest:
+                p.poll(0)
+        busiest.poll(timeout)
 
     def send_now(self) -> None:
         # flush() lifts linger.ms only while it runs, and flush(0) returns before the producer's broker
@@ -91,11 +97,15 @@ class AtLeastOnce:
             p.flush(SEND_NOW_S)
 
     def flush(self, timeout: float) -> int:
-        """Every producer, within ``timeout`` in all; what is still undelivered."""
+        """Every producer, within ``timeout`` in all, each its share of what is left (a slow one cannot
+        starve the others of their flush); what is still undelivered."""
         deadline = time.monotonic() + timeout
-        for p in self.producers:
-            p.flush(max(0.0, deadline - time.monotonic()))
-        return self.in_flight()
+        while True:
+            busy = [p for p in self.producers if len(p)]
+            if not busy or time.monotonic() >= deadline:
+                return self.in_flight()
+            for i, p in enumerate(busy):
+                p.flush(max(0.0, (deadline - time.monotonic()) / (len(busy) - i)))
 
     def on_topics(self, ready: dict[str, int]) -> None:
         self.assignment.subscribe(ready, self.producers, self.commit_durably)
@@ -126,6 +136,14 @@ class AtLeastOnce:
     def close(self, graceful: bool) -> None:
         if graceful:
             self.commit_durably()
+            return
+        # An error restart: what is not acknowledged is read again by the next pipeline, so records still
+        # queued here are dropped now rather than sent when these producers are finally collected (they
+        # would land among the new pipeline's records).
+        for p in self.producers:
+            with contextlib.suppress(KafkaException):
+                p.purge(in_queue=True, in_flight=False)
+                p.poll(0)
 
 
 class ExactlyOnce:

@@ -15,6 +15,7 @@ at any point therefore replays records (possible duplicates) and never skips one
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import socket
@@ -381,3 +382,9 @@ class FlowReplicator:
                 self._acks.clear()
             self._assignment = self._acks = self._producing = None
             self.reporter.set_state("stopped" if graceful else self.reporter.status.get("state", "stopped"))
+            if not graceful:
+                # The old pipeline's clients sit in reference cycles (callbacks), and with the raised
+                # collection thresholds (gc_tuning.py) a full collection may be far off: free their threads
+                # and connections before the next pipeline opens its own.
+                delivery = consumer = None
+                gc.collect()

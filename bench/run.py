@@ -289,17 +289,22 @@ def _load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def names(value: str) -> list[str]:
+    """A comma-separated command-line list, blanks dropped."""
+    return [x.strip() for x in value.split(",") if x.strip()]
+
+
 def run_wan_part(clusters: list[LocalCluster], work: Path, args: Any) -> list[dict[str, Any]]:
     from bench.wan import PLACEMENTS, run_wan
 
-    placements = [x.strip() for x in args.wan_placements.split(",") if x.strip()]
+    placements = names(args.wan_placements)
     if not placements or set(placements) - set(PLACEMENTS):
         raise SystemExit(f"--wan-placements: choose among {', '.join(PLACEMENTS)}")
     ints = [[int(x) for x in v.split(",") if x.strip()] for v in (args.wan_rtts, args.wan_sizes)]
     args.wan_load = _load()
     return run_wan(clusters, work, ints[0], ints[1], placements, args.wan_runs, args.wan_records, 2000,
                    args.seconds, args.mm2, args.wan_bandwidth,
-                   [x.strip() for x in args.wan_variants.split(",") if x.strip()] or None)
+                   names(args.wan_variants) or None)
 
 
 def run_scenarios(src: str, dst: str, work: Path, args: Any, parts: set[str]) -> dict[str, Any]:
@@ -473,7 +478,7 @@ def main() -> int:
                         "(default: all but those skipped with --no-scenarios / --no-reconcile)")
     args = parser.parse_args()
     if args.only:
-        parts = {x.strip() for x in args.only.split(",") if x.strip()}
+        parts = set(names(args.only))
         if not parts or parts - set(PARTS):
             parser.error(f"--only: choose among {', '.join(PARTS)}")
     else:

@@ -21,13 +21,12 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from bench.scenarios import create_topic
+from bench.scenarios import WARMUP_S, create_topic
 from bench.wan import Link, add_wan_listener
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 from mirror_core.devcluster.toxiproxy import ToxiproxyServer
 
 PARTITIONS = 8
-WARMUP_S = 5.0
 
 
 @dataclass(frozen=True)

@@ -174,6 +174,10 @@ class Assignment:
         needed: dict[str, int] = {}
         for tp in partitions:
             needed[tp.topic] = max(needed.get(tp.topic, 0), tp.partition + 1, self.partition_counts.get(tp.topic, 0))
+        carrier = {(tp.topic, tp.partition): producer_for(producers, tp.topic, tp.partition) for tp in partitions}
+        carried: dict[Producer, set[str]] = {}
+        for (topic, _), producer in carrier.items():
+            carried.setdefault(producer, set()).add(topic)
         # Remote partitions must exist before a record can land in the same partition number.
         deadline = time.monotonic() + 120
         while True:
@@ -184,11 +188,9 @@ class Assignment:
                     raise MirrorError(f"the target refuses to create the remote topics of {', '.join(refused)}")
                 # A producer must know the partitions too (they may have grown since it last looked): each
                 # producer the topics it carries (over a WAN every look is a round trip).
-                carried = {(id(producer_for(producers, tp.topic, tp.partition)), tp.topic) for tp in partitions}
-                for producer in producers:
-                    for topic in needed:
-                        if (id(producer), topic) in carried:
-                            producer.list_topics(self.flow.remote_topic(topic), timeout=10)
+                for producer, topics in carried.items():
+                    for topic in sorted(topics):
+                        producer.list_topics(self.flow.remote_topic(topic), timeout=10)
                 entries = self.progress.refresh()
                 ids = self.topics.source_topic_ids(sorted(needed))
                 break
@@ -216,8 +218,7 @@ class Assignment:
                     OFFSET_BEGINNING if self.flow.start_position == "earliest" else OFFSET_END)
             self.states[(tp.topic, tp.partition)] = PartitionState(
                 tp.topic, tp.partition, self.flow.remote_topic(tp.topic), resume,
-                self.flow.policy.is_heartbeats_topic(tp.topic), producer_for(producers, tp.topic, tp.partition),
-                slot)
+                self.flow.policy.is_heartbeats_topic(tp.topic), carrier[(tp.topic, tp.partition)], slot)
         self.consumer.incremental_assign(partitions)
         self.metrics.assigned.labels(self._lbl).set(len(self.states))
         log.info("flow %s: assigned %s", self.flow.name, describe(partitions))

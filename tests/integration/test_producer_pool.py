@@ -22,18 +22,29 @@ def test_partitions_spread_over_producers_in_order_and_a_restart_adds_no_duplica
     # A graceful stop while records stream in: nothing copied twice by the restart, whichever producer
     # carried it. (On loopback the acknowledgements come within a millisecond, so this does not single out
     # a flush that skipped producers 2 and 3 — removing them from AtLeastOnce.flush still passed here.)
-    streaming = threading.Thread(target=produce_sequence, args=(dc1, t, PARTITIONS, 120_000), kwargs={"start": 6000})
+    # The source keeps receiving until after the stop (a fixed count could finish first on a fast run).
+    stop_source, written = threading.Event(), [6000]
+
+    def stream() -> None:
+        while not stop_source.is_set():
+            produce_sequence(dc1, t, PARTITIONS, 6000, start=written[0])
+            written[0] += 6000
+
+    streaming = threading.Thread(target=stream)
     streaming.start()
     wait_until(lambda: sum(end_offsets(dc2, remote).values()) >= 12_000, 90, what="streamed records arriving")
-    assert streaming.is_alive(), "the source stopped receiving before the stop: nothing was in flight"
     assert m.stop() == 0
+    assert streaming.is_alive(), "the source stopped receiving before the stop: nothing was in flight"
+    stop_source.set()
     streaming.join(120)
+    total = written[0]
+    assert total >= 18_000, f"only {total} records written: the stop did not happen while records streamed in"
     start_mirror(lines, name="mirror-2")
-    wait_until(lambda: sum(end_offsets(dc2, remote).values()) >= 126_000, 90, what="the rest copied")
+    wait_until(lambda: sum(end_offsets(dc2, remote).values()) >= total, 90, what="the rest copied")
 
     records = read_all(dc2, remote)
     seqs = [int(dict(r.headers)["seq"] or b"-1") for r in records]
-    assert len(records) == 126_000 and sorted(seqs) == list(range(126_000)), \
+    assert len(records) == total and sorted(seqs) == list(range(total)), \
         f"{len(records)} records, duplicates {sum(c - 1 for c in Counter(seqs).values() if c > 1)}"
     for p in range(PARTITIONS):
         in_partition = [s for r, s in zip(records, seqs, strict=True) if r.partition == p]

@@ -13,47 +13,37 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import bench.run as bench_run
 from bench.scale import STATIC, Cluster, EndWatcher, copy_rate, plain_source
-from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 
 
 def main(partitions: int, records: int, spy_out: str = "") -> None:
     if os.environ.get("TREE"):
         bench_run.REPO = Path(os.environ["TREE"])  # the tree whose ``python -m mirror_core`` runs
-    with tempfile.TemporaryDirectory(prefix="mirror-ab-") as tmp:
-        work = Path(tmp)
-        clusters = [LocalCluster(n, work / n, free_port(), free_port(), heap="1g") for n in ("source", "target")]
-        for c in clusters:
-            c.start()
-        try:
-            src, dst = Cluster(clusters[0].bootstrap), Cluster(clusters[1].bootstrap)
-            topic, alias = f"ab{partitions}", "ab"
-            src.create(topic, partitions)
-            plain_source(src.bootstrap, topic, records, partitions)
-            extra = ["offset.map.snapshot.interval.seconds = 5", "emit.checkpoints.enabled = false",
-                     *(x.strip() for x in os.environ.get("EXTRA", "").split(";") if x.strip())]
-            t0 = time.monotonic()
-            procs, _ = bench_run.start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
-            spy = None
-            if spy_out:
-                time.sleep(4)  # past start-up
-                spy = subprocess.Popen(["py-spy", "record", "-p", str(procs[0].pid), "-o", spy_out, "-f", "raw",
-                                        "-d", "25", "-r", "50", *(["--native"] if "native" in spy_out else [])])
-            print(copy_rate(procs, EndWatcher(dst.bootstrap, f"{alias}.{topic}", partitions), records, t0),
-                  flush=True)
-            if spy is not None:
-                spy.wait()
-            for p in procs:
-                p.terminate()
-                p.wait(60)
-        finally:
-            for c in clusters:
-                c.stop()
+    with bench_run.local_clusters("mirror-ab-") as (work, clusters):
+        src, dst = Cluster(clusters[0].bootstrap), Cluster(clusters[1].bootstrap)
+        topic, alias = f"ab{partitions}", "ab"
+        src.create(topic, partitions)
+        plain_source(src.bootstrap, topic, records, partitions)
+        extra = ["offset.map.snapshot.interval.seconds = 5", "emit.checkpoints.enabled = false",
+                 *(x.strip() for x in os.environ.get("EXTRA", "").split(";") if x.strip())]
+        t0 = time.monotonic()
+        procs, _ = bench_run.start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
+        spy = None
+        if spy_out:
+            time.sleep(4)  # past start-up
+            spy = subprocess.Popen(["py-spy", "record", "-p", str(procs[0].pid), "-o", spy_out, "-f", "raw",
+                                    "-d", "25", "-r", "50", *(["--native"] if "native" in spy_out else [])])
+        print(copy_rate(procs, EndWatcher(dst.bootstrap, f"{alias}.{topic}", partitions), records, t0),
+              flush=True)
+        if spy is not None:
+            spy.wait()
+        for p in procs:
+            p.terminate()
+            p.wait(60)
 
 
 if __name__ == "__main__":

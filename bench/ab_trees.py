@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import bench.run as br
-from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 
 
 def main() -> int:
@@ -28,27 +26,19 @@ def main() -> int:
     args = parser.parse_args()
     trees = dict(t.split("=", 1) for t in args.trees)
     rates: dict[tuple[str, str], list[float]] = {}
-    with tempfile.TemporaryDirectory(prefix="ab-") as tmp:
-        work = Path(tmp)
-        clusters = [LocalCluster(x, work / x, free_port(), free_port(), heap="1g") for x in ("source", "target")]
-        for c in clusters:
-            c.start()
-        try:
-            src, dst = clusters[0].bootstrap, clusters[1].bootstrap
-            admin = AdminClient({"bootstrap.servers": src})  # kept referenced until its future resolves
-            admin.create_topics([NewTopic("ab", br.PARTITIONS, 1)])["ab"].result(30)
-            print(br.raw_produce(src, "ab", args.records, 100), flush=True)
-            for r in range(args.rounds):
-                for mode in args.modes.split(","):
-                    for name, tree in trees.items():
-                        br.REPO = Path(tree).resolve()
-                        extra = ["exactly.once.enabled = true"] if mode == "eos" else []
-                        x = br.mirror_run(src, dst, "ab", args.records, 100, 1, f"{mode}{name}{r}", work, extra)
-                        rates.setdefault((mode, name), []).append(x.records_per_s)
-                        print(f"{mode} {name} {r} {x.records_per_s:,.0f} rec/s load {os.getloadavg()}", flush=True)
-        finally:
-            for c in clusters:
-                c.stop()
+    with br.local_clusters("ab-") as (work, clusters):
+        src, dst = clusters[0].bootstrap, clusters[1].bootstrap
+        admin = AdminClient({"bootstrap.servers": src})  # kept referenced until its future resolves
+        admin.create_topics([NewTopic("ab", br.PARTITIONS, 1)])["ab"].result(30)
+        print(br.raw_produce(src, "ab", args.records, 100), flush=True)
+        for r in range(args.rounds):
+            for mode in args.modes.split(","):
+                for name, tree in trees.items():
+                    br.REPO = Path(tree).resolve()
+                    extra = ["exactly.once.enabled = true"] if mode == "eos" else []
+                    x = br.mirror_run(src, dst, "ab", args.records, 100, 1, f"{mode}{name}{r}", work, extra)
+                    rates.setdefault((mode, name), []).append(x.records_per_s)
+                    print(f"{mode} {name} {r} {x.records_per_s:,.0f} rec/s load {os.getloadavg()}", flush=True)
     for (mode, name), v in sorted(rates.items()):
         v.sort()
         print(f"{mode} {name}: median {v[len(v) // 2]:,.0f}, min-max {v[0]:,.0f}-{v[-1]:,.0f}")

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -111,6 +113,21 @@ def raw_consume(bootstrap: str, topic: str, n: int, size: int) -> Result:
     cpu = cpu_seconds([os.getpid()]) - start_cpu
     c.close()
     return Result(f"{size}B", "raw consume", n, size, secs, n / secs, n * size / secs / 1e6, cpu / n * 1e6)
+
+
+@contextmanager
+def local_clusters(prefix: str) -> Iterator[tuple[Path, list[LocalCluster]]]:
+    """A work directory with a started source and target (single-node KRaft, 1 GiB heap), stopped on exit."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        work = Path(tmp)
+        clusters = [LocalCluster(n, work / n, free_port(), free_port(), heap="1g") for n in ("source", "target")]
+        try:
+            for c in clusters:
+                c.start()
+            yield work, clusters
+        finally:
+            for c in clusters:
+                c.stop()
 
 
 def start_mirror_core(src: str, dst: str, topic: str, workers: int, alias: str, workdir: Path,

@@ -4,8 +4,8 @@ Two series on the same brokers, one mirror_core process each (at-least-once):
 - partitions: a backlog of 100-byte records over 8 / 200 / 2,000 partitions — throughput (10 % to 90 %
   of the backlog on the target), time to first record after start, RSS, CPU per million records
   (MirrorMaker 2 too, on the same backlog, unless ``--no-mm2``; sizes and systems take turns),
-  restart time (SIGKILL, start with the same ``--instance-id``, until a probe record in every
-  partition is on the target), and
+  restart time (SIGKILL, a probe record written to every partition, start with the same
+  ``--instance-id``, until every probe is on the target), and
   ``translate_group`` for 100 groups committed on every partition;
 - history: a gappy source like a Kafka Streams application (one transactional producer committing
   every 100 ms, 8 partitions: every commit leaves a marker, an offset gap, in each partition), then
@@ -173,17 +173,22 @@ def _wait(predicate: Any, timeout: float, what: str) -> float:
 
 def restart_time(src: Cluster, dst: Cluster, topic: str, remote: str, partitions: int, alias: str, work: Path,
                  extra: list[str], procs: list[subprocess.Popen[bytes]]) -> tuple[float, list[Any]]:
-    """SIGKILL, start again, and the seconds until one new record per partition is on the target."""
+    """SIGKILL; one new record per partition written while the mirror is down; start again, and the
+    seconds until all of them are on the target. The probes are on the source before the clock starts:
+    a producer's first record to each of 2,000 partitions took it 7-60 s here (one produce request per
+    partition on one connection, and the broker reads each segment's first batch on its first append
+    since start), which had been counted as the mirror's restart."""
     for p in procs:
         p.kill()
         p.wait(30)
     before = dst.total(remote, partitions)
-    t0 = time.monotonic()
-    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
     producer = Producer({"bootstrap.servers": src.bootstrap, "linger.ms": 5})
     for part in range(partitions):
         _produce(producer, topic, b"probe", part)
-    producer.flush(60)
+    if producer.flush(300):
+        raise RuntimeError("scale bench: the restart probes were not written to the source")
+    t0 = time.monotonic()
+    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
     _wait(lambda: dst.total(remote, partitions) >= before + partitions, 600, "the probes after a restart")
     return round(time.monotonic() - t0, 2), procs
 

@@ -22,6 +22,7 @@ from mirror_core.config.client_defaults import (
     CONSUMER_ENFORCED,
     PRODUCER_DEFAULTS,
     PRODUCER_ENFORCED,
+    STANDING_CONSUMER_DEFAULTS,
 )
 from mirror_core.config.model import ClusterConfig
 from mirror_core.config.sasl import client_conf
@@ -182,15 +183,23 @@ def _warn_overridden(settings: Mapping[str, Any], enforced: Mapping[str, str], w
                         settings[key], key, value)
 
 
-def make_consumer(cluster: ClusterConfig, group_id: str, overrides: Mapping[str, str] | None = None,
-                  health: ClusterHealth | None = None, enforced: Mapping[str, str] | None = None) -> Consumer:
-    settings: dict[str, Any] = dict(CONSUMER_DEFAULTS)
+def consumer_settings(cluster: ClusterConfig, group_id: str, overrides: Mapping[str, str] | None = None,
+                      enforced: Mapping[str, str] | None = None, standing: bool = False) -> dict[str, Any]:
+    """Defaults, then the user's settings, then what the guarantees need. ``standing``: the consumer
+    keeps its partitions for the life of the process (STANDING_CONSUMER_DEFAULTS)."""
+    settings: dict[str, Any] = {**CONSUMER_DEFAULTS, **(STANDING_CONSUMER_DEFAULTS if standing else {})}
     settings.update(cluster.client_settings("consumer", overrides))
     settings["group.id"] = group_id
     _warn_overridden(settings, CONSUMER_ENFORCED, f"{cluster.alias} consumer")
     settings.update(CONSUMER_ENFORCED)
     settings.update(enforced or {})
-    return Consumer(_with_callbacks(settings, health))
+    return settings
+
+
+def make_consumer(cluster: ClusterConfig, group_id: str, overrides: Mapping[str, str] | None = None,
+                  health: ClusterHealth | None = None, enforced: Mapping[str, str] | None = None,
+                  standing: bool = False) -> Consumer:
+    return Consumer(_with_callbacks(consumer_settings(cluster, group_id, overrides, enforced, standing), health))
 
 
 def make_producer(cluster: ClusterConfig, overrides: Mapping[str, str] | None = None,

@@ -6,6 +6,8 @@ CONSUMER_DEFAULTS = {
     # 1 byte: the broker answers as soon as there is a record (no fetch.wait.max.ms at light load);
     # under backlog every fetch is full anyway (max.partition.fetch.bytes), so batches stay large.
     "fetch.min.bytes": "1",
+    # Short reads (tools, the stores' readers) move from partition to partition: a reader assigned the
+    # next one waits for the fetch still held open at the end of the last, so they keep this short.
     "fetch.wait.max.ms": "20",
     "max.partition.fetch.bytes": "4194304",
     "fetch.max.bytes": "67108864",
@@ -23,6 +25,15 @@ CONSUMER_DEFAULTS = {
     # librdkafka's backoff grows to 10 s by default (Java's stops at 1 s): after a WAN partition heals,
     # copying would resume up to 10 s late (measured in tests/wan/test_partitions.py).
     "reconnect.backoff.max.ms": "1000",
+}
+# Over the defaults above for the consumers that hold their partitions for the life of the process
+# (the replicating consumer, exactly-once's slot membership). fetch.wait.max.ms is how often an idle
+# one asks again, and librdkafka has no incremental fetch sessions (KIP-227): every fetch names every
+# partition. At 2,000 idle partitions 20 ms cost the source broker 0.4-1.5 cores, 500 ms (librdkafka's
+# and Java's default) 0.05; with fetch.min.bytes 1 a record ends the wait, so latency did not move
+# (bench/results/idle-fetch-2026-11-25.md).
+STANDING_CONSUMER_DEFAULTS = {
+    "fetch.wait.max.ms": "500",
 }
 CONSUMER_ENFORCED = {
     # Aborted transactions on the source must never become data on the target, and the offset map

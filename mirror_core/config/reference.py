@@ -12,6 +12,7 @@ from mirror_core.config.client_defaults import (
     CONSUMER_ENFORCED,
     PRODUCER_DEFAULTS,
     PRODUCER_ENFORCED,
+    STANDING_CONSUMER_DEFAULTS,
 )
 from mirror_core.config.keys import KEYS, NO_EFFECT_KEYS
 
@@ -48,7 +49,10 @@ def render_reference() -> str:
         "",
         "## Client settings mirror_core chooses",
         "",
-        "Defaults (overridable per cluster or flow):",
+        "Defaults (overridable per cluster or flow). The replicating consumer and exactly-once's slot",
+        "membership hold their partitions for the life of the process and use `fetch.wait.max.ms` =",
+        f"`{STANDING_CONSUMER_DEFAULTS['fetch.wait.max.ms']}` (how often an idle one asks again: librdkafka's",
+        "fetches name every partition); the short readers (tools, the stores) keep the value below:",
         "",
         "| client | setting | value |",
         "|---|---|---|",

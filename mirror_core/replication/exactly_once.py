@@ -101,7 +101,7 @@ class SlotManager:
         self._fenced_noted: set[int] = set()  # slots whose current producer was counted as fenced
         self._pool: ThreadPoolExecutor | None = None  # flushes and commits of several slots, side by side
         self.membership: Consumer = make_consumer(self.target, f"{flow.worker_group_id}.slots", health=target_health,
-                                                  enforced=membership)
+                                                  enforced=membership, standing=True)
         guard = assignment.guarded
         self.membership.subscribe([self.topic], on_assign=guard(self._on_assign), on_revoke=guard(self._on_revoke),
                                   on_lost=guard(self._on_lost))

@@ -189,7 +189,7 @@ class FlowReplicator:
         self._consumer = consumer = make_consumer(
             src, flow.worker_group_id, flow.consumer_overrides, self.source_health,
             enforced={"topic.metadata.refresh.interval.ms": refresh_ms, "auto.offset.reset": flow.start_position,
-                      **self.membership})
+                      **self.membership}, standing=True)
         self._acks = acks = Acks(flow.name, consumer, self.metrics, request_refresh=lambda: None,
                                  last_heartbeat_ms=self._last_heartbeat_ms, target=tgt)
         self._assignment = assignment = Assignment(flow, consumer, topics, progress, acks, self.reporter,

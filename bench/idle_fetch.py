@@ -80,18 +80,22 @@ def transactional_latency(src: str, dst: str, work: Path, wait: int, run: int, s
 
         reader = threading.Thread(target=consume)
         reader.start()
-        time.sleep(2)
-        i, end = 0, time.monotonic() + seconds
-        while time.monotonic() < end:
-            p.begin_transaction()
-            p.produce(topic, value=b"x", partition=i % 8)
-            p.commit_transaction(30)
-            i += 1
-            time.sleep(0.05)
-        time.sleep(3)
-        done.set()
-        reader.join()
+        try:
+            time.sleep(2)
+            i, end = 0, time.monotonic() + seconds
+            while time.monotonic() < end:
+                p.begin_transaction()
+                p.produce(topic, value=b"x", partition=i % 8)
+                p.commit_transaction(30)
+                i += 1
+                time.sleep(0.05)
+            time.sleep(3)
+        finally:
+            done.set()
+            reader.join()
         kept = sorted(samples[len(samples) // 5:])  # the first fifth is warm-up
+        if not kept:
+            raise RuntimeError(f"{alias}: no record reached the target")
         return (f"| transactional, 1 record per commit every 50 ms | {wait} | {len(kept)} | "
                 f"{kept[len(kept) // 2]:.1f} | {kept[int(len(kept) * 0.99)]:.1f} |")
     finally:

@@ -5,7 +5,8 @@ Two series on the same brokers, one mirror_core process each (at-least-once):
   of the backlog on the target), time to first record after start, RSS, CPU per million records
   (MirrorMaker 2 too, on the same backlog, unless ``--no-mm2``; sizes and systems take turns),
   restart time (SIGKILL, a probe record written to every partition, start with the same
-  ``--instance-id``, until every probe is on the target), and
+  ``--instance-id``, until every probe is on the target), the longest stall of any partition when a
+  second process joins under a steady load, and
   ``translate_group`` for 100 groups committed on every partition;
 - history: a gappy source like a Kafka Streams application (one transactional producer committing
   every 100 ms, 8 partitions: every commit leaves a marker, an offset gap, in each partition), then
@@ -29,6 +30,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.restart import SteadyLoad, TargetEnds
 from bench.run import cpu_seconds, start_mirror_core
 from bench.scenarios import stop
 from mirror_core.kafka_io import log_ends_batch, log_starts_batch
@@ -71,31 +73,17 @@ class Cluster:
         return sum(h - lo for lo, h in self.marks(topic, partitions))
 
 
-class EndWatcher:
-    """Records on one topic (sum of its log ends; a fresh topic starts at 0), cheaply enough to sample
-    several times a second at 2,000 partitions: one batched ListOffsets through a kept client (a client
-    that asked before the topic existed keeps answering "unknown", so a fresh one until one answers)."""
-
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        self.bootstrap = bootstrap
-        self.keys = [(topic, p) for p in range(partitions)]
-        self.admin: AdminClient | None = None
+class EndWatcher(TargetEnds):
+    """Records on one topic (sum of its log ends; a fresh topic starts at 0)."""
 
     def __call__(self) -> int:
-        admin = self.admin or AdminClient({"bootstrap.servers": self.bootstrap, "log_level": "0"})
-        try:
-            n = sum(log_ends_batch(admin, self.keys).values())
-        except Exception:
-            return 0
-        if n:
-            self.admin = admin
-        return n
+        return sum(max(end, 0) for end in self.now())
 
 
-def _produce(p: Producer, topic: str, value: bytes, partition: int) -> None:
+def _produce(p: Producer, topic: str, value: bytes, partition: int, on_delivery: Any = None) -> None:
     while True:
         try:
-            p.produce(topic, value=value, partition=partition)
+            p.produce(topic, value=value, partition=partition, on_delivery=on_delivery)
             return
         except BufferError:
             p.poll(0.05)
@@ -177,20 +165,50 @@ def restart_time(src: Cluster, dst: Cluster, topic: str, remote: str, partitions
     seconds until all of them are on the target. The probes are on the source before the clock starts:
     a producer's first record to each of 2,000 partitions took it 7-60 s here (one produce request per
     partition on one connection, and the broker reads each segment's first batch on its first append
-    since start), which had been counted as the mirror's restart."""
+    since start), which had been counted as the mirror's restart. The kill waits until the target stops
+    growing and two progress commits have passed, so a re-copy of uncommitted records cannot stand in for
+    the probes."""
+    settled = -1
+    while (now := dst.total(remote, partitions)) != settled:
+        settled = now
+        time.sleep(2.5)  # > 2 x offset.flush.interval.ms (1 s)
     for p in procs:
         p.kill()
         p.wait(30)
     before = dst.total(remote, partitions)
+    failed: list[str] = []
     producer = Producer({"bootstrap.servers": src.bootstrap, "linger.ms": 5})
     for part in range(partitions):
-        _produce(producer, topic, b"probe", part)
-    if producer.flush(300):
-        raise RuntimeError("scale bench: the restart probes were not written to the source")
+        _produce(producer, topic, b"probe", part,
+                 lambda err, _msg: failed.append(str(err)) if err is not None else None)
+    if producer.flush(300) or failed:
+        raise RuntimeError(f"scale bench: restart probes not written to the source: {failed[:3]}")
     t0 = time.monotonic()
     procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
-    _wait(lambda: dst.total(remote, partitions) >= before + partitions, 600, "the probes after a restart")
-    return round(time.monotonic() - t0, 2), procs
+    try:
+        _wait(lambda: dst.total(remote, partitions) >= before + partitions, 600, "the probes after a restart")
+    except RuntimeError:
+        stop(procs)
+        raise
+    elapsed = round(time.monotonic() - t0, 2)
+    if (extra_records := dst.total(remote, partitions) - before - partitions) > 0:
+        print(f"scale bench: {extra_records} records copied again after the restart", flush=True)
+    return elapsed, procs
+
+
+def join_stall(src: Cluster, dst: Cluster, topic: str, remote: str, partitions: int, alias: str, work: Path,
+               extra: list[str], procs: list[subprocess.Popen[bytes]]) -> tuple[float, list[Any]]:
+    """A second process joins (its own ``--instance-id``) under a steady load on every partition (10
+    records/s each, at least 2,000 in all): the longest time any partition made no progress in the 40 s
+    after its start — bench/restart.py's measure of a join, at this partition count."""
+    ends = TargetEnds(dst.bootstrap, remote, partitions)
+    with SteadyLoad(src.bootstrap, topic, partitions, rate=max(2000, 10 * partitions)):
+        ends.wait_all_past(ends.now(), 120)  # the first process copies every partition
+        (work / "second").mkdir(exist_ok=True)  # its own log file next to the first process's
+        second, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work / "second", extra,
+                                      ("--instance-id", "scale-1"))
+        stall = ends.longest_stall(40)
+    return round(stall, 2), procs + second
 
 
 def copy_rate(procs: list[subprocess.Popen[bytes]], ends: EndWatcher, records: int, t0: float,
@@ -255,6 +273,7 @@ def partitions_run(src: Cluster, dst: Cluster, work: Path, partitions: int, reco
                                **copy_rate(procs, EndWatcher(dst.bootstrap, remote, partitions), records, t0),
                                "rss_mb": round(rss_mb(procs[0].pid), 1)}
         row["restart_s"], procs = restart_time(src, dst, topic, remote, partitions, alias, work, extra, procs)
+        row["join_stall_s"], procs = join_stall(src, dst, topic, remote, partitions, alias, work, extra, procs)
         groups = commit_groups(src.bootstrap, f"g{alias}", topic, src.marks(topic, partitions), partitions)
         row.update(time_translate(work / f"{alias}.properties", alias, groups))
         return row
@@ -392,8 +411,8 @@ def scale_markdown(data: dict[str, Any], meta: dict[str, str]) -> str:
             rows = [r for r in data["history"] if r["records"] == n]
             lines.append(f"| {n:,} | " + " | ".join(_spread(rows, k) for k in hist_keys) + " |")
         lines.append("")
-    part_keys = ["records_per_s", "time_to_first_record_s", "restart_s", "rss_mb", "cpu_s_per_m", "map_load_s",
-                 "translate_1_group_s", "translate_100_groups_s", "exact_partitions"]
+    part_keys = ["records_per_s", "time_to_first_record_s", "restart_s", "join_stall_s", "rss_mb", "cpu_s_per_m",
+                 "map_load_s", "translate_1_group_s", "translate_100_groups_s", "exact_partitions"]
     if data["partitions"]:
         lines += ["## Partitions (one topic; MirrorMaker 2 where it applies: throughput, CPU, RSS)", "",
                   "| system | partitions | records | " + " | ".join(part_keys) + " |",

@@ -20,7 +20,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.restart import _Ends, _Load, mirror_core_starter
+from bench.restart import SteadyLoad, TargetEnds, mirror_core_starter
 from bench.scenarios import PARTITIONS, stop
 from mirror_core.devcluster.multi_node import MultiNodeCluster
 
@@ -54,11 +54,11 @@ def _pauses(src: str, dst: str, work: Path, rep: int) -> dict[str, float]:
     topic = f"pause{rep}"
     _create(src, topic)
     start = mirror_core_starter(src, dst, alias, static=True)
-    ends = _Ends(dst, f"{alias}.{topic}")
+    ends = TargetEnds(dst, f"{alias}.{topic}")
     out: dict[str, float] = {}
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        with _Load(src, topic):
+        with SteadyLoad(src, topic):
             procs.append(start(topic, work, 0))
             ends.wait_all_past([0] * PARTITIONS, 300)
             time.sleep(3)
@@ -75,7 +75,6 @@ def _pauses(src: str, dst: str, work: Path, rep: int) -> dict[str, float]:
             print(f"scaleout pause: {PAUSE_EVENTS[3]}: {out[PAUSE_EVENTS[3]]} s", flush=True)
     finally:
         stop([p for p in procs if p.poll() is None])
-        ends.close()
     return out
 
 

@@ -30,7 +30,7 @@ CONSUMER_DEFAULTS = {
 # (the replicating consumer, exactly-once's slot membership). fetch.wait.max.ms is how often an idle
 # one asks again, and librdkafka has no incremental fetch sessions (KIP-227): every fetch names every
 # partition. At 2,000 idle partitions 20 ms cost the source broker 0.4-1.5 cores, 500 ms (librdkafka's
-# and Java's default) 0.05; with fetch.min.bytes 1 a record ends the wait, so latency did not move
+# and Java's default) 0.05-0.06; with fetch.min.bytes 1 a record ends the wait, so latency did not move
 # (bench/results/idle-fetch-2026-11-25.md).
 STANDING_CONSUMER_DEFAULTS = {
     "fetch.wait.max.ms": "500",

@@ -49,15 +49,16 @@ def render_reference() -> str:
         "",
         "## Client settings mirror_core chooses",
         "",
-        "Defaults (overridable per cluster or flow). The replicating consumer and exactly-once's slot",
-        "membership hold their partitions for the life of the process and use `fetch.wait.max.ms` =",
-        f"`{STANDING_CONSUMER_DEFAULTS['fetch.wait.max.ms']}` (how often an idle one asks again: librdkafka's",
-        "fetches name every partition); the short readers (tools, the stores) keep the value below:",
+        "Defaults (overridable per cluster or flow). \"source consumer\" is every consumer mirror_core makes;",
+        "the replicating consumer and exactly-once's slot membership, which keep their partitions for the",
+        "life of the process, take the \"replicating consumer\" rows over them (an idle one asks again every",
+        "`fetch.wait.max.ms`, and librdkafka's fetches name every partition):",
         "",
         "| client | setting | value |",
         "|---|---|---|",
     ]
     out += [f"| source consumer | `{k}` | `{v}` |" for k, v in CONSUMER_DEFAULTS.items()]
+    out += [f"| replicating consumer | `{k}` | `{v}` |" for k, v in STANDING_CONSUMER_DEFAULTS.items()]
     out += [f"| target producer | `{k}` | `{v}` |" for k, v in PRODUCER_DEFAULTS.items()]
     out += ["", "Enforced (the delivery guarantees depend on them; user values are replaced):", "",
             "| client | setting | value |", "|---|---|---|"]

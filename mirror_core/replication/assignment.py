@@ -21,6 +21,7 @@ from mirror_core.authorization import NotAuthorized
 from mirror_core.clients import ClusterHealth, explain_failure
 from mirror_core.config.model import FlowConfig
 from mirror_core.errors import ClusterUnavailable, MirrorError
+from mirror_core.kafka_io import log_starts_batch
 from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import Acks
 from mirror_core.replication.batch import PartitionState
@@ -258,15 +259,14 @@ class Assignment:
         owned = [st for st in self.states.values() if st.topic == topic]
         self.reporter.report_recreated(topic, old_id, new_id, self.flow.remote_topic(topic),
                                        [st.partition for st in owned])
+        # One request per broker through the admin client: the replicating consumer's own connection may
+        # be holding an idle fetch open for up to fetch.wait.max.ms, and each lookup would wait behind it.
+        starts = log_starts_batch(self.topics.source, [(st.topic, st.partition) for st in owned])
         for st in owned:
-            try:
-                low, _ = self.consumer.get_watermark_offsets(st.tp, timeout=10)
-            except KafkaException:
-                low = 0
             # Positions of the old topic mean nothing now: forget them before the explicit rewind.
             st.acked = st.committed = st.origin = None
             st.forget_map()
-            self.acks.rewind_to(st, max(low, 0), careful=False, backoff=False)
+            self.acks.rewind_to(st, max(starts.get((st.topic, st.partition), 0), 0), careful=False, backoff=False)
 
     # -- rebalance callbacks ------------------------------------------------------------------------
     def guarded(self, callback: Rebalance) -> Rebalance:

@@ -22,21 +22,29 @@ def test_partitions_spread_over_producers_in_order_and_a_restart_adds_no_duplica
     # A graceful stop while records stream in: nothing copied twice by the restart, whichever producer
     # carried it. (On loopback the acknowledgements come within a millisecond, so this does not single out
     # a flush that skipped producers 2 and 3 — removing them from AtLeastOnce.flush still passed here.)
-    # The source keeps receiving until after the stop (a fixed count could finish first on a fast run).
-    stop_source, written = threading.Event(), [6000]
+    # The source keeps receiving until after the stop (a fixed count could finish first on a fast run),
+    # paced (at most ~30,000 records/s) so the volume stays bounded whatever the wait.
+    stop_source, written, failures = threading.Event(), [6000], []
 
     def stream() -> None:
-        while not stop_source.is_set():
-            produce_sequence(dc1, t, PARTITIONS, 6000, start=written[0])
-            written[0] += 6000
+        try:
+            while not stop_source.is_set():
+                produce_sequence(dc1, t, PARTITIONS, 6000, start=written[0])
+                written[0] += 6000
+                stop_source.wait(0.2)
+        except Exception as exc:  # reported below: a half-written chunk would make the total wrong
+            failures.append(exc)
 
-    streaming = threading.Thread(target=stream)
+    streaming = threading.Thread(target=stream, daemon=True)
     streaming.start()
-    wait_until(lambda: sum(end_offsets(dc2, remote).values()) >= 12_000, 90, what="streamed records arriving")
-    assert m.stop() == 0
-    assert streaming.is_alive(), "the source stopped receiving before the stop: nothing was in flight"
-    stop_source.set()
-    streaming.join(120)
+    try:
+        wait_until(lambda: sum(end_offsets(dc2, remote).values()) >= 12_000, 90, what="streamed records arriving")
+        assert m.stop() == 0
+        assert streaming.is_alive(), f"the source stopped receiving before the stop: {failures}"
+    finally:
+        stop_source.set()
+        streaming.join(120)
+    assert not streaming.is_alive() and not failures, f"the source writer did not finish cleanly: {failures}"
     total = written[0]
     assert total >= 18_000, f"only {total} records written: the stop did not happen while records streamed in"
     start_mirror(lines, name="mirror-2")

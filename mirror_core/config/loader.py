@@ -311,6 +311,12 @@ class _Builder:
             if name not in values and name != "clusters":
                 values[name] = self.parse_value(name, globals_.get(name))
 
+        pool = chosen.get("replication.producers") or globals_.get("replication.producers")
+        if values["exactly.once.enabled"] and values["replication.producers"] > 1 and pool is not None:
+            # Said, not silently dropped: exactly-once has one transactional producer per slot.
+            self.warn(f"{self.where(pool)}: '{pool.key}' = {values['replication.producers']} has no effect on flow "
+                      f"{src}->{dst}, which is exactly-once (one transactional producer per slot: raise "
+                      "exactly.once.slots for more producers); ignored")
         sep_prop = keys.get("replication.policy.separator") or globals_.get("replication.policy.separator")
         policy = policy_from_name(values["replication.policy.class"], values["replication.policy.separator"])
         if sep_prop is not None and policy.separator in (" ",):

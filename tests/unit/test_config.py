@@ -53,6 +53,15 @@ def test_warnings_for_unknown_and_ignored_keys() -> None:
     assert "tasks.max" in text and "'bogus.key'" in text and "dc1->dc2.whatever" in text
 
 
+def test_a_producer_pool_on_an_exactly_once_flow_is_a_warning_not_silence() -> None:
+    c = load("dc1->dc2.enabled = true\nreplication.producers = 3\ndc1->dc2.exactly.once.enabled = true\n")
+    [warning] = [w for w in c.warnings if "replication.producers" in w]
+    assert "line 5" in warning and "dc1->dc2" in warning and "exactly.once.slots" in warning
+    assert c.flows[0].exactly_once and c.flows[0].producers == 3  # the value stays; the flow does not use it
+    assert not [w for w in load("dc1->dc2.enabled = true\nreplication.producers = 3\n").warnings
+                if "replication.producers" in w]
+
+
 @pytest.mark.parametrize(("extra", "key", "line"), [
     ("dc1->dc2.enabled = maybe\n", "dc1->dc2.enabled", 4),
     ("dc1->dc2.enabled = true\nreplication.factor = many\n", "replication.factor", 5),

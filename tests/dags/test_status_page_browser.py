@@ -74,13 +74,13 @@ def summary_json(driver: Any, base: str) -> dict[str, Any]:
 
 def test_status_page_in_a_browser(dc1: str, dc2: str, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                   airflow_token: str, browser: Any) -> None:
-    from mirror_airflow import status_app
+    from mirror_airflow import status_app, status_lag
     from mirror_airflow.plugin import NAV_LABEL
     from selenium.webdriver.common.by import By
 
     # Refresh and sample fast so the chart gets points within seconds (production: 10 s and 8 s).
     monkeypatch.setattr(status_app, "REFRESH_S", 2)
-    monkeypatch.setattr(status_app, "LAG_TTL_S", 1.0)
+    monkeypatch.setattr(status_lag, "LAG_TTL_S", 1.0)
     monkeypatch.setattr(status_app, "LAGS", status_app.LagBoard())
 
     create_topic(dc1, f"{name}.orders", 3)

@@ -286,6 +286,17 @@ def run_restart(src: str, dst: str, work: Path, args: Any) -> list[dict[str, Any
     return as_rows(rows)
 
 
+def describe_place(path: Path) -> str:
+    """The file-system type holding ``path`` (the brokers' data), from /proc/mounts: the longest mount
+    point that contains it."""
+    best, kind = "", "?"
+    for line in Path("/proc/mounts").read_text().splitlines():
+        _, point, fstype, *_ = line.split()
+        if str(path.resolve()).startswith(point.rstrip("/") + "/") and len(point) > len(best):
+            best, kind = point, fstype
+    return f"{path.parent} ({kind})"
+
+
 def run_scale_part(src: str, dst: str, work: Path, args: Any) -> None:
     from bench.scale import run_scale, scale_markdown
 
@@ -296,7 +307,7 @@ def run_scale_part(src: str, dst: str, work: Path, args: Any) -> None:
 
     def write(data: dict[str, Any]) -> None:
         meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", began), "load_before": load_before,
-                "load_after": Path("/proc/loadavg").read_text().strip()}
+                "load_after": Path("/proc/loadavg").read_text().strip(), "broker_dir": describe_place(work)}
         stamp = time.strftime("%Y%m%dT%H%M%SZ", began)
         (out / f"scale-{stamp}.json").write_text(json.dumps({"meta": meta, **data}, indent=2))
         (out / f"scale-{time.strftime('%Y-%m-%d', began)}.md").write_text(scale_markdown(data, meta))
@@ -491,6 +502,10 @@ def main() -> int:
                         help="wan: backlog records of 100 bytes (a quarter of that for larger values)")
     parser.add_argument("--scaleout-runs", type=int, default=3, help="repetitions of the scale-out part")
     parser.add_argument("--scaleout-records", type=int, default=1_000_000, help="backlog of each scale-out run")
+    parser.add_argument("--broker-dir", help="where the two brokers keep their data (default: the system's temporary "
+                        "directory). /dev/shm leaves the host disk out: on this machine's ext4 a broker's first "
+                        "append to each partition after the kernel wrote its index pages back costs ~17 ms "
+                        "(python -m bench.first_append)")
     parser.add_argument("--only", help=f"comma-separated parts to run, of {', '.join(PARTS)} "
                         "(default: all but those skipped with --no-scenarios / --no-reconcile)")
     args = parser.parse_args()
@@ -517,7 +532,7 @@ def main() -> int:
     results: list[Result] = []
     maps: dict[str, tuple[int, int]] = {}  # offset-map entries, records replicated
     extra_results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="mirror-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mirror-bench-", dir=args.broker_dir) as tmp:
         work = Path(tmp)
         clusters = [LocalCluster(n, work / n, free_port(), free_port(), heap="1g") for n in ("source", "target")]
         if "wan" in parts:

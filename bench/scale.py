@@ -398,7 +398,8 @@ def _spread(rows: list[dict[str, Any]], key: str) -> str:
 def scale_markdown(data: dict[str, Any], meta: dict[str, str]) -> str:
     mem = data["memory"]
     lines = [f"# Scale benchmark ({meta['date']})", "", f"Load before: `{meta.get('load_before', '?')}`; after: "
-             f"`{meta.get('load_after', '?')}`. One mirror_core process, at-least-once, 100-byte values; "
+             f"`{meta.get('load_after', '?')}`. Brokers' data in {meta.get('broker_dir', '?')}. "
+             "One mirror_core process, at-least-once, 100-byte values; "
              "median (min to max) over the repetitions.", "",
              f"In-memory offset map: {mem['arrays_rss_bytes_per_run']} resident bytes per run in typed arrays, "
              f"{mem['lists_rss_bytes_per_run']} in lists of Python ints (the former representation); "

@@ -95,7 +95,8 @@ def measure(place: str, partitions: int, fill: int, pause: float) -> list[Round]
 
 
 def markdown(rounds: list[Round], partitions: int, fill: int) -> str:
-    lines = [f"# First record to each of {partitions:,} partitions ({time.strftime('%Y-%m-%d %H:%M UTC')})", "",
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = [f"# First record to each of {partitions:,} partitions ({when})", "",
              f"`python -m bench.first_append`: one broker, {fill:,} records of 100 B per partition first, then "
              "fresh producers with the mirror's settings write one record to every partition.", "",
              "| broker data | when | producers | host page cache dirty or under writeback at the start | seconds "
@@ -115,7 +116,7 @@ def main() -> None:
     rounds = [r for place in args.places.split(",") if place.strip()
               for r in measure(place.strip(), args.partitions, args.fill, args.pause)]
     text = markdown(rounds, args.partitions, args.fill)
-    out = REPO / "bench" / "results" / f"first-append-{time.strftime('%Y-%m-%d')}.md"
+    out = REPO / "bench" / "results" / f"first-append-{time.strftime('%Y-%m-%d', time.gmtime())}.md"
     out.write_text(text)
     print(text)
 

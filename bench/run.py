@@ -310,7 +310,8 @@ def run_scale_part(src: str, dst: str, work: Path, args: Any) -> None:
                 "load_after": Path("/proc/loadavg").read_text().strip(), "broker_dir": describe_place(work)}
         stamp = time.strftime("%Y%m%dT%H%M%SZ", began)
         (out / f"scale-{stamp}.json").write_text(json.dumps({"meta": meta, **data}, indent=2))
-        (out / f"scale-{time.strftime('%Y-%m-%d', began)}.md").write_text(scale_markdown(data, meta))
+        place = f"-{Path(args.broker_dir).name}" if args.broker_dir else ""  # a disk run's file stays
+        (out / f"scale-{time.strftime('%Y-%m-%d', began)}{place}.md").write_text(scale_markdown(data, meta))
 
     write(run_scale(src, dst, work, args, write))
 def _load() -> str:
@@ -504,8 +505,8 @@ def main() -> int:
     parser.add_argument("--scaleout-records", type=int, default=1_000_000, help="backlog of each scale-out run")
     parser.add_argument("--broker-dir", help="where the two brokers keep their data (default: the system's temporary "
                         "directory). /dev/shm leaves the host disk out: on this machine's ext4 a broker's first "
-                        "append to each partition after the kernel wrote its index pages back costs ~17 ms "
-                        "(python -m bench.first_append)")
+                        "append to each partition after a new topic's first bulk fill costs ~18 ms "
+                        "(python -m bench.first_append); the results file is then scale-<date>-<dir name>.md")
     parser.add_argument("--only", help=f"comma-separated parts to run, of {', '.join(PARTS)} "
                         "(default: all but those skipped with --no-scenarios / --no-reconcile)")
     args = parser.parse_args()

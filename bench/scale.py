@@ -443,7 +443,11 @@ def merge(files: list[Path]) -> str:
         merged["partitions"] += d["partitions"]
     loads = "; ".join(f"{f.name}: {d['meta']['load_before']} to {d['meta']['load_after']}"
                       for f, d in zip(files, datas, strict=True))
-    text = scale_markdown(merged, {"date": datas[0]["meta"]["date"], "load_before": loads, "load_after": "(per run)"})
+    places = sorted({d["meta"].get("broker_dir", "?") for d in datas})
+    if len(places) > 1:  # a disk run and an in-memory one measure different brokers: not one table
+        raise SystemExit(f"bench.scale --merge: the runs kept the brokers' data in different places: {places}")
+    text = scale_markdown(merged, {"date": datas[0]["meta"]["date"], "load_before": loads, "load_after": "(per run)",
+                                   "broker_dir": places[0]})
     return text + "\nMerged from " + ", ".join(f"`bench/results/{f.name}`" for f in files) + \
         " (`python -m bench.scale --merge <json>...`), one `--only scale` run each.\n"
 

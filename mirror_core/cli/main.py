@@ -286,7 +286,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."
-
-
-if __name__ == "__main__":
-    sys.exit(main())

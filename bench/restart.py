@@ -46,9 +46,10 @@ class RestartResult:
 class SteadyLoad:
     """A steady load on every partition for as long as the measurement lasts."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int = PARTITIONS, rate: int = RATE) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int = PARTITIONS, rate: int = RATE,
+                 value: bytes = b"x" * 100) -> None:
         self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-        self.topic, self.partitions, self.rate = topic, partitions, rate
+        self.topic, self.partitions, self.rate, self.value = topic, partitions, rate, value
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -58,7 +59,7 @@ class SteadyLoad:
             due = int((time.monotonic() - start) * self.rate)
             while sent < due:
                 try:
-                    self.producer.produce(self.topic, value=b"x" * 100, partition=sent % self.partitions)
+                    self.producer.produce(self.topic, value=self.value, partition=sent % self.partitions)
                 except BufferError:  # the broker is behind: slow down rather than die
                     break
                 sent += 1

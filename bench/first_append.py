@@ -26,7 +26,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.run import REPO, describe_place
-from bench.scale import _produce, plain_source
+from bench.scale import plain_source, produce_acked
 from mirror_core.config.client_defaults import PRODUCER_DEFAULTS, PRODUCER_ENFORCED
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 
@@ -58,13 +58,8 @@ def one_record_each(bootstrap: str, topic: str, partitions: int, producers: int)
                for _ in range(producers)]
     for client in clients:
         client.list_topics(topic, timeout=30)  # metadata before the clock, as a running mirror has it
-    failed: list[str] = []
     t0 = time.monotonic()
-    for p in range(partitions):
-        _produce(clients[p % producers], topic, b"first", p,
-                 lambda err, _msg: failed.append(str(err)) if err is not None else None)
-    if any(client.flush(600) for client in clients) or failed:
-        raise RuntimeError(f"first-append bench: records not acknowledged: {failed[:3]}")
+    produce_acked(clients, topic, b"first", range(partitions), "first-append bench", timeout=600)
     return time.monotonic() - t0
 
 

@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,18 @@ def _produce(p: Producer, topic: str, value: bytes, partition: int, on_delivery:
             return
         except BufferError:
             p.poll(0.05)
+
+
+def produce_acked(producers: Sequence[Producer], topic: str, value: bytes, partitions: Iterable[int], what: str,
+                  timeout: float = 300) -> None:
+    """One record per item of ``partitions`` (the i-th through ``producers[i % len(producers)]``), every one
+    acknowledged, or a RuntimeError naming ``what``."""
+    failed: list[str] = []
+    for i, partition in enumerate(partitions):
+        _produce(producers[i % len(producers)], topic, value, partition,
+                 lambda err, _msg: failed.append(str(err)) if err is not None else None)
+    if any(p.flush(timeout) for p in producers) or failed:
+        raise RuntimeError(f"{what}: records not acknowledged: {failed[:3]}")
 
 
 def plain_source(bootstrap: str, topic: str, n: int, partitions: int) -> None:
@@ -178,13 +191,8 @@ def restart_time(src: Cluster, dst: Cluster, topic: str, remote: str, partitions
         p.kill()
         p.wait(30)
     before = ends()
-    failed: list[str] = []
-    producer = Producer({"bootstrap.servers": src.bootstrap, "linger.ms": 5})
-    for part in range(partitions):
-        _produce(producer, topic, b"probe", part,
-                 lambda err, _msg: failed.append(str(err)) if err is not None else None)
-    if producer.flush(300) or failed:
-        raise RuntimeError(f"scale bench: restart probes not written to the source: {failed[:3]}")
+    produce_acked([Producer({"bootstrap.servers": src.bootstrap, "linger.ms": 5})], topic, b"probe",
+                  range(partitions), "scale bench: restart probes")
     t0 = time.monotonic()
     procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
     try:
@@ -340,6 +348,7 @@ def history_run(src: Cluster, dst: Cluster, work: Path, records: int, rep: int) 
 
 _BUILD = """
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from mirror_core.stores.offset_map import PartitionMap
 def rss():

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from bench.restart import SteadyLoad, TargetEnds
+from bench.restart import SteadyLoad
 from bench.run import PARTITIONS, REPO, start_mirror_core
-from bench.scale import _produce
+from bench.scale import EndWatcher, produce_acked
 from bench.scenarios import create_topic, stop
 from bench.wan import Link, add_wan_listener
 from mirror_core.config.client_defaults import PRODUCER_DEFAULTS, PRODUCER_ENFORCED
@@ -54,13 +54,9 @@ def link_rate(wan_bootstrap: str, direct_bootstrap: str, records: int, value: by
     create_topic(direct_bootstrap, "link-rate")
     producer = Producer({**PRODUCER_DEFAULTS, **PRODUCER_ENFORCED, "bootstrap.servers": wan_bootstrap})
     producer.list_topics("link-rate", timeout=30)
-    failed: list[str] = []
     t0 = time.monotonic()
-    for i in range(records):
-        _produce(producer, "link-rate", value, i % PARTITIONS,
-                 lambda err, _msg: failed.append(str(err)) if err is not None else None)
-    if producer.flush(900) or failed:
-        raise RuntimeError(f"wan catch-up bench: the link-rate producer failed: {failed[:3]}")
+    produce_acked([producer], "link-rate", value, (i % PARTITIONS for i in range(records)),
+                  "wan catch-up bench: the link-rate producer", timeout=900)
     return records / (time.monotonic() - t0)
 
 
@@ -69,10 +65,7 @@ def catch_up(link: Link, source: LocalCluster, target: LocalCluster, work: Path,
     """(backlog records, seconds to the first record after the heal, drain seconds, records/s)."""
     topic, alias = "catchup", "src"
     create_topic(source.bootstrap, topic)
-    source_ends, target_ends = TargetEnds(source.bootstrap, topic), TargetEnds(target.bootstrap, f"{alias}.{topic}")
-
-    def copied() -> int:
-        return sum(max(e, 0) for e in target_ends.now())
+    written_so_far, copied = EndWatcher(source.bootstrap, topic), EndWatcher(target.bootstrap, f"{alias}.{topic}")
 
     with SteadyLoad(source.bootstrap, topic, PARTITIONS, rate, value):
         procs, _ = start_mirror_core(source.bootstrap, target.bootstrap_for("WAN"), topic, 1, alias, work, [])
@@ -85,7 +78,7 @@ def catch_up(link: Link, source: LocalCluster, target: LocalCluster, work: Path,
             link.proxy.set_enabled(TARGET, False)
             at_cut = copied()
             time.sleep(outage)
-            written = sum(source_ends.now())  # every record written before the heal
+            written = written_so_far()  # every record written before the heal
             link.proxy.set_enabled(TARGET, True)
             healed = time.monotonic()
             samples: list[tuple[float, int]] = []  # (time, records on the target)

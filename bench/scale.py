@@ -224,7 +224,7 @@ def join_stall(src: Cluster, dst: Cluster, topic: str, remote: str, partitions: 
 
 
 def copy_rate(procs: list[subprocess.Popen[bytes]], ends: EndWatcher, records: int, t0: float,
-              timeout: float = 1800) -> dict[str, float]:
+              timeout: float = 1800) -> dict[str, float | None]:
     """Throughput from 10 % to 90 % of the backlog on the target, the time to the first record after
     ``t0`` (the start), and the copier's CPU per million records over the same span. A copier that
     dies fails the run at once (MirrorMaker 2 with too small a heap dies of OutOfMemoryError)."""
@@ -246,6 +246,9 @@ def copy_rate(procs: list[subprocess.Popen[bytes]], ends: EndWatcher, records: i
         time.sleep(0.25)
     lo = next(x for x in samples if x[1] >= records * 0.1)
     hi = next(x for x in samples if x[1] >= records * 0.9)
+    if hi is lo:  # one sample went from under 10 % to over 90 % (a slow ListOffsets): no span to divide by
+        print(f"scale bench: no sample between 10 % and 90 % of {records:,} records; rate not measured", flush=True)
+        return {"records_per_s": None, "cpu_s_per_m": None, "time_to_first_record_s": round(first or 0.0, 2)}
     span, copied = max(hi[0] - lo[0], 1e-3), max(1, hi[1] - lo[1])
     return {"records_per_s": round(copied / span), "cpu_s_per_m": round((hi[2] - lo[2]) / copied * 1e6, 2),
             "time_to_first_record_s": round(first or 0.0, 2)}
@@ -401,9 +404,12 @@ def run_scale(src_bs: str, dst_bs: str, work: Path, args: Any, on_row: Any) -> d
 
 
 def _spread(rows: list[dict[str, Any]], key: str) -> str:
-    values = [r[key] for r in rows]
+    values = [r[key] for r in rows if r.get(key) is not None]  # None: not measured in that run (copy_rate)
+    if not values:
+        return "—"
     med = statistics.median(values)
-    return f"{med:g}" if len(values) == 1 else f"{med:g} ({min(values):g} to {max(values):g})"
+    cell = f"{med:g}" if len(values) == 1 else f"{med:g} ({min(values):g} to {max(values):g})"
+    return cell if len(values) == len(rows) else f"{cell}, {len(rows) - len(values)} of {len(rows)} not measured"
 
 
 def scale_markdown(data: dict[str, Any], meta: dict[str, str]) -> str:

@@ -5,7 +5,8 @@
 Fresh source and target clusters per run; prints records/s (10 %-90 % of the backlog on the target), CPU
 per million records and the time to the first record. Run it for each tree in turn (the trees taking
 turns meet the same machine load). A py-spy output whose name contains "native" samples C frames too
-(py-spy is not a project dependency: ``pip install py-spy``).
+(py-spy is not a project dependency: ``pip install py-spy``), and one whose name contains "idle" samples
+waiting threads too.
 """
 
 from __future__ import annotations
@@ -32,19 +33,21 @@ def main(partitions: int, records: int, spy_out: str = "") -> None:
                  *(x.strip() for x in os.environ.get("EXTRA", "").split(";") if x.strip())]
         t0 = time.monotonic()
         procs, _ = bench_run.start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
-        spy = None
-        if spy_out:
-            time.sleep(4)  # past start-up
-            spy = subprocess.Popen(["py-spy", "record", "-p", str(procs[0].pid), "-o", spy_out, "-f", "raw",
-                                    "-d", "25", "-r", "50", *(["--native"] if "native" in spy_out else [])])
-        print(copy_rate(procs, EndWatcher(dst.bootstrap, f"{alias}.{topic}", partitions), records, t0),
-              flush=True)
-        if spy is not None:
-            spy.wait()
-        for p in procs:
-            p.terminate()
-            p.wait(60)
-
+        try:  # the mirror is stopped even when py-spy is missing or the copy fails (it outlived such runs)
+            spy = None
+            if spy_out:
+                time.sleep(4)  # past start-up
+                spy = subprocess.Popen(["py-spy", "record", "-p", str(procs[0].pid), "-o", spy_out, "-f", "raw",
+                                        "-d", "25", "-r", "50", *(["--native"] if "native" in spy_out else []),
+                                        *(["--idle"] if "idle" in spy_out else [])])
+            print(copy_rate(procs, EndWatcher(dst.bootstrap, f"{alias}.{topic}", partitions), records, t0),
+                  flush=True)
+            if spy is not None:
+                spy.wait()
+        finally:
+            for p in procs:
+                p.terminate()
+                p.wait(60)
 
 if __name__ == "__main__":
     if len(sys.argv) < 3:

@@ -47,7 +47,11 @@ def main(partitions: int, records: int, spy_out: str = "") -> None:
         finally:
             for p in procs:
                 p.terminate()
-                p.wait(60)
+                try:
+                    p.wait(60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
 
 if __name__ == "__main__":
     if len(sys.argv) < 3:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 import zlib
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +48,33 @@ log = logging.getLogger(__name__)
 
 # What librdkafka reports when a newer producer with the same transactional id took over.
 _FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+
+
+#: The longest a slot's commit may take in all, and the steps it is taken in (see commit_serving_callbacks).
+COMMIT_TIMEOUT_S = 60.0
+COMMIT_STEP_S = 2.0
+
+
+def commit_serving_callbacks(producer: Producer, timeout: float = COMMIT_TIMEOUT_S,
+                             step: float = COMMIT_STEP_S) -> None:
+    """``commit_transaction`` in steps of ``step`` seconds, serving the producer's callbacks between them.
+
+    A commit waiting for an unreachable coordinator serves no callbacks, and the error callbacks are what
+    mark the target unreachable (ClusterHealth): with one 60 s call, a WAN partition that began during a
+    commit left /status saying "reachable" for up to a minute (the WAN partition test failed so in CI).
+    librdkafka keeps committing after a timed-out call and documents calling it again (a retriable
+    _TIMED_OUT); any other error, or the overall timeout, is raised as before."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            producer.commit_transaction(max(0.1, min(step, deadline - time.monotonic())))
+            return
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if (not isinstance(err, KafkaError) or err.code() != KafkaError._TIMED_OUT or not err.retriable()
+                    or time.monotonic() >= deadline):
+                raise
+        producer.poll(0)
 
 
 def slot_of(topic: str, partition: int, slots: int) -> int:
@@ -232,7 +260,7 @@ class SlotManager:
         ready = [k for k in todo if k in self.open]  # a failed batch aborted its transaction during collect
         written = {k: [(st, self.committer.write_in_transaction(st, self.producers[k])) for st in self._states(k)
                        if st.acked is not None and st.acked != st.committed and not st.pending] for k in ready}
-        for k, outcome in self._each(ready, lambda p: p.commit_transaction(60)).items():
+        for k, outcome in self._each(ready, commit_serving_callbacks).items():
             if isinstance(outcome, BaseException):
                 if isinstance(outcome, KafkaException):
                     self._note_fenced(k, outcome)

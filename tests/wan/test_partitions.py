@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 
 import pytest
@@ -108,3 +110,48 @@ def test_lag_gauge_shows_the_backlog_during_a_partition(dc1, name, wan, wan_mirr
     report(test="lag-gauge", lag_before=lag_before, lag_after_20s=lag, status_lag=status_lag, piled_up=piled_up)
     assert lag - lag_before >= 0.5 * piled_up, f"lag gauge {lag_before} -> {lag} while {piled_up} records piled up"
     assert status_lag >= 0.5 * piled_up, f"/status lag {status_lag} while {piled_up} records piled up"
+
+
+def test_a_commit_cut_off_by_a_partition_still_reports_the_target_down(dc2, name, wan):
+    """Found in CI (2026-11-26): a partition that began while exactly-once commits were waiting on the
+    coordinator left /status "target reachable" for 30 s and more, because a waiting commit_transaction
+    serves no callbacks and the error callbacks are what mark a cluster down. The commit now runs in 2 s
+    steps with the producer polled between them (exactly_once.commit_serving_callbacks). Here the link is
+    cut 1 s into a commit whose answer a 3 s latency holds back."""
+    from confluent_kafka import KafkaException, Producer
+
+    from mirror_core.clients import ClusterHealth
+    from mirror_core.devcluster.toxiproxy import Toxic
+    from mirror_core.replication.exactly_once import commit_serving_callbacks
+
+    t = f"{name}.txn"
+    create_topic(dc2, t, 1)
+    down_at: list[float] = []
+    health = ClusterHealth("dc2", lambda _alias, up: None if up else down_at.append(time.monotonic()))
+    p = Producer({"bootstrap.servers": wan.bootstrap, "transactional.id": f"{name}-txn", "error_cb": health.error_cb,
+                  "reconnect.backoff.max.ms": 1000, "log_level": 0})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(t, b"x")
+    assert p.flush(30) == 0
+    wan.toxic(Toxic.latency(3000))
+    ended: list[float] = []
+
+    def commit() -> None:
+        with contextlib.suppress(KafkaException):  # the coordinator is out of reach: the commit times out
+            commit_serving_callbacks(p, timeout=12)
+        ended.append(time.monotonic())
+
+    worker = threading.Thread(target=commit)
+    start = time.monotonic()
+    worker.start()
+    time.sleep(1)
+    try:
+        with wan.partitioned():
+            cut = time.monotonic()
+            worker.join(20)
+    finally:
+        wan.clear()
+    assert ended and ended[0] - start > 10, "the commit did not wait on the cut link: nothing was tested"
+    assert down_at, "the target was never reported down during a 12 s commit across a partition"
+    assert cut <= down_at[0] < cut + 5, f"reported down {down_at[0] - cut:.1f} s after the cut"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import bench.run as bench_run
 from bench.scale import STATIC, Cluster, EndWatcher, copy_rate, plain_source
+from bench.scenarios import stop
 
 
 def main(partitions: int, records: int, spy_out: str = "") -> None:
@@ -45,13 +46,8 @@ def main(partitions: int, records: int, spy_out: str = "") -> None:
             if spy is not None:
                 spy.wait()
         finally:
-            for p in procs:
-                p.terminate()
-                try:
-                    p.wait(60)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            stop(procs)
+
 
 if __name__ == "__main__":
     if len(sys.argv) < 3:

@@ -351,7 +351,6 @@ def history_run(src: Cluster, dst: Cluster, work: Path, records: int, rep: int) 
 
 _BUILD = """
 import sys
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 from mirror_core.stores.offset_map import PartitionMap
 def rss():

@@ -50,29 +50,35 @@ log = logging.getLogger(__name__)
 _FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 
 
-#: The longest a slot's commit may take in all, and the steps it is taken in (see commit_serving_callbacks).
+#: The longest each transactional call may take in all, and the steps it is taken in (see in_steps).
+INIT_TIMEOUT_S = 60.0
 COMMIT_TIMEOUT_S = 60.0
-COMMIT_STEP_S = 2.0
+ABORT_TIMEOUT_S = 30.0
+STEP_S = 2.0
 
 
-def commit_serving_callbacks(producer: Producer, timeout: float = COMMIT_TIMEOUT_S,
-                             step: float = COMMIT_STEP_S) -> None:
-    """``commit_transaction`` in steps of ``step`` seconds, serving the producer's callbacks between them.
+def timed_out(exc: BaseException) -> bool:
+    """A transactional call ran out of time but librdkafka goes on with it (a retriable _TIMED_OUT)."""
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(err, KafkaError) and err.code() == KafkaError._TIMED_OUT and err.retriable()
 
-    A commit waiting for an unreachable coordinator serves no callbacks, and the error callbacks are what
-    mark the target unreachable (ClusterHealth): with one 60 s call, a WAN partition that began during a
-    commit left /status saying "reachable" for up to a minute (the WAN partition test failed so in CI).
-    librdkafka keeps committing after a timed-out call and documents calling it again (a retriable
-    _TIMED_OUT); any other error, or the overall timeout, is raised as before."""
+
+def in_steps(producer: Producer, call: Callable[[float], object], timeout: float, step: float = STEP_S) -> None:
+    """A transactional ``call`` (init, commit or abort) in steps of ``step`` seconds, serving the
+    producer's callbacks between them.
+
+    A call waiting for an unreachable coordinator serves no callbacks, and the error callbacks are what
+    mark the target unreachable (ClusterHealth): with one 60 s commit, a WAN partition that began during
+    it left /status saying "reachable" for up to a minute (the WAN partition test failed so in CI).
+    librdkafka goes on with a timed-out call and documents calling it again (a retriable _TIMED_OUT); any
+    other error, or the overall timeout, is raised (``timed_out`` tells the latter apart)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            producer.commit_transaction(max(0.1, min(step, deadline - time.monotonic())))
+            call(max(0.1, min(step, deadline - time.monotonic())))
             return
         except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if (not isinstance(err, KafkaError) or err.code() != KafkaError._TIMED_OUT or not err.retriable()
-                    or time.monotonic() >= deadline):
+            if not timed_out(exc) or time.monotonic() >= deadline:
                 raise
         producer.poll(0)
 
@@ -157,7 +163,9 @@ class SlotManager:
             producer = make_producer(self.target, self.flow.producer_overrides, self.target_health, enforced={
                 "transactional.id": tid, "transaction.timeout.ms": "60000", "message.timeout.ms": "55000"})
             with authorization.guard(self.flow.name, Access("Write", tid, self.target)):
-                producer.init_transactions(60)  # fences and aborts any previous owner of this slot
+                # Fences and aborts any previous owner of this slot, and settles a commit of ours whose
+                # outcome we never learnt (see commit_slots).
+                in_steps(producer, producer.init_transactions, INIT_TIMEOUT_S)
             self.producers[k] = producer
             self._fenced_noted.discard(k)
             log.info("flow %s: took exactly-once slot %d", self.flow.name, k)
@@ -180,7 +188,7 @@ class SlotManager:
         producer = self.producers.pop(k, None)
         if producer is not None and k in self.open and not graceful:
             try:
-                producer.abort_transaction(10)
+                in_steps(producer, producer.abort_transaction, 10)
             except KafkaException as exc:  # fenced already (the new owner aborted it) is fine too
                 self._note_fenced(k, exc)
         self.open.discard(k)
@@ -260,15 +268,21 @@ class SlotManager:
         ready = [k for k in todo if k in self.open]  # a failed batch aborted its transaction during collect
         written = {k: [(st, self.committer.write_in_transaction(st, self.producers[k])) for st in self._states(k)
                        if st.acked is not None and st.acked != st.committed and not st.pending] for k in ready}
-        for k, outcome in self._each(ready, commit_serving_callbacks).items():
-            if isinstance(outcome, BaseException):
+        unsettled = []
+        for k, outcome in self._each(ready, lambda p: in_steps(p, p.commit_transaction, COMMIT_TIMEOUT_S)).items():
+            if isinstance(outcome, BaseException) and timed_out(outcome):
+                unsettled.append(k)
+            elif isinstance(outcome, BaseException):
                 if isinstance(outcome, KafkaException):
                     self._note_fenced(k, outcome)
                 self._abort(k, None, None, f"commit failed: {outcome}")
-                continue
-            self.open.discard(k)
-            for st, acked in written[k]:
-                st.committed = acked
+            else:
+                self.open.discard(k)
+                for st, acked in written[k]:
+                    st.committed = acked
+        if unsettled:
+            self._give_up(unsettled, f"the commit did not finish within {COMMIT_TIMEOUT_S:.0f} s (is the target's "
+                                     "transaction coordinator reachable?) and may still land")
 
     def _each(self, slots: list[int], call: Callable[[Producer], object]) -> dict[int, object]:
         """``call`` on each slot's producer, side by side: slot -> result, or the exception it raised
@@ -304,17 +318,16 @@ class SlotManager:
                 # let them finish first. Delivery callbacks only mark batches done, so this is safe here.
                 with contextlib.suppress(KafkaException, SystemError):
                     producer.flush(10)
-                producer.abort_transaction(30)
+                in_steps(producer, producer.abort_transaction, ABORT_TIMEOUT_S)
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
             self._note_fenced(k, exc)
             if isinstance(err, KafkaError) and err.fatal():
-                self.open.discard(k)
-                self._release(k, graceful=False)
-                # The slot group still assigns slot k here, and only a rebalance would give it a producer
-                # again (with static membership none may come): rejoin through a pipeline restart.
-                raise MirrorError(f"slot {k}: its transactional producer failed ({err.str()}); rejoining the "
-                                  "slot group") from exc
+                self._give_up([k], f"its transactional producer failed ({err.str()})", exc)
+            if isinstance(err, KafkaError) and err.retriable():
+                # The abort did not finish (_TIMED_OUT), or a commit still runs (_CONFLICT, after a commit
+                # that timed out): librdkafka refuses any new transaction until that call is settled.
+                self._give_up([k], f"its transaction could not be aborted ({err.str()})", exc)
         self.open.discard(k)
         for st in self._states(k):
             st.forget_map()
@@ -330,6 +343,22 @@ class SlotManager:
                 continue
             self.acks.rewind_to(st, pos, careful=st is failed and (record_error or b is not None),
                              backoff=st is failed and not record_error and b is not None and b.err is not None)
+
+    def _give_up(self, slots: list[int], why: str, cause: BaseException | None = None) -> None:
+        """Drop ``slots``' producers without another transactional call and rejoin the slot group.
+
+        Their state is unknown here (a commit may still land) and librdkafka refuses a new transaction
+        until the pending call is settled. Taking a slot again settles it: init_transactions waits for
+        a commit in progress or aborts the transaction, and the slot's progress is then read afresh, so
+        nothing is rewound onto a guess. The slot group still assigns the slots here and only a
+        rebalance would give them producers again (with static membership none may come), so the
+        pipeline restarts."""
+        for k in slots:
+            self.open.discard(k)
+            self._release(k, graceful=False)
+        names = ", ".join(str(k) for k in slots)
+        raise MirrorError(f"exactly-once slot{'s' if len(slots) > 1 else ''} {names}: {why}; "
+                          "rejoining the slot group (taking a slot settles its last transaction)") from cause
 
     def in_flight(self) -> int:
         return sum(len(p) for p in self.producers.values())

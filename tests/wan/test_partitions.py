@@ -115,13 +115,13 @@ def test_a_commit_cut_off_by_a_partition_still_reports_the_target_down(dc2, name
     """Found in CI (2026-11-26): a partition that began while exactly-once commits were waiting on the
     coordinator left /status "target reachable" for 30 s and more, because a waiting commit_transaction
     serves no callbacks and the error callbacks are what mark a cluster down. The commit now runs in 2 s
-    steps with the producer polled between them (exactly_once.commit_serving_callbacks). Here the link is
+    steps with the producer polled between them (exactly_once.in_steps). Here the link is
     cut 1 s into a commit whose answer a 3 s latency holds back."""
     from confluent_kafka import KafkaException, Producer
 
     from mirror_core.clients import ClusterHealth
     from mirror_core.devcluster.toxiproxy import Toxic
-    from mirror_core.replication.exactly_once import commit_serving_callbacks
+    from mirror_core.replication.exactly_once import in_steps
 
     t = f"{name}.txn"
     create_topic(dc2, t, 1)
@@ -138,7 +138,7 @@ def test_a_commit_cut_off_by_a_partition_still_reports_the_target_down(dc2, name
 
     def commit() -> None:
         try:
-            commit_serving_callbacks(p, timeout=12)
+            in_steps(p, p.commit_transaction, 12)
         except KafkaException:  # the coordinator is out of reach: the commit times out
             pass
         finally:
@@ -160,3 +160,43 @@ def test_a_commit_cut_off_by_a_partition_still_reports_the_target_down(dc2, name
     assert ended[0] - start > 10, "the commit did not wait on the cut link: nothing was tested"
     assert down_at, "the target was never reported down during a 12 s commit across a partition"
     assert cut <= down_at[0] < cut + 5, f"reported down {down_at[0] - cut:.1f} s after the cut"
+
+
+def test_a_transaction_left_unsettled_by_a_partition_is_settled_by_taking_its_slot_again(
+        dc1, dc2, name, wan, wan_mirror):
+    """Found in review (2026-11-26): a commit that ran out of its 60 s on a cut link may still land, and
+    librdkafka then refuses to abort (_CONFLICT) and to begin a transaction. The mirror swallowed the abort
+    error, rewound the slot's partitions onto a guess, and the next begin_transaction ended the pipeline
+    as an "unexpected error". Now the slot is given up without another transactional call and the pipeline
+    rejoins the slot group: taking the slot settles the transaction and reads its progress afresh.
+
+    With 3 s of latency the flow thread spends most of its time in a flush or a commit, so the cut falls
+    in one of them: either the commit does not finish in 60 s, or the flush does not and then the abort."""
+    from mirror_core.devcluster.toxiproxy import Toxic
+
+    t = f"{name}.unsettled"
+    create_topic(dc1, t, 2)
+    m = wan_mirror(*EOS)
+    gave_up = ("the commit did not finish within", "could not be aborted")
+    with BackgroundProducer(dc1, t, 2, rate_per_s=200) as load:
+        wait_until(lambda: len(read_all(dc2, f"dc1.{t}")) > 200, 90, 1, what="copying before the cut")
+        wan.toxic(Toxic.latency(3000))
+        time.sleep(4)  # the requests in flight now wait on the latency
+        try:
+            with wan.partitioned():
+                cut = time.monotonic()
+                wait_until(lambda: any(g in m.log() for g in gave_up), 120, what="a slot given up")
+                gave_up_after = time.monotonic() - cut
+        finally:
+            wan.clear()
+        healed = time.monotonic()
+        wait_until(lambda: target_reachable(m), 60, what="/status: target reachable again")
+    catch_up(m, t, load.count, 180)
+    log_text = m.log()
+    report(test="unsettled-transaction", gave_up_after_s=gave_up_after, catch_up_s=time.monotonic() - healed,
+           commit_unsettled=gave_up[0] in log_text, abort_unsettled=gave_up[1] in log_text,
+           aborted=metric(m, "mirror_errors_total", kind="transaction_aborted") or 0.0)
+    assert "unexpected error" not in log_text, log_text[-3000:]
+    src, dst = read_all(dc1, t), read_all(dc2, f"dc1.{t}")
+    assert delivered_in_order(src, dst) == 0 and len(dst) == len(src), "a record was lost or copied twice"
+    assert m.alive(), log_text[-3000:]

@@ -189,8 +189,8 @@ class Assignment:
         # Remote partitions must exist before a record can land in the same partition number.
         started = time.monotonic()
         deadline = started + 120
+        phases = Phases()
         while True:
-            phases = Phases()
             try:
                 self.topics.ensure_remote(needed)
                 refused = sorted(t for t in needed if t in self.topics.uncreatable)
@@ -213,6 +213,7 @@ class Assignment:
                     raise
                 log.warning("flow %s: cannot prepare assigned partitions (%s); retrying", self.flow.name, exc)
                 time.sleep(2)
+                phases.end("failed attempt")
             finally:
                 self.reporter.report_problems(self.topics)  # e.g. a remote topic created without a config
         # Partitions of a topic we already own were read from the old topic if it changed.

@@ -57,10 +57,13 @@ ABORT_TIMEOUT_S = 30.0
 STEP_S = 2.0
 
 
-def timed_out(exc: BaseException) -> bool:
-    """A transactional call ran out of time but librdkafka goes on with it (a retriable _TIMED_OUT)."""
+def retriable(exc: BaseException) -> bool:
+    """A transactional call failed for now but may be called again (librdkafka goes on with it, e.g. a
+    _TIMED_OUT commit, or init_transactions answered CONCURRENT_TRANSACTIONS while the broker settles the
+    previous transaction); not fatal and not an error that needs an abort."""
     err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-    return isinstance(err, KafkaError) and err.code() == KafkaError._TIMED_OUT and err.retriable()
+    return (isinstance(err, KafkaError) and err.retriable() and not err.fatal()
+            and not err.txn_requires_abort())
 
 
 def in_steps(producer: Producer, call: Callable[[float], object], timeout: float, step: float = STEP_S) -> None:
@@ -70,15 +73,17 @@ def in_steps(producer: Producer, call: Callable[[float], object], timeout: float
     A call waiting for an unreachable coordinator serves no callbacks, and the error callbacks are what
     mark the target unreachable (ClusterHealth): with one 60 s commit, a WAN partition that began during
     it left /status saying "reachable" for up to a minute (the WAN partition test failed so in CI).
-    librdkafka goes on with a timed-out call and documents calling it again (a retriable _TIMED_OUT); any
-    other error, or the overall timeout, is raised (``timed_out`` tells the latter apart)."""
+    librdkafka goes on with a timed-out call and documents calling it again, as for its other retriable
+    errors (one init_transactions(60) call used to retry them inside). Raised: any other error, _CONFLICT
+    (another transactional call is pending: calling this one again cannot help), and the last retriable
+    error at the overall timeout (``retriable`` tells it apart: the call's outcome is then unknown)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             call(max(0.1, min(step, deadline - time.monotonic())))
             return
         except KafkaException as exc:
-            if not timed_out(exc) or time.monotonic() >= deadline:
+            if not retriable(exc) or error_code(exc) == KafkaError._CONFLICT or time.monotonic() >= deadline:
                 raise
         producer.poll(0)
 
@@ -133,6 +138,7 @@ class SlotManager:
         self.producers: dict[int, Producer] = {}
         self.open: set[int] = set()
         self._fenced_noted: set[int] = set()  # slots whose current producer was counted as fenced
+        self.gave_up = False  # a slot was given up: the pipeline restarts, nothing more is committed
         self._pool: ThreadPoolExecutor | None = None  # flushes and commits of several slots, side by side
         self.membership: Consumer = make_consumer(self.target, f"{flow.worker_group_id}.slots", health=target_health,
                                                   enforced=membership, standing=True)
@@ -173,10 +179,12 @@ class SlotManager:
         self.reconcile(self.assignment.partition_counts)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            self.commit(tp.partition)
-            self._release(tp.partition, graceful=True)
-        consumer.incremental_unassign(partitions)
+        try:
+            self.commit_slots(sorted(tp.partition for tp in partitions))
+        finally:  # every revoked slot is released, even when one of them is given up
+            for tp in partitions:
+                self._release(tp.partition, graceful=True)
+            consumer.incremental_unassign(partitions)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
@@ -268,21 +276,26 @@ class SlotManager:
         ready = [k for k in todo if k in self.open]  # a failed batch aborted its transaction during collect
         written = {k: [(st, self.committer.write_in_transaction(st, self.producers[k])) for st in self._states(k)
                        if st.acked is not None and st.acked != st.committed and not st.pending] for k in ready}
-        unsettled = []
-        for k, outcome in self._each(ready, lambda p: in_steps(p, p.commit_transaction, COMMIT_TIMEOUT_S)).items():
-            if isinstance(outcome, BaseException) and timed_out(outcome):
-                unsettled.append(k)
-            elif isinstance(outcome, BaseException):
-                if isinstance(outcome, KafkaException):
-                    self._note_fenced(k, outcome)
-                self._abort(k, None, None, f"commit failed: {outcome}")
-            else:
+        outcomes = self._each(ready, lambda p: in_steps(p, p.commit_transaction, COMMIT_TIMEOUT_S))
+        # Successes first, then the unsettled slots dropped, then the aborts (one may give up in turn):
+        # every slot's outcome is applied whichever of them raises.
+        unsettled = [k for k, o in outcomes.items() if isinstance(o, BaseException) and retriable(o)]
+        failed = {k: o for k, o in outcomes.items() if isinstance(o, BaseException) and k not in unsettled}
+        for k, outcome in outcomes.items():
+            if not isinstance(outcome, BaseException):
                 self.open.discard(k)
                 for st, acked in written[k]:
                     st.committed = acked
-        if unsettled:
-            self._give_up(unsettled, f"the commit did not finish within {COMMIT_TIMEOUT_S:.0f} s (is the target's "
-                                     "transaction coordinator reachable?) and may still land")
+        self._drop_unusable(unsettled)
+        try:
+            for k, exc in failed.items():
+                if isinstance(exc, KafkaException):
+                    self._note_fenced(k, exc)
+                self._abort(k, None, None, f"commit failed: {exc}")
+        finally:
+            if unsettled:
+                self._give_up(unsettled, f"the commit did not finish within {COMMIT_TIMEOUT_S:.0f} s (is the "
+                                         "target's transaction coordinator reachable?) and may still land")
 
     def _each(self, slots: list[int], call: Callable[[Producer], object]) -> dict[int, object]:
         """``call`` on each slot's producer, side by side: slot -> result, or the exception it raised
@@ -344,6 +357,11 @@ class SlotManager:
             self.acks.rewind_to(st, pos, careful=st is failed and (record_error or b is not None),
                              backoff=st is failed and not record_error and b is not None and b.err is not None)
 
+    def _drop_unusable(self, slots: list[int]) -> None:
+        for k in slots:
+            self.open.discard(k)
+            self._release(k, graceful=False)  # not open any more: no abort is attempted
+
     def _give_up(self, slots: list[int], why: str, cause: BaseException | None = None) -> None:
         """Drop ``slots``' producers without another transactional call and rejoin the slot group.
 
@@ -352,10 +370,9 @@ class SlotManager:
         a commit in progress or aborts the transaction, and the slot's progress is then read afresh, so
         nothing is rewound onto a guess. The slot group still assigns the slots here and only a
         rebalance would give them producers again (with static membership none may come), so the
-        pipeline restarts."""
-        for k in slots:
-            self.open.discard(k)
-            self._release(k, graceful=False)
+        pipeline restarts; the close before it commits nothing more (see close)."""
+        self._drop_unusable(slots)
+        self.gave_up = True
         names = ", ".join(str(k) for k in slots)
         raise MirrorError(f"exactly-once slot{'s' if len(slots) > 1 else ''} {names}: {why}; "
                           "rejoining the slot group (taking a slot settles its last transaction)") from cause
@@ -375,14 +392,23 @@ class SlotManager:
         """Commit (graceful) and release every slot; always leave the membership group, so the
         slots move to another instance now rather than after max.poll.interval.ms."""
         try:
-            if graceful:
+            # After a give-up the pipeline restarts: the other slots' transactions are left to their next
+            # owner's init_transactions (which aborts them) rather than waited on again here.
+            if self.gave_up:
+                self.open.clear()
+            elif graceful:
                 self.commit_all()
-            for k in list(self.producers):
-                self._release(k, graceful=graceful)
         finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-                self._pool = None
-            with contextlib.suppress(KafkaException):
-                self.membership.close()
+            try:
+                for k in list(self.producers):
+                    self._release(k, graceful=graceful or self.gave_up)
+            finally:
+                self._close_pool_and_membership()
+
+    def _close_pool_and_membership(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        with contextlib.suppress(KafkaException):
+            self.membership.close()
 

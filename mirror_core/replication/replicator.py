@@ -361,6 +361,8 @@ class FlowReplicator:
                 consumer.close()  # runs the revoke callback, which commits again (a no-op by then)
         except NotAuthorized as exc:  # the final commit was refused: said once, without a traceback
             log.error("%s", exc)
+        except MirrorError as exc:  # e.g. an exactly-once slot given up: its message is the line
+            log.error("flow %s: while closing: %s", self.flow.name, exc)
         except Exception:
             log.exception("flow %s: error while closing", self.flow.name)
         finally:

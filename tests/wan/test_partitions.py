@@ -185,7 +185,7 @@ def test_a_transaction_left_unsettled_by_a_partition_is_settled_by_taking_its_sl
         try:
             with wan.partitioned():
                 cut = time.monotonic()
-                wait_until(lambda: any(g in m.log() for g in gave_up), 120, what="a slot given up")
+                wait_until(lambda: any(g in m.log() for g in gave_up), 180, what="a slot given up")
                 gave_up_after = time.monotonic() - cut
         finally:
             wan.clear()

@@ -200,7 +200,8 @@ class SlotManager:
             except KafkaException as exc:  # fenced already (the new owner aborted it) is fine too
                 self._note_fenced(k, exc)
         self.open.discard(k)
-        log.info("flow %s: released exactly-once slot %d", self.flow.name, k)
+        if producer is not None:
+            log.info("flow %s: released exactly-once slot %d", self.flow.name, k)
 
     def _note_fenced(self, k: int, exc: KafkaException) -> None:
         """Count a slot whose producer the broker fenced: another process owns the slot now and its
@@ -277,8 +278,8 @@ class SlotManager:
         written = {k: [(st, self.committer.write_in_transaction(st, self.producers[k])) for st in self._states(k)
                        if st.acked is not None and st.acked != st.committed and not st.pending] for k in ready}
         outcomes = self._each(ready, lambda p: in_steps(p, p.commit_transaction, COMMIT_TIMEOUT_S))
-        # Successes first, then the unsettled slots dropped, then the aborts (one may give up in turn):
-        # every slot's outcome is applied whichever of them raises.
+        # Successes first, then the unsettled slots dropped, then every failed slot aborted (an abort may
+        # give up in turn), and only then a give-up raised: each slot's outcome is applied.
         unsettled = [k for k, o in outcomes.items() if isinstance(o, BaseException) and retriable(o)]
         failed = {k: o for k, o in outcomes.items() if isinstance(o, BaseException) and k not in unsettled}
         for k, outcome in outcomes.items():
@@ -287,15 +288,19 @@ class SlotManager:
                 for st, acked in written[k]:
                     st.committed = acked
         self._drop_unusable(unsettled)
-        try:
-            for k, exc in failed.items():
-                if isinstance(exc, KafkaException):
-                    self._note_fenced(k, exc)
+        gave_up: MirrorError | None = None
+        for k, exc in failed.items():
+            if isinstance(exc, KafkaException):
+                self._note_fenced(k, exc)
+            try:
                 self._abort(k, None, None, f"commit failed: {exc}")
-        finally:
-            if unsettled:
-                self._give_up(unsettled, f"the commit did not finish within {COMMIT_TIMEOUT_S:.0f} s (is the "
-                                         "target's transaction coordinator reachable?) and may still land")
+            except MirrorError as given_up:  # that slot is dropped already; abort the others all the same
+                gave_up = gave_up or given_up
+        if unsettled:
+            self._give_up(unsettled, f"the commit did not finish within {COMMIT_TIMEOUT_S:.0f} s (is the target's "
+                                     "transaction coordinator reachable?) and may still land", gave_up)
+        if gave_up is not None:
+            raise gave_up
 
     def _each(self, slots: list[int], call: Callable[[Producer], object]) -> dict[int, object]:
         """``call`` on each slot's producer, side by side: slot -> result, or the exception it raised
@@ -358,6 +363,8 @@ class SlotManager:
                              backoff=st is failed and not record_error and b is not None and b.err is not None)
 
     def _drop_unusable(self, slots: list[int]) -> None:
+        if slots:
+            self.gave_up = True  # first: whatever happens next, the close commits nothing more
         for k in slots:
             self.open.discard(k)
             self._release(k, graceful=False)  # not open any more: no abort is attempted
@@ -372,10 +379,12 @@ class SlotManager:
         rebalance would give them producers again (with static membership none may come), so the
         pipeline restarts; the close before it commits nothing more (see close)."""
         self._drop_unusable(slots)
-        self.gave_up = True
         names = ", ".join(str(k) for k in slots)
-        raise MirrorError(f"exactly-once slot{'s' if len(slots) > 1 else ''} {names}: {why}; "
-                          "rejoining the slot group (taking a slot settles its last transaction)") from cause
+        error = MirrorError(f"exactly-once slot{'s' if len(slots) > 1 else ''} {names}: {why}; "
+                            "rejoining the slot group (taking a slot settles its last transaction)")
+        if cause is not None:
+            raise error from cause
+        raise error  # keeps the context of an exception being handled, if any
 
     def in_flight(self) -> int:
         return sum(len(p) for p in self.producers.values())

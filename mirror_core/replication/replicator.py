@@ -353,12 +353,14 @@ class FlowReplicator:
         delivery, consumer = self._delivery, self._consumer
         self._delivery = self._consumer = None
         try:
-            if delivery is not None:
-                if graceful or self.flow.exactly_once:
-                    self.reporter.set_state("stopping")
-                delivery.close(graceful)
-            if consumer is not None:
-                consumer.close()  # runs the revoke callback, which commits again (a no-op by then)
+            try:
+                if delivery is not None:
+                    if graceful or self.flow.exactly_once:
+                        self.reporter.set_state("stopping")
+                    delivery.close(graceful)
+            finally:  # the group is left even when the last commit failed
+                if consumer is not None:
+                    consumer.close()  # runs the revoke callback, which commits again (a no-op by then)
         except NotAuthorized as exc:  # the final commit was refused: said once, without a traceback
             log.error("%s", exc)
         except MirrorError as exc:  # e.g. an exactly-once slot given up: its message is the line

@@ -14,8 +14,8 @@ from mirror_core.replication.batch import PartitionState
 from mirror_core.replication.exactly_once import SlotManager, in_steps
 
 
-def failure(code: int, retriable: bool = True, fatal: bool = False) -> KafkaException:
-    return KafkaException(KafkaError(code, "test", fatal=fatal, retriable=retriable))
+def failure(code: int, retriable: bool = True, fatal: bool = False, abortable: bool = False) -> KafkaException:
+    return KafkaException(KafkaError(code, "test", fatal=fatal, retriable=retriable, txn_requires_abort=abortable))
 
 
 class Calls:
@@ -45,8 +45,12 @@ def test_retriable_errors_are_called_again_in_steps_serving_callbacks() -> None:
     assert producer.poll.call_count == 3
 
 
-@pytest.mark.parametrize("error", [failure(KafkaError._CONFLICT), failure(KafkaError._FENCED, False, True),
-                                   failure(KafkaError._STATE, retriable=False)], ids=["conflict", "fatal", "state"])
+@pytest.mark.parametrize("error", [
+    failure(KafkaError._CONFLICT), failure(KafkaError._FENCED, retriable=False, fatal=True),
+    failure(KafkaError._STATE, retriable=False),
+    # Retriable but not to be called again: fatal, or the transaction must be aborted first
+    failure(KafkaError._TIMED_OUT, fatal=True), failure(KafkaError._TIMED_OUT, abortable=True),
+], ids=["conflict", "fatal", "state", "retriable-but-fatal", "retriable-but-needs-abort"])
 def test_other_errors_are_raised_at_once(error: KafkaException) -> None:
     call = Calls(error)
     with pytest.raises(KafkaException):
@@ -55,10 +59,14 @@ def test_other_errors_are_raised_at_once(error: KafkaException) -> None:
 
 
 def test_the_last_retriable_error_is_raised_at_the_deadline() -> None:
-    call = Calls(*[failure(KafkaError._TIMED_OUT)] * 1000, waits=True)
-    with pytest.raises(KafkaException):
+    errors = [failure(KafkaError._TIMED_OUT) for _ in range(1000)]
+    call = Calls(*errors, waits=True)
+    started = time.monotonic()
+    with pytest.raises(KafkaException) as raised:
         in_steps(MagicMock(), call, timeout=0.3, step=0.1)
-    assert 2 <= len(call.timeouts) <= 4
+    assert raised.value is errors[len(call.timeouts) - 1]
+    assert len(call.timeouts) >= 1 and all(t <= 0.1 for t in call.timeouts)
+    assert time.monotonic() - started >= 0.3
 
 
 def slot_manager(outcomes: dict[int, KafkaException | None]) -> tuple[SlotManager, dict[int, PartitionState]]:
@@ -81,11 +89,20 @@ def slot_manager(outcomes: dict[int, KafkaException | None]) -> tuple[SlotManage
     for k, outcome in outcomes.items():
         p = MagicMock()
         p.flush.return_value = 0
-        p.commit_transaction.side_effect = outcome
-        # An abort after a commit that is still pending is refused (librdkafka: _CONFLICT)
-        p.abort_transaction.side_effect = failure(KafkaError._CONFLICT) if outcome is not None else None
+        p.commit_transaction.side_effect = fresh(outcome)
+        # The abort that follows a failed commit is refused as retriable (as librdkafka refuses one while a
+        # commit is still pending, _CONFLICT): the slot is given up.
+        p.abort_transaction.side_effect = fresh(failure(KafkaError._CONFLICT) if outcome is not None else None)
         sm.producers[k] = p
     return sm, states
+
+
+def fresh(error: KafkaException | None) -> Any:
+    """A side effect raising a new copy of ``error`` on each call (one instance's traceback would grow)."""
+    def effect(*_args: Any) -> None:
+        if error is not None:
+            raise KafkaException(error.args[0])
+    return effect
 
 
 def _outcome(call: Any, producer: Any) -> object:
@@ -101,11 +118,14 @@ def test_a_commit_round_applies_every_outcome_whichever_slot_gives_up(monkeypatc
     # committed again against the unreachable coordinator.
     monkeypatch.setattr("mirror_core.replication.exactly_once.COMMIT_TIMEOUT_S", 0.2)
     sm, states = slot_manager({0: failure(KafkaError.INVALID_TXN_STATE, retriable=False),
-                               1: failure(KafkaError._TIMED_OUT), 2: None})
+                               1: failure(KafkaError._TIMED_OUT), 2: None,
+                               3: failure(KafkaError.INVALID_TXN_STATE, retriable=False)})
     sm._each = lambda slots, call: {k: _outcome(call, sm.producers[k]) for k in slots}  # type: ignore[method-assign]
     producers = dict(sm.producers)
-    with pytest.raises(MirrorError, match="slot 1: the commit did not finish"):
-        sm.commit_slots([0, 1, 2])
+    with pytest.raises(MirrorError, match="slot 1: the commit did not finish") as raised:
+        sm.commit_slots([0, 1, 2, 3])
+    assert "slot 0: its transaction could not be aborted" in str(raised.value.__cause__), "slot 0's reason was lost"
+    assert producers[3].abort_transaction.called and 3 not in sm.producers, "slot 3 was not aborted after slot 0"
     assert states[2].committed == 10 and 2 not in sm.open, "the committed slot was not recorded"
     assert 1 not in sm.producers and 1 not in sm.open, "the unsettled slot was kept"
     producers[1].abort_transaction.assert_not_called()  # no transactional call after the unsettled commit
@@ -121,10 +141,11 @@ def test_a_commit_round_applies_every_outcome_whichever_slot_gives_up(monkeypatc
 
 def test_a_give_up_during_a_revocation_still_releases_every_revoked_slot(monkeypatch: Any) -> None:
     monkeypatch.setattr("mirror_core.replication.exactly_once.COMMIT_TIMEOUT_S", 0.2)
-    sm, _ = slot_manager({0: failure(KafkaError._TIMED_OUT), 1: None})
+    sm, states = slot_manager({0: failure(KafkaError._TIMED_OUT), 1: None})
     sm._each = lambda slots, call: {k: _outcome(call, sm.producers[k]) for k in slots}  # type: ignore[method-assign]
     consumer = MagicMock()
     with pytest.raises(MirrorError):
         sm._on_revoke(consumer, [TopicPartition("slots", k) for k in (0, 1)])
     assert not sm.producers and not sm.open
     consumer.incremental_unassign.assert_called_once()
+    assert states[1].committed == 10, "the slot whose commit succeeded was not recorded"

@@ -19,6 +19,7 @@ from mirror_core.authorization import Access, denied_line
 from mirror_core.config.model import ClusterConfig
 from mirror_core.metrics import Metrics
 from mirror_core.replication.batch import Batch, PartitionMode, PartitionState
+from mirror_core.replication.retry import MAX_BACKOFF_S
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,6 @@ RECORD_ERRORS = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_REC
                            KafkaError.INVALID_MSG_SIZE})
 TARGET_TOPIC_ERRORS = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION,
                                  KafkaError._UNKNOWN_TOPIC})
-MAX_BACKOFF_S = 30.0
 
 
 class Acks:

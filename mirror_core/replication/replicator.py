@@ -39,7 +39,7 @@ from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mirror_core.errors import FencedInstance, MirrorError
 from mirror_core.metrics import Metrics
 from mirror_core.policy import HEARTBEATS_TOPIC
-from mirror_core.replication.acks import MAX_BACKOFF_S, Acks
+from mirror_core.replication.acks import Acks
 from mirror_core.replication.assignment import Assignment
 from mirror_core.replication.commit import OffsetMapWriter, ProgressCommitter, advance_idle
 from mirror_core.replication.delivery import AtLeastOnce, Delivery, ExactlyOnce
@@ -48,6 +48,7 @@ from mirror_core.replication.heartbeats import HeartbeatEmitter, ensure_heartbea
 from mirror_core.replication.pacing import SendPacer
 from mirror_core.replication.produce import Producing
 from mirror_core.replication.reporting import Reporter
+from mirror_core.replication.retry import MAX_PROBE_INTERVAL_S, Backoff, ThrottledLine
 from mirror_core.replication.topics import TopicManager
 from mirror_core.stores.offset_syncs import ensure_offset_syncs_topic, offset_syncs_topic
 from mirror_core.stores.progress import ProgressStore, ensure_progress_topic
@@ -86,6 +87,8 @@ class FlowReplicator:
         self._denied_topics: set[str | None] = set()  # source topics the source refuses to let us read
         #: why a newer process with this process's --instance-id took the flow over (None: it did not)
         self.fenced: str | None = None
+        #: when the current run of the pipeline began copying (None: it has not)
+        self._running_since: float | None = None
         # The pipeline of one run (recreated after an unexpected error); None between runs.
         self._consumer: Consumer | None = None
         self._progress: ProgressStore | None = None
@@ -100,8 +103,9 @@ class FlowReplicator:
     # -- lifecycle ------------------------------------------------------------------------------
     def run(self) -> None:
         """Supervise the flow: recreate clients after an unexpected error, with backoff."""
-        backoff = 1.0
+        backoff = Backoff()
         while not self.stop.is_set():
+            self._running_since = None
             try:
                 self._run_once()
                 return
@@ -118,25 +122,29 @@ class FlowReplicator:
             except NotAuthorized as exc:  # an ACL is missing: one line, and retry (granting it is enough)
                 self.metrics.errors.labels(self.flow.name, "not_authorized").inc()
                 self.reporter.set_state(f"restarting after error: {exc}")
-                log.error("%s; retrying in %.0fs", exc, backoff)
+                delay = backoff.restart_delay(self._ran_for())
+                log.error("%s; retrying in %.0fs", exc, delay)
                 self._close(graceful=False)
-                self.stop.wait(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                self.stop.wait(delay)
             except MirrorError as exc:  # raised on purpose: its message is the line (traceback at DEBUG)
                 self.metrics.errors.labels(self.flow.name, "restart").inc()
                 self.reporter.set_state(f"restarting after error: {exc}")
-                log.error("flow %s: %s; restarting in %.0fs", self.flow.name, exc, backoff)
+                delay = backoff.restart_delay(self._ran_for())
+                log.error("flow %s: %s; restarting in %.0fs", self.flow.name, exc, delay)
                 log.debug("flow %s: traceback", self.flow.name, exc_info=True)
                 self._close(graceful=False)
-                self.stop.wait(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                self.stop.wait(delay)
             except Exception as exc:
                 self.metrics.errors.labels(self.flow.name, "restart").inc()
                 self.reporter.set_state(f"restarting after error: {exc}")
-                log.exception("flow %s: unexpected error; restarting in %.0fs", self.flow.name, backoff)
+                delay = backoff.restart_delay(self._ran_for())
+                log.exception("flow %s: unexpected error; restarting in %.0fs", self.flow.name, delay)
                 self._close(graceful=False)
-                self.stop.wait(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                self.stop.wait(delay)
+
+    def _ran_for(self) -> float | None:
+        since = self._running_since
+        return None if since is None else time.monotonic() - since
 
     def status(self) -> dict[str, Any]:
         """A snapshot for the /status endpoint (safe to call from another thread). Reachability is read
@@ -148,10 +156,12 @@ class FlowReplicator:
         self.metrics.reachable.labels(alias).set(1 if up else 0)
 
     def _wait_for_clusters(self, topics: TopicManager) -> None:
-        """Create the internal topics, retrying (with backoff) while a cluster does not answer."""
+        """Create the internal topics, probing again while a cluster does not answer. A probe returns as
+        soon as the link is back, so the waits between probes stay short (MAX_PROBE_INTERVAL_S): after a
+        long outage a longer one would delay the resumption by up to its length."""
         flow = self.flow
         src, tgt = self.config.cluster(flow.source), self.config.cluster(flow.target)
-        backoff = 1.0
+        backoff, line = Backoff(cap=MAX_PROBE_INTERVAL_S), ThrottledLine()
         while not self.stop.is_set():
             try:
                 with guard(flow.name, Access("Create", flow.progress_topic, tgt)):
@@ -171,9 +181,11 @@ class FlowReplicator:
                 why = explain_failure(exc, (topics.target, self.target_health), (topics.source, self.source_health))
                 self.reporter.set_state(f"waiting for clusters: {why}")
                 self.metrics.errors.labels(self.flow.name, "cluster_unavailable").inc()
-                log.warning("flow %s: clusters not ready (%s); retrying in %.0fs", self.flow.name, why, backoff)
-                self.stop.wait(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                delay = backoff.next()
+                if line.due(why):
+                    log.warning("flow %s: clusters not ready (%s); probing again every %.0fs at most",
+                                self.flow.name, why, MAX_PROBE_INTERVAL_S)
+                self.stop.wait(delay)
 
     def _setup(self) -> None:
         flow = self.flow
@@ -232,6 +244,7 @@ class FlowReplicator:
         next_commit = 0.0
         pacer = SendPacer(self.flow.commit_interval_ms / 1000.0)
         self.reporter.set_state("running")
+        self._running_since = time.monotonic()
         log.info("flow %s: replicating (instance %s, group %s)", self.flow.name, self.instance,
                  self.flow.worker_group_id)
         try:

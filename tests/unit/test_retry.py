@@ -1,0 +1,29 @@
+"""Delays between restarts and between probes of a cluster that does not answer (pure logic)."""
+
+from __future__ import annotations
+
+from mirror_core.replication.retry import HEALTHY_RUN_S, MAX_PROBE_INTERVAL_S, Backoff, ThrottledLine
+
+
+def test_delays_double_up_to_the_cap() -> None:
+    b = Backoff(cap=MAX_PROBE_INTERVAL_S)
+    assert [b.next() for _ in range(6)] == [1.0, 2.0, 4.0, 5.0, 5.0, 5.0]
+
+
+def test_a_restart_after_a_healthy_run_starts_from_the_first_delay() -> None:
+    b = Backoff()
+    assert [b.restart_delay(None) for _ in range(6)] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0]
+    # failures in a row (runs that never began, or ended at once) keep doubling
+    assert b.restart_delay(HEALTHY_RUN_S / 2) == 30.0
+    # an error an hour into a run is not a flap: the first delay again, then doubling
+    assert b.restart_delay(3600.0) == 1.0
+    assert b.restart_delay(0.5) == 2.0
+
+
+def test_a_repeated_warning_is_logged_when_it_changes_and_then_once_a_minute() -> None:
+    line = ThrottledLine(every_s=60.0)
+    assert line.due("target down", now=0.0)
+    assert not line.due("target down", now=5.0)
+    assert line.due("authentication failed", now=10.0)
+    assert not line.due("authentication failed", now=69.0)
+    assert line.due("authentication failed", now=70.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -48,7 +49,9 @@ class Backoff:
 @dataclass
 class ThrottledLine:
     """Whether to log a repeated warning now: its first time, when its text changes, and then at most
-    every ``every_s`` seconds (a five-minute outage probed every 5 s is one line a minute, not sixty)."""
+    every ``every_s`` seconds (a five-minute outage probed every 5 s is one line a minute, not sixty).
+    Numbers do not count as a change: librdkafka's words carry counters ("577 identical error(s)
+    suppressed", "after 0ms in state CONNECT") that differ on every probe."""
 
     every_s: float = 60.0
     _last: str | None = field(default=None, init=False, repr=False)
@@ -56,7 +59,8 @@ class ThrottledLine:
 
     def due(self, text: str, now: float | None = None) -> bool:
         now = time.monotonic() if now is None else now
-        if text != self._last or now - self._at >= self.every_s:
-            self._last, self._at = text, now
+        shape = re.sub(r"\d+", "#", text)
+        if shape != self._last or now - self._at >= self.every_s:
+            self._last, self._at = shape, now
             return True
         return False

@@ -27,3 +27,11 @@ def test_a_repeated_warning_is_logged_when_it_changes_and_then_once_a_minute() -
     assert line.due("authentication failed", now=10.0)
     assert not line.due("authentication failed", now=69.0)
     assert line.due("authentication failed", now=70.0)
+
+
+def test_counters_in_librdkafkas_words_are_not_a_change() -> None:
+    line = ThrottledLine(every_s=60.0)
+    assert line.due("cluster dc2: cannot connect: Connection refused (after 0ms in state CONNECT, 1 identical "
+                    "error(s))", now=0.0)
+    assert not line.due("cluster dc2: cannot connect: Connection refused (after 2ms in state CONNECT, 577 identical "
+                        "error(s))", now=35.0)

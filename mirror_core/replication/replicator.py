@@ -87,8 +87,8 @@ class FlowReplicator:
         self._denied_topics: set[str | None] = set()  # source topics the source refuses to let us read
         #: why a newer process with this process's --instance-id took the flow over (None: it did not)
         self.fenced: str | None = None
-        #: when the current run of the pipeline began copying (None: it has not)
-        self._running_since: float | None = None
+        #: how long the last run of the pipeline copied before it ended (None: it never began copying)
+        self._copied_s: float | None = None
         # The pipeline of one run (recreated after an unexpected error); None between runs.
         self._consumer: Consumer | None = None
         self._progress: ProgressStore | None = None
@@ -105,7 +105,7 @@ class FlowReplicator:
         """Supervise the flow: recreate clients after an unexpected error, with backoff."""
         backoff = Backoff()
         while not self.stop.is_set():
-            self._running_since = None
+            self._copied_s = None
             try:
                 self._run_once()
                 return
@@ -122,14 +122,14 @@ class FlowReplicator:
             except NotAuthorized as exc:  # an ACL is missing: one line, and retry (granting it is enough)
                 self.metrics.errors.labels(self.flow.name, "not_authorized").inc()
                 self.reporter.set_state(f"restarting after error: {exc}")
-                delay = backoff.restart_delay(self._ran_for())
+                delay = backoff.restart_delay(self._copied_s)
                 log.error("%s; retrying in %.0fs", exc, delay)
                 self._close(graceful=False)
                 self.stop.wait(delay)
             except MirrorError as exc:  # raised on purpose: its message is the line (traceback at DEBUG)
                 self.metrics.errors.labels(self.flow.name, "restart").inc()
                 self.reporter.set_state(f"restarting after error: {exc}")
-                delay = backoff.restart_delay(self._ran_for())
+                delay = backoff.restart_delay(self._copied_s)
                 log.error("flow %s: %s; restarting in %.0fs", self.flow.name, exc, delay)
                 log.debug("flow %s: traceback", self.flow.name, exc_info=True)
                 self._close(graceful=False)
@@ -137,14 +137,10 @@ class FlowReplicator:
             except Exception as exc:
                 self.metrics.errors.labels(self.flow.name, "restart").inc()
                 self.reporter.set_state(f"restarting after error: {exc}")
-                delay = backoff.restart_delay(self._ran_for())
+                delay = backoff.restart_delay(self._copied_s)
                 log.exception("flow %s: unexpected error; restarting in %.0fs", self.flow.name, delay)
                 self._close(graceful=False)
                 self.stop.wait(delay)
-
-    def _ran_for(self) -> float | None:
-        since = self._running_since
-        return None if since is None else time.monotonic() - since
 
     def status(self) -> dict[str, Any]:
         """A snapshot for the /status endpoint (safe to call from another thread). Reachability is read
@@ -244,7 +240,7 @@ class FlowReplicator:
         next_commit = 0.0
         pacer = SendPacer(self.flow.commit_interval_ms / 1000.0)
         self.reporter.set_state("running")
-        self._running_since = time.monotonic()
+        copying_since = time.monotonic()
         log.info("flow %s: replicating (instance %s, group %s)", self.flow.name, self.instance,
                  self.flow.worker_group_id)
         try:
@@ -276,6 +272,7 @@ class FlowReplicator:
                                           self.source_health, self.target_health)
                     next_commit = now + self.flow.commit_interval_ms / 1000.0
         finally:
+            self._copied_s = time.monotonic() - copying_since  # up to the error, not the close after it
             self._close(graceful=True)
 
     @staticmethod

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mirror_core.replication.retry import HEALTHY_RUN_S, MAX_PROBE_INTERVAL_S, Backoff, ThrottledLine
 
 
@@ -35,3 +37,53 @@ def test_counters_in_librdkafkas_words_are_not_a_change() -> None:
                     "error(s))", now=0.0)
     assert not line.due("cluster dc2: cannot connect: Connection refused (after 2ms in state CONNECT, 577 identical "
                         "error(s))", now=35.0)
+
+
+def test_another_cluster_or_address_is_a_new_text() -> None:
+    line = ThrottledLine(every_s=60.0)
+    assert line.due("cluster dc2: cannot connect: Connection refused", now=0.0)
+    assert line.due("cluster dc1: cannot connect: Connection refused", now=10.0)
+    assert line.due("cluster dc1: cannot connect: 127.0.0.1:39956/bootstrap: Connection refused", now=20.0)
+
+
+def test_alternating_reasons_are_each_throttled() -> None:
+    line = ThrottledLine(every_s=60.0)
+    assert line.due("timed out", now=0.0)
+    assert line.due("connection refused", now=5.0)
+    assert not line.due("timed out", now=10.0)
+    assert not line.due("connection refused", now=15.0)
+    assert line.due("timed out", now=60.0)
+
+
+def test_the_replicator_restarts_from_the_first_delay_after_a_healthy_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FlowReplicator.run's wiring: runs that never copied double the delay; a run that copied a while
+    starts from 1 s again (the delay is what it waits on its stop event)."""
+    import threading
+
+    from mirror_core.config.loader import parse_text
+    from mirror_core.errors import MirrorError
+    from mirror_core.metrics import Metrics
+    from mirror_core.replication.replicator import FlowReplicator
+
+    config = parse_text("clusters = dc1, dc2\ndc1.bootstrap.servers = a:1\ndc2.bootstrap.servers = b:2\n"
+                        "dc1->dc2.enabled = true\n", validate_clients=False, environ={})
+    stop = threading.Event()
+    replicator = FlowReplicator(config, config.flows[0], Metrics(), stop)
+    copied = iter([None, None, None, 3600.0, None])  # how long each run copied before it failed
+    waits: list[float] = []
+
+    def run_once() -> None:
+        replicator._copied_s = next(copied)
+        raise MirrorError("target unreachable")
+
+    def wait(delay: float) -> bool:
+        waits.append(delay)
+        if len(waits) == 5:
+            stop.set()
+        return stop.is_set()
+
+    monkeypatch.setattr(replicator, "_run_once", run_once)
+    monkeypatch.setattr(replicator, "_close", lambda graceful: None)
+    monkeypatch.setattr(stop, "wait", wait)
+    replicator.run()
+    assert waits == [1.0, 2.0, 4.0, 1.0, 2.0]

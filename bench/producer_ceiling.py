@@ -38,24 +38,19 @@ def thread_ticks(pid: int | str = "self") -> dict[tuple[str, str], int]:
     return ticks
 
 
-def process_ticks(pid: str) -> int:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2:].split()
-    return int(fields[11]) + int(fields[12])
-
-
 def main(partitions: int, records: int = 5_000_000, run: int = 3_400) -> None:
     stats: list[dict] = []
     with bench_run.local_clusters("ceiling-") as (work, clusters):
         target = Cluster(clusters[1].bootstrap)
         target.create(TOPIC, partitions)
-        broker = subprocess.run(["pgrep", "-f", f"{work}/target"], capture_output=True, text=True).stdout.split()
+        found = subprocess.run(["pgrep", "-f", f"{work}/target"], capture_output=True, text=True).stdout
+        broker = [int(pid) for pid in found.split()]
         producer = Producer({**PRODUCER_DEFAULTS, "bootstrap.servers": clusters[1].bootstrap, "acks": "all",
                              "enable.idempotence": True, "statistics.interval.ms": 1000,
                              "stats_cb": lambda s: stats.append(json.loads(s))})
         value = os.urandom(100)
         producer.poll(1)
-        ticks, broker_ticks = thread_ticks(), {pid: process_ticks(pid) for pid in broker}
+        ticks, broker_cpu = thread_ticks(), bench_run.cpu_seconds(broker)
         start, sent, partition = time.monotonic(), 0, 0
         while sent < records:
             for _ in range(run):
@@ -69,7 +64,7 @@ def main(partitions: int, records: int = 5_000_000, run: int = 3_400) -> None:
             producer.poll(0)
         producer.flush(120)
         took = time.monotonic() - start
-        after, broker_after = thread_ticks(), {pid: process_ticks(pid) for pid in broker}
+        after, broker_used = thread_ticks(), bench_run.cpu_seconds(broker) - broker_cpu
         producer.poll(1.5)  # one more statistics callback, after the flush
     threads: dict[str, float] = {}
     for key, t in after.items():
@@ -77,7 +72,7 @@ def main(partitions: int, records: int = 5_000_000, run: int = 3_400) -> None:
     brokers = [b for b in stats[-1]["brokers"].values() if b["nodeid"] >= 0]
     print({"partitions": partitions, "run": run, "records_per_s": round(sent / took),
            "threads_cores": {k: round(v, 2) for k, v in threads.items() if v >= 0.01},
-           "target_broker_cores": round(sum(broker_after[p] - broker_ticks[p] for p in broker) / 100 / took, 2),
+           "target_broker_cores": round(broker_used / took, 2),
            "wakeups_per_s": round(sum(b["wakeups"] for b in brokers) / took),
            "produce_requests": sum(b["req"].get("Produce", 0) for b in brokers)})
 

@@ -1,12 +1,16 @@
 """A/B of source trees copying one backlog over N partitions, optionally under py-spy.
 
-    TREE=<source tree> EXTRA='<config line>;...' python -m bench.ab_partitions <partitions> <records> [<py-spy out>]
+    TREE=<source tree> EXTRA='<config line>;...' [WORKERS=2] [EVERY=3] \
+        python -m bench.ab_partitions <partitions> <records> [<py-spy out>]
 
 Fresh source and target clusters per run; prints records/s (10 %-90 % of the backlog on the target), CPU
 per million records and the time to the first record. Run it for each tree in turn (the trees taking
-turns meet the same machine load). A py-spy output whose name contains "native" samples C frames too
-(py-spy is not a project dependency: ``pip install py-spy``), and one whose name contains "idle" samples
-waiting threads too.
+turns meet the same machine load). ``WORKERS`` mirror processes share the flow (default 1, with a static
+instance id). ``EVERY=<s>`` also prints, every that many seconds, the rate over the last interval and the
+cores used by the mirror processes, the source broker and the target broker: whether a long copy slows
+down, and who is busy. A py-spy output whose name contains "native" samples C frames too (py-spy is not
+a project dependency: ``pip install py-spy``), and one whose name contains "idle" samples waiting threads
+too; sampling starts 4 s after the start and lasts 25 s.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -22,9 +27,23 @@ from bench.scale import STATIC, Cluster, EndWatcher, copy_rate, plain_source
 from bench.scenarios import stop
 
 
+def print_intervals(every: float, ends: EndWatcher, groups: dict[str, list[int]], done: threading.Event) -> None:
+    """Every ``every`` seconds: records on the target, the rate since the last line, cores per group."""
+    before = (time.monotonic(), ends(), {k: bench_run.cpu_seconds(v) for k, v in groups.items()})
+    while not done.wait(every):
+        now = (time.monotonic(), ends(), {k: bench_run.cpu_seconds(v) for k, v in groups.items()})
+        if done.is_set():  # the copy ended while this sample was taken: the processes may be gone
+            return
+        span = max(now[0] - before[0], 1e-3)
+        cores = " ".join(f"{k} {(now[2][k] - before[2][k]) / span:.2f}" for k in groups)
+        print(f"  {now[1] / 1e6:7.2f} M  {(now[1] - before[1]) / span:9,.0f} records/s  cores: {cores}", flush=True)
+        before = now
+
+
 def main(partitions: int, records: int, spy_out: str = "") -> None:
     if os.environ.get("TREE"):
         bench_run.REPO = Path(os.environ["TREE"])  # the tree whose ``python -m mirror_core`` runs
+    workers, every = int(os.environ.get("WORKERS", "1")), float(os.environ.get("EVERY", "0"))
     with bench_run.local_clusters("mirror-ab-") as (work, clusters):
         src, dst = Cluster(clusters[0].bootstrap), Cluster(clusters[1].bootstrap)
         topic, alias = f"ab{partitions}", "ab"
@@ -33,9 +52,17 @@ def main(partitions: int, records: int, spy_out: str = "") -> None:
         extra = ["offset.map.snapshot.interval.seconds = 5", "emit.checkpoints.enabled = false",
                  *(x.strip() for x in os.environ.get("EXTRA", "").split(";") if x.strip())]
         t0 = time.monotonic()
-        procs, _ = bench_run.start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
+        procs, _ = bench_run.start_mirror_core(src.bootstrap, dst.bootstrap, topic, workers, alias, work, extra,
+                                               STATIC if workers == 1 else ())
+        done, sampler = threading.Event(), None
         try:  # the mirror is stopped even when py-spy is missing or the copy fails (it outlived such runs)
             spy = None
+            if every:
+                groups = {"mirror": [p.pid for p in procs], "source": bench_run.broker_pids(work, "source"),
+                          "target": bench_run.broker_pids(work, "target")}
+                sampler = threading.Thread(target=print_intervals, daemon=True, args=(
+                    every, EndWatcher(dst.bootstrap, f"{alias}.{topic}", partitions), groups, done))
+                sampler.start()
             if spy_out:
                 time.sleep(4)  # past start-up
                 spy = subprocess.Popen(["py-spy", "record", "-p", str(procs[0].pid), "-o", spy_out, "-f", "raw",
@@ -46,6 +73,9 @@ def main(partitions: int, records: int, spy_out: str = "") -> None:
             if spy is not None:
                 spy.wait()
         finally:
+            done.set()
+            if sampler is not None:
+                sampler.join(30)
             stop(procs)
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,8 +42,7 @@ def main(partitions: int, records: int = 5_000_000, run: int = 3_400) -> None:
     with bench_run.local_clusters("ceiling-") as (work, clusters):
         target = Cluster(clusters[1].bootstrap)
         target.create(TOPIC, partitions)
-        found = subprocess.run(["pgrep", "-f", f"{work}/target"], capture_output=True, text=True).stdout
-        broker = [int(pid) for pid in found.split()]
+        broker = bench_run.broker_pids(work, "target")
         producer = Producer({**PRODUCER_DEFAULTS, "bootstrap.servers": clusters[1].bootstrap, "acks": "all",
                              "enable.idempotence": True, "statistics.interval.ms": 1000,
                              "stats_cb": lambda s: stats.append(json.loads(s))})

@@ -58,8 +58,8 @@ def main(partitions: int, records: int, spy_out: str = "") -> None:
         try:  # the mirror is stopped even when py-spy is missing or the copy fails (it outlived such runs)
             spy = None
             if every:
-                groups = {"mirror": [p.pid for p in procs], "source": bench_run.broker_pids(work, "source"),
-                          "target": bench_run.broker_pids(work, "target")}
+                groups = {"mirror": [p.pid for p in procs], "source": [clusters[0].pid() or 0],
+                          "target": [clusters[1].pid() or 0]}
                 sampler = threading.Thread(target=print_intervals, daemon=True, args=(
                     every, EndWatcher(dst.bootstrap, f"{alias}.{topic}", partitions), groups, done))
                 sampler.start()

@@ -39,10 +39,10 @@ def thread_ticks(pid: int | str = "self") -> dict[tuple[str, str], int]:
 
 def main(partitions: int, records: int = 5_000_000, run: int = 3_400) -> None:
     stats: list[dict] = []
-    with bench_run.local_clusters("ceiling-") as (work, clusters):
+    with bench_run.local_clusters("ceiling-") as (_, clusters):
         target = Cluster(clusters[1].bootstrap)
         target.create(TOPIC, partitions)
-        broker = bench_run.broker_pids(work, "target")
+        broker = [clusters[1].pid() or 0]
         producer = Producer({**PRODUCER_DEFAULTS, "bootstrap.servers": clusters[1].bootstrap, "acks": "all",
                              "enable.idempotence": True, "statistics.interval.ms": 1000,
                              "stats_cb": lambda s: stats.append(json.loads(s))})
@@ -66,7 +66,7 @@ def main(partitions: int, records: int = 5_000_000, run: int = 3_400) -> None:
         producer.poll(1.5)  # one more statistics callback, after the flush
     threads: dict[str, float] = {}
     for key, t in after.items():
-        threads[key[1]] = threads.get(key[1], 0.0) + (t - ticks.get(key, 0)) / 100 / took
+        threads[key[1]] = threads.get(key[1], 0.0) + (t - ticks.get(key, 0)) / bench_run.CLK_TCK / took
     brokers = [b for b in stats[-1]["brokers"].values() if b["nodeid"] >= 0]
     print({"partitions": partitions, "run": run, "records_per_s": round(sent / took),
            "threads_cores": {k: round(v, 2) for k, v in threads.items() if v >= 0.01},

@@ -130,13 +130,6 @@ def local_clusters(prefix: str) -> Iterator[tuple[Path, list[LocalCluster]]]:
                 c.stop()
 
 
-def broker_pids(work: Path, name: str) -> list[int]:
-    """The JVM of the local cluster ``name`` started by ``local_clusters`` (its command line names its
-    directory under ``work``)."""
-    found = subprocess.run(["pgrep", "-f", f"{work}/{name}"], capture_output=True, text=True).stdout
-    return [int(pid) for pid in found.split()]
-
-
 def start_mirror_core(src: str, dst: str, topic: str, workers: int, alias: str, workdir: Path,
                       extra: list[str], args: tuple[str, ...] = (), replication_factor: int = 1,
                       ) -> tuple[list[subprocess.Popen[bytes]], list[Path]]:

@@ -67,6 +67,7 @@ def prune_round(config: MirrorConfig, flow: FlowConfig, instance: str, timeout: 
                     pruned += dropped
                     changed[key] = pm
         if not changed and position == reader.loaded.round_position:
+            log.info("flow %s: offset map round ended: nothing changed since the round at %d", flow.name, position)
             return None
         producer.begin_transaction()
         write_round(producer, snapshot_topic(flow.source), changed, reader.loaded.chunks, position, instance,

@@ -158,6 +158,13 @@ def test_a_map_written_before_snapshots_is_pruned_and_stays_exact(dc1, dc2, name
     assert out.returncode == 3 and "no exact translation" in out.stderr, (out.returncode, out.stderr)
 
 
+def in_round(log: str) -> bool:
+    """The mirror's last snapshot round started (or committed) and had not got to its end: the trim, or
+    "nothing changed"."""
+    last = max(log.rfind("offset map round started"), log.rfind("offset map round committed"))
+    return last > max(log.rfind("offset-sync log trimmed"), log.rfind("offset map round ended"))
+
+
 def test_sigkill_during_snapshot_rounds_keeps_the_map_exact(dc1, dc2, name, start_mirror, tmp_path):
     alias, topic = unique("kill"), f"{name}.gappy"
     config: Path = write_config(tmp_path / "kill.properties", {alias: dc1, "dc2": dc2}, [
@@ -171,18 +178,22 @@ def test_sigkill_during_snapshot_rounds_keeps_the_map_exact(dc1, dc2, name, star
     start = lambda: start_mirror([], config=config, args=["--instance-id", "m1"])  # noqa: E731
     m, mid_round, rounds, pruned = start(), 0, 0, 0
     try:
-        for _ in range(6):
+        for kill in range(6):
             delete_below(dc1, topic, mid_points(dc1, topic, 2))  # the source's log start moves on
             wait_until(lambda m=m: m.log().count("offset map round committed") >= 1, 60,
                        what="a snapshot round committed")
-            time.sleep(rnd.uniform(0.0, 1.0))
+            if kill % 2:
+                # Every other kill aims at a round in progress: rounds take ~1 s from "started" to the trim
+                # with ~0.8 s between them, so random kills alone missed them all in one CI run of six.
+                wait_until(lambda m=m: in_round(m.log()), 60, interval=0.02, what="a snapshot round in progress")
+                time.sleep(rnd.uniform(0.0, 0.3))
+            else:
+                time.sleep(rnd.uniform(0.0, 1.0))
             m.kill()
             text = m.log()
             rounds += text.count("offset map round committed")
             pruned += sum(int(n) for n in re.findall(r"(\d+) runs pruned", text))
-            # Killed inside a round: it started (or committed) and did not get to its trim.
-            last = max(text.rfind("offset map round started"), text.rfind("offset map round committed"))
-            mid_round += last > text.rfind("offset-sync log trimmed")
+            mid_round += in_round(text)
             m = start()
     finally:
         stop.set()

@@ -55,13 +55,14 @@ _HANDED_OUT_LOCK = threading.Lock()
 def free_port() -> int:
     """A loopback port nothing listens on, never the same one twice in this process."""
     with _HANDED_OUT_LOCK:
-        while True:
+        for _ in range(1000):
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
                 s.bind(("127.0.0.1", 0))
                 port = int(s.getsockname()[1])
             if port not in _HANDED_OUT:
                 _HANDED_OUT.add(port)
                 return port
+    raise ClusterStartError(f"no loopback port left that this process has not handed out ({len(_HANDED_OUT)} so far)")
 
 
 def port_in_use(port: int) -> bool:

@@ -40,17 +40,16 @@ def print_intervals(every: float, ends: EndWatcher, groups: dict[str, list[int]]
         before = now
 
 
-def main(partitions: int, records: int, spy_out: str = "") -> None:
-    if os.environ.get("TREE"):
-        bench_run.REPO = Path(os.environ["TREE"])  # the tree whose ``python -m mirror_core`` runs
-    workers, every = int(os.environ.get("WORKERS", "1")), float(os.environ.get("EVERY", "0"))
+def copy(partitions: int, records: int, extra_lines: str = "", workers: int = 1, every: float = 0.0,
+         spy_out: str = "") -> dict[str, float | None]:
+    """One copy of a fresh ``records``-record backlog over ``partitions`` partitions by mirror_core."""
     with bench_run.local_clusters("mirror-ab-") as (work, clusters):
         src, dst = Cluster(clusters[0].bootstrap), Cluster(clusters[1].bootstrap)
         topic, alias = f"ab{partitions}", "ab"
         src.create(topic, partitions)
         plain_source(src.bootstrap, topic, records, partitions)
         extra = ["offset.map.snapshot.interval.seconds = 5", "emit.checkpoints.enabled = false",
-                 *(x.strip() for x in os.environ.get("EXTRA", "").split(";") if x.strip())]
+                 *(x.strip() for x in extra_lines.split(";") if x.strip())]
         t0 = time.monotonic()
         procs, _ = bench_run.start_mirror_core(src.bootstrap, dst.bootstrap, topic, workers, alias, work, extra,
                                                STATIC if workers == 1 else ())
@@ -68,15 +67,22 @@ def main(partitions: int, records: int, spy_out: str = "") -> None:
                 spy = subprocess.Popen(["py-spy", "record", "-p", str(procs[0].pid), "-o", spy_out, "-f", "raw",
                                         "-d", "25", "-r", "50", *(["--native"] if "native" in spy_out else []),
                                         *(["--idle"] if "idle" in spy_out else [])])
-            print(copy_rate(procs, EndWatcher(dst.bootstrap, f"{alias}.{topic}", partitions), records, t0),
-                  flush=True)
+            rate = copy_rate(procs, EndWatcher(dst.bootstrap, f"{alias}.{topic}", partitions), records, t0)
             if spy is not None:
                 spy.wait()
+            return rate
         finally:
             done.set()
             if sampler is not None:
                 sampler.join(30)
             stop(procs)
+
+
+def main(partitions: int, records: int, spy_out: str = "") -> None:
+    if os.environ.get("TREE"):
+        bench_run.REPO = Path(os.environ["TREE"])  # the tree whose ``python -m mirror_core`` runs
+    print(copy(partitions, records, os.environ.get("EXTRA", ""), int(os.environ.get("WORKERS", "1")),
+               float(os.environ.get("EVERY", "0")), spy_out), flush=True)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ and nothing else: no offset map, no progress, no metrics, no delivery tracking. 
 scale bench measures the mirror (records/s from 10 % to 90 % of the backlog on the target, CPU per million
 records of the copier's process), on fresh clusters, then mirror_core on the same backlog.
 
-    TMPDIR=/dev/shm python -m bench.copy_ceiling <partitions> <records> [rounds]
+    TMPDIR=/dev/shm python -m bench.copy_ceiling <partitions> <records> [rounds] [1: MirrorMaker 2 too]
 
 If the bare loop cannot reach a rate, no design that hands every record through confluent-kafka in one
 Python thread can; mirror_core's rate over the bare loop's is what its own bookkeeping costs.
@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 import bench.run as bench_run
 from bench import ab_partitions
-from bench.scale import Cluster, EndWatcher, copy_rate, plain_source
+from bench.scale import Cluster, EndWatcher, copy_rate, mm2_partitions_run, plain_source
 from bench.scenarios import stop
 from mirror_core.config.client_defaults import (
     CONSUMER_DEFAULTS,
@@ -71,12 +71,23 @@ def bare_run(partitions: int, records: int) -> dict[str, float | None]:
             stop([proc])
 
 
-def main(partitions: int, records: int, rounds: int = 1) -> None:
-    for r in range(rounds):  # taking turns, so both meet the same machine load
+def mm2_run(partitions: int, records: int, rep: int) -> dict[str, float | None]:
+    """MirrorMaker 2 (tuned as in the scale bench) on a fresh backlog of the same shape."""
+    with bench_run.local_clusters("copy-ceiling-") as (work, clusters):
+        row = mm2_partitions_run(Cluster(clusters[0].bootstrap), Cluster(clusters[1].bootstrap), work / "mm2",
+                                 partitions, records, rep)
+        return {k: row[k] for k in ("records_per_s", "cpu_s_per_m", "time_to_first_record_s")}
+
+
+def main(partitions: int, records: int, rounds: int = 1, with_mm2: int = 0) -> None:
+    for r in range(rounds):  # taking turns, so all meet the same machine load
         bare, mirror = bare_run(partitions, records), ab_partitions.copy(partitions, records)
-        ratio = (mirror["records_per_s"] or 0) / (bare["records_per_s"] or 1)
-        print({"round": r, "partitions": partitions, "records": records, "bare_loop": bare, "mirror_core": mirror,
-               "mirror_over_bare": round(ratio, 2)}, flush=True)
+        row = {"round": r, "partitions": partitions, "records": records, "bare_loop": bare, "mirror_core": mirror,
+               "mirror_over_bare": round((mirror["records_per_s"] or 0) / (bare["records_per_s"] or 1), 2)}
+        if with_mm2:
+            mm2 = mm2_run(partitions, records, r)
+            row.update(mm2=mm2, bare_over_mm2=round((bare["records_per_s"] or 0) / (mm2["records_per_s"] or 1), 2))
+        print(row, flush=True)
 
 
 if __name__ == "__main__":
@@ -86,4 +97,4 @@ if __name__ == "__main__":
     elif len(sys.argv) < 3:
         sys.exit(__doc__)
     else:
-        main(*(int(a) for a in sys.argv[1:4]))
+        main(*(int(a) for a in sys.argv[1:5]))

@@ -20,11 +20,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import bench.run as bench_run
 from bench.scale import STATIC, Cluster, EndWatcher, copy_rate, plain_source
 from bench.scenarios import stop
+from mirror_core.devcluster.local_cluster import LocalCluster
 
 
 def print_intervals(every: float, ends: EndWatcher, groups: dict[str, list[int]], done: threading.Event) -> None:
@@ -40,14 +44,35 @@ def print_intervals(every: float, ends: EndWatcher, groups: dict[str, list[int]]
         before = now
 
 
+@dataclass(frozen=True)
+class Backlog:
+    """A fresh source cluster holding ``records`` records of ``topic`` over ``partitions``, an empty target."""
+
+    work: Path
+    clusters: list[LocalCluster]
+    src: Cluster
+    dst: Cluster
+    topic: str
+    partitions: int
+    records: int
+
+
+@contextmanager
+def fresh_backlog(prefix: str, topic: str, partitions: int, records: int) -> Iterator[Backlog]:
+    """Fresh clusters (stopped and removed on exit) with the backlog every copier of these benches copies."""
+    with bench_run.local_clusters(prefix) as (work, clusters):
+        src, dst = Cluster(clusters[0].bootstrap), Cluster(clusters[1].bootstrap)
+        src.create(topic, partitions)
+        plain_source(src.bootstrap, topic, records, partitions)
+        yield Backlog(work, clusters, src, dst, topic, partitions, records)
+
+
 def copy(partitions: int, records: int, extra_lines: str = "", workers: int = 1, every: float = 0.0,
          spy_out: str = "") -> dict[str, float | None]:
     """One copy of a fresh ``records``-record backlog over ``partitions`` partitions by mirror_core."""
-    with bench_run.local_clusters("mirror-ab-") as (work, clusters):
-        src, dst = Cluster(clusters[0].bootstrap), Cluster(clusters[1].bootstrap)
-        topic, alias = f"ab{partitions}", "ab"
-        src.create(topic, partitions)
-        plain_source(src.bootstrap, topic, records, partitions)
+    topic, alias = f"ab{partitions}", "ab"
+    with fresh_backlog("mirror-ab-", topic, partitions, records) as backlog:
+        work, clusters, src, dst = backlog.work, backlog.clusters, backlog.src, backlog.dst
         extra = ["offset.map.snapshot.interval.seconds = 5", "emit.checkpoints.enabled = false",
                  *(x.strip() for x in extra_lines.split(";") if x.strip())]
         t0 = time.monotonic()

@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 import bench.run as bench_run
 from bench import ab_partitions
-from bench.scale import Cluster, EndWatcher, copy_rate, mm2_partitions_run, plain_source
+from bench.scale import Cluster, EndWatcher, copy_rate, mm2_partitions_run
 from bench.scenarios import stop
 from mirror_core.config.client_defaults import (
     CONSUMER_DEFAULTS,
@@ -56,12 +56,10 @@ def bare_copy(source: str, target: str, topic: str, remote: str, partitions: int
 
 
 def bare_run(partitions: int, records: int) -> dict[str, float | None]:
-    with bench_run.local_clusters("copy-ceiling-") as (_, clusters):
-        src, dst = Cluster(clusters[0].bootstrap), Cluster(clusters[1].bootstrap)
-        topic, remote = f"bare{partitions}", f"bare.bare{partitions}"
-        src.create(topic, partitions)
+    topic, remote = f"bare{partitions}", f"bare.bare{partitions}"
+    with ab_partitions.fresh_backlog("copy-ceiling-", topic, partitions, records) as backlog:
+        src, dst = backlog.src, backlog.dst
         dst.create(remote, partitions)
-        plain_source(src.bootstrap, topic, records, partitions)
         t0 = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-m", "bench.copy_ceiling", "--loop", src.bootstrap,
                                  dst.bootstrap, topic, remote, str(partitions), str(records)], cwd=bench_run.REPO)

@@ -75,6 +75,9 @@ class TopicManager:
                 out[name] = str(fut.result(self.timeout).topic_id)
             except KafkaException:
                 continue  # gone meanwhile: the next refresh reports it
+            except TimeoutError as exc:  # e.g. the broker asked was killed: one line, and the flow restarts
+                raise ClusterUnavailable(f"source cluster {self.flow.source} did not describe topic {name} within "
+                                         f"{self.timeout:g}s") from exc
         return out
 
     def remote_partitions(self, timeout: float | None = None) -> dict[str, int]:

@@ -159,10 +159,11 @@ def test_a_map_written_before_snapshots_is_pruned_and_stays_exact(dc1, dc2, name
 
 
 def in_round(log: str) -> bool:
-    """The mirror's last snapshot round started (or committed) and had not got to its end: the trim, or
-    "nothing changed"."""
+    """The mirror's last snapshot round started (or committed) and had not got to its end: the trim,
+    "nothing changed", or a failure (its next round starts over)."""
     last = max(log.rfind("offset map round started"), log.rfind("offset map round committed"))
-    return last > max(log.rfind("offset-sync log trimmed"), log.rfind("offset map round ended"))
+    return last > max(log.rfind("offset-sync log trimmed"), log.rfind("offset map round ended"),
+                      log.rfind("offset map round failed"))
 
 
 def test_sigkill_during_snapshot_rounds_keeps_the_map_exact(dc1, dc2, name, start_mirror, tmp_path):

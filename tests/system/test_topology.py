@@ -60,6 +60,19 @@ def _sum_metric(prom: PrometheusServer, expr: str) -> float:
     return sum(float(r["value"][1]) for r in rows)
 
 
+def _reports(store: StateStore, flow: str, fleet: MirrorFleet) -> str:
+    """Each instance's last report on ``flow`` (state, age) and its process's /status for that flow."""
+    now = time.time()
+    seen = {r.instance: f"{r.state} {now - r.seen_at.timestamp():.0f}s ago"
+            for r in store.flow_instances(flow, fresh_s=86400)}
+    states = {}
+    for instance_id, proc in fleet.procs.items():
+        status = proc.status()
+        flows = status.get("flows", []) if status else []
+        states[instance_id] = next((f.get("state") for f in flows if f.get("flow") == flow), status and "no flow")
+    return f"store: {seen}; /status: {states}"
+
+
 def test_broker_and_mirror_killed_under_load_lose_nothing(
         clusters: dict[str, MultiNodeCluster], mirror_fleet: MirrorFleet, state_db: str,
         prometheus: PrometheusServer, tmp_path: Path) -> None:
@@ -122,9 +135,12 @@ def test_broker_and_mirror_killed_under_load_lose_nothing(
     # The state store lists every instance, under its stable id, applying its flow.
     for flow in (FORWARD, REVERSE):
         wanted = {m.instance_id for m in MIRRORS if m.flow == flow}
-        wait_until(lambda f=flow, w=wanted: {  # type: ignore[misc]
-            r.instance for r in store.flow_instances(f, fresh_s=30) if r.state == "running"} >= w,
-                   60, what=f"state store: {wanted} running {flow}")
+        try:
+            wait_until(lambda f=flow, w=wanted: {  # type: ignore[misc]
+                r.instance for r in store.flow_instances(f, fresh_s=30) if r.state == "running"} >= w,
+                       60, what=f"state store: {wanted} running {flow}")
+        except AssertionError as exc:  # say what each instance last reported and what its /status says
+            raise AssertionError(f"{exc}; {_reports(store, flow, mirror_fleet)}") from None
 
     # Prometheus: every mirror a healthy target again (the restarted one on its old port), the rules evaluate.
     def all_up() -> bool:

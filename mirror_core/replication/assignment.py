@@ -239,23 +239,25 @@ class Assignment:
         log.info("flow %s: assigned %s in %.2f s (%s)", self.flow.name, describe(partitions),
                  time.monotonic() - started, phases)
 
-    def release(self, partitions: list[TopicPartition], how: str, detail: str = "") -> None:
-        """Stop replicating ``partitions`` (revoked, lost, or their exactly-once slot released)."""
-        self._drop(partitions)
+    def release(self, partitions: list[TopicPartition], how: str, detail: str = "", stranded: bool = False) -> None:
+        """Stop replicating ``partitions`` (revoked, lost, or their exactly-once slot released); ``stranded``:
+        because the target did not answer (their lag stays counted here: reporting.Stranded)."""
+        self._drop(partitions, stranded)
         unassign(self.consumer, partitions)
-        (log.warning if how == "lost" else log.info)("flow %s: %s %s%s", self.flow.name, how, describe(partitions),
-                                                     f" {detail}" if detail else "")
+        (log.warning if how == "lost" or stranded else log.info)(
+            "flow %s: %s %s%s", self.flow.name, how, describe(partitions), f" {detail}" if detail else "")
 
-    def release_states(self, states: list[PartitionState]) -> None:
+    def release_states(self, states: list[PartitionState], stranded: bool = False) -> None:
         if states:
-            self.release([TopicPartition(st.topic, st.partition) for st in states], "released")
+            self.release([TopicPartition(st.topic, st.partition) for st in states], "released",
+                         "(the target does not answer: their lag stays counted here)" if stranded else "", stranded)
 
-    def _drop(self, partitions: list[TopicPartition]) -> None:
+    def _drop(self, partitions: list[TopicPartition], stranded: bool = False) -> None:
         for tp in partitions:
             st = self.states.pop((tp.topic, tp.partition), None)
             if st is not None:
                 self.acks.forget(st)
-                self.reporter.forget_partition(st)
+                self.reporter.forget_partition(st, stranded)
         self.metrics.assigned.labels(self._lbl).set(len(self.states))
 
     def clear(self) -> None:

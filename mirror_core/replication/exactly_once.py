@@ -192,7 +192,10 @@ class SlotManager:
         consumer.incremental_unassign(partitions)
 
     def _release(self, k: int, graceful: bool) -> None:
-        self.assignment.release_states(self._states(k))
+        # A slot released (lost, given up, or closed) while the target does not answer: no process can copy
+        # its partitions until it answers again (the slot group lives there), so their lag stays on this
+        # process's gauges meanwhile.
+        self.assignment.release_states(self._states(k), stranded=not self.target_health.reachable)
         producer = self.producers.pop(k, None)
         if producer is not None and k in self.open and not graceful:
             try:

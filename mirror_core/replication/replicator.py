@@ -176,6 +176,7 @@ class FlowReplicator:
             except Exception as exc:
                 why = explain_failure(exc, (topics.target, self.target_health), (topics.source, self.source_health))
                 self.reporter.set_state(f"waiting for clusters: {why}")
+                self.reporter.refresh_stranded(topics.source_end_offset)
                 self.metrics.errors.labels(self.flow.name, "cluster_unavailable").inc()
                 delay = backoff.next()
                 if line.due(why):

@@ -6,9 +6,10 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirror_core.clients import ClusterHealth
 from mirror_core.metrics import Metrics
@@ -17,6 +18,28 @@ from mirror_core.replication.topics import TopicManager
 
 log = logging.getLogger(__name__)
 MAX_EVENTS = 20
+#: How often, and for how long at most, the source's end offsets of stranded partitions are asked for.
+STRANDED_REFRESH_S = 5.0
+STRANDED_BUDGET_S = 2.0
+
+
+@dataclass
+class Stranded:
+    """A partition released while the target did not answer (an exactly-once slot lost with it): nobody may
+    copy it until the target answers again, so this process keeps counting its lag from the last position it
+    made visible, rather than letting the gauge drop to 0 while the backlog grows."""
+
+    topic: str
+    partition: int
+    remote: str
+    position: int
+    end: int | None
+    since: float  # wall clock
+
+    def entry(self) -> dict[str, Any]:
+        lag = max(0, self.end - self.position) if self.end is not None and self.end >= 0 else None
+        return {"topic": self.topic, "partition": self.partition, "remote": self.remote, "position": self.position,
+                "end": self.end, "lag": lag, "since": self.since}
 
 
 class Reporter:
@@ -27,6 +50,10 @@ class Reporter:
         self.metrics = metrics
         self.events: list[dict[str, Any]] = []  # recent notable events, newest last
         self.status: dict[str, Any] = {"flow": flow_name, "state": "starting", "partitions": []}
+        #: (topic, partition) -> (visible position, end) as last published, for a partition stranded later
+        self._last: dict[tuple[str, int], tuple[int, int | None]] = {}
+        self.stranded: dict[tuple[str, int], Stranded] = {}
+        self._next_stranded_refresh = 0.0
 
     def set_state(self, state: str, owns_nothing: bool = False) -> None:
         """``owns_nothing``: the flow gave its partitions up (e.g. fenced), so /status lists none."""
@@ -51,12 +78,46 @@ class Reporter:
         self.report("source_topic_recreated", {"at": time.time(), "topic": topic, "event": "source topic recreated",
                                                "detail": message})
 
-    def forget_partition(self, st: PartitionState) -> None:
-        for metric in (self.metrics.lag, self.metrics.position, self.metrics.paused):
-            metric.labels(self.flow_name, st.topic, str(st.partition)).set(0)
+    def forget_partition(self, st: PartitionState, stranded: bool = False) -> None:
+        """This process stopped copying ``st``. ``stranded``: released because the target did not answer
+        (no other process can copy it meanwhile either), so its lag stays counted here (:class:`Stranded`)."""
+        key = (st.topic, st.partition)
+        last = self._last.pop(key, None)
+        if stranded and last is not None:
+            self.stranded[key] = Stranded(st.topic, st.partition, st.remote, last[0], last[1], time.time())
+            self.metrics.paused.labels(self.flow_name, st.topic, str(st.partition)).set(0)
+        else:
+            self._zero(st.topic, st.partition)
         # Another process owns it now: a stale last latency would be summed with the owner's.
         with contextlib.suppress(KeyError):
             self.metrics.last_latency.remove(self.flow_name, st.topic, str(st.partition))
+
+    def _zero(self, topic: str, partition: int) -> None:
+        for metric in (self.metrics.lag, self.metrics.position, self.metrics.paused):
+            metric.labels(self.flow_name, topic, str(partition)).set(0)
+
+    def _stranded_entries(self, end_of: Callable[[TopicPartition], int]) -> list[dict[str, Any]]:
+        """The stranded partitions with their lag kept current: their source end offsets are asked for every
+        STRANDED_REFRESH_S (for STRANDED_BUDGET_S at most: the source answers, only the target is cut off)."""
+        now = time.monotonic()
+        if self.stranded and now >= self._next_stranded_refresh:
+            self._next_stranded_refresh = now + STRANDED_REFRESH_S
+            deadline = now + STRANDED_BUDGET_S
+            for s in self.stranded.values():
+                if time.monotonic() >= deadline:
+                    break
+                with contextlib.suppress(KafkaException, TimeoutError):
+                    s.end = end_of(TopicPartition(s.topic, s.partition))
+        entries = [s.entry() for s in self.stranded.values()]
+        for e in entries:
+            if e["lag"] is not None:
+                self.metrics.lag.labels(self.flow_name, e["topic"], str(e["partition"])).set(e["lag"])
+        return sorted(entries, key=lambda e: (e["topic"], e["partition"]))
+
+    def refresh_stranded(self, end_of: Callable[[TopicPartition], int]) -> None:
+        """Between runs of the pipeline (waiting for the target): keep the stranded partitions' lag current."""
+        if self.stranded:
+            self.status = {**self.status, "stranded": self._stranded_entries(end_of)}
 
     def publish(self, consumer: Consumer, states: Iterable[PartitionState], visible: Callable[[PartitionState],
                 int | None], instance: str, missing_topics: Iterable[str], last_heartbeat_ms: int,
@@ -64,8 +125,10 @@ class Reporter:
         """Refresh the gauges and the status snapshot. ``visible``: how far a target reader sees a
         partition (at-least-once: acknowledged; exactly-once: committed)."""
         parts = []
+        owned: set[tuple[str, int]] = set()
         lbl = self.flow_name
         for st in states:
+            owned.add((st.topic, st.partition))
             try:
                 low, high = consumer.get_watermark_offsets(st.tp, cached=True)
             except KafkaException:
@@ -76,16 +139,25 @@ class Reporter:
             part = str(st.partition)
             if pos is not None:
                 self.metrics.position.labels(lbl, st.topic, part).set(pos)
+                self._last[(st.topic, st.partition)] = (pos, high if high >= 0 else None)
             if lag is not None:
                 self.metrics.lag.labels(lbl, st.topic, part).set(lag)
             parts.append({"topic": st.topic, "partition": st.partition, "remote": st.remote,
                           "position": pos, "end": high if high >= 0 else None, "lag": lag,
                           "paused": st.paused_reason, "careful": st.careful})
+        # Stranded partitions leave when copied here again, or all at once when the target answers (whoever
+        # owns them then reports them).
+        for key in [k for k in self.stranded if k in owned or target.reachable]:
+            gone = self.stranded.pop(key)
+            if key not in owned:
+                self._zero(gone.topic, gone.partition)
+        stranded = self._stranded_entries(lambda tp: consumer.query_watermark_offsets(tp, timeout=1.0)[1])
         if last_heartbeat_ms:
             self.metrics.heartbeat_age.labels(lbl).set(max(0.0, time.time() - last_heartbeat_ms / 1000))
         self.status = {
             "flow": self.flow_name, "state": self.status.get("state"), "instance": instance,
             "partitions": sorted(parts, key=lambda p: (p["topic"], p["partition"])),
+            "stranded": stranded,
             "missing_topics": sorted(missing_topics),
             "events": list(self.events),
             "source_reachable": source.reachable,

@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
 
 from mirror_core.clients import error_code
 from mirror_core.config.model import ClusterConfig, FlowConfig
@@ -79,6 +79,11 @@ class TopicManager:
                 raise ClusterUnavailable(f"source cluster {self.flow.source} did not describe topic {name} within "
                                          f"{self.timeout:g}s") from exc
         return out
+
+    def source_end_offset(self, tp: TopicPartition, timeout: float = 1.0) -> int:
+        """The source partition's end offset (raises KafkaException, or TimeoutError after ``timeout``)."""
+        fut = self.source.list_offsets({tp: OffsetSpec.latest()}, request_timeout=timeout)[tp]
+        return int(fut.result(timeout).offset)
 
     def remote_partitions(self, timeout: float | None = None) -> dict[str, int]:
         try:

@@ -80,8 +80,9 @@ def slot_manager(outcomes: dict[int, KafkaException | None]) -> tuple[SlotManage
     sm.flow.name = "dc1->dc2"
     sm.assignment = MagicMock()
     sm.assignment.states = {("orders", k): st for k, st in states.items()}
-    sm.assignment.release_states.side_effect = lambda sts: [sm.assignment.states.pop((s.topic, s.partition))
-                                                            for s in sts]
+    sm.assignment.release_states.side_effect = lambda sts, stranded=False: [
+        sm.assignment.states.pop((s.topic, s.partition)) for s in sts]
+    sm.target_health = MagicMock(reachable=True)
     sm.acks, sm.committer = MagicMock(), MagicMock()
     sm.committer.write_in_transaction.side_effect = lambda st, producer: st.acked
     sm.producers, sm.open, sm._fenced_noted, sm._pool, sm.gave_up = {}, set(outcomes), set(), None, False

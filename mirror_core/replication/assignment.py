@@ -109,7 +109,7 @@ class Assignment:
             return
         try:
             ids = topics.source_topic_ids(sorted(wanted))
-        except KafkaException as exc:
+        except (ClusterUnavailable, KafkaException) as exc:  # checked again at the next refresh
             log.warning("flow %s: topic IDs unavailable (%s)", self.flow.name, exc)
             ids = {}
         self._note_topic_ids(ids)

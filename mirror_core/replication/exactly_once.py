@@ -182,8 +182,8 @@ class SlotManager:
         try:
             self.commit_slots(sorted(tp.partition for tp in partitions))
         finally:  # every revoked slot is released, even when one of them is given up
-            for tp in partitions:
-                self._release(tp.partition, graceful=True)
+            for tp in partitions:  # a revoke means the slot group answered: another process takes them
+                self._release(tp.partition, graceful=True, strand=False)
             consumer.incremental_unassign(partitions)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -191,11 +191,11 @@ class SlotManager:
             self._release(tp.partition, graceful=False)
         consumer.incremental_unassign(partitions)
 
-    def _release(self, k: int, graceful: bool) -> None:
-        # A slot released (lost, given up, or closed) while the target does not answer: no process can copy
-        # its partitions until it answers again (the slot group lives there), so their lag stays on this
-        # process's gauges meanwhile.
-        self.assignment.release_states(self._states(k), stranded=not self.target_health.reachable)
+    def _release(self, k: int, graceful: bool, strand: bool = True) -> None:
+        # A slot lost, given up or closed while the target does not answer: no process can copy its
+        # partitions until it answers again (the slot group lives there), so their lag stays on this
+        # process's gauges meanwhile (``strand``: False when the slot group itself took the slot).
+        self.assignment.release_states(self._states(k), stranded=strand and not self.target_health.reachable)
         producer = self.producers.pop(k, None)
         if producer is not None and k in self.open and not graceful:
             try:

@@ -103,6 +103,12 @@ class FlowReplicator:
     # -- lifecycle ------------------------------------------------------------------------------
     def run(self) -> None:
         """Supervise the flow: recreate clients after an unexpected error, with backoff."""
+        try:
+            self._supervise()
+        finally:  # stopped (or fenced): no gauge of this flow may go on counting partitions it stranded
+            self.reporter.drop_stranded()
+
+    def _supervise(self) -> None:
         backoff = Backoff()
         while not self.stop.is_set():
             self._copied_s = None
@@ -176,7 +182,7 @@ class FlowReplicator:
             except Exception as exc:
                 why = explain_failure(exc, (topics.target, self.target_health), (topics.source, self.source_health))
                 self.reporter.set_state(f"waiting for clusters: {why}")
-                self.reporter.refresh_stranded(topics.source_end_offset)
+                self.reporter.refresh_stranded(topics.source_end_offsets)
                 self.metrics.errors.labels(self.flow.name, "cluster_unavailable").inc()
                 delay = backoff.next()
                 if line.due(why):
@@ -270,7 +276,7 @@ class FlowReplicator:
                     delivery.commit()
                     self.reporter.publish(consumer, list(assignment.states.values()), delivery.visible,
                                           self.instance, assignment.missing_topics, acks.last_heartbeat_ms,
-                                          self.source_health, self.target_health)
+                                          self.source_health, self.target_health, assignment.topics.source_end_offsets)
                     next_commit = now + self.flow.commit_interval_ms / 1000.0
         finally:
             self._copied_s = time.monotonic() - copying_since  # up to the error, not the close after it

@@ -18,9 +18,10 @@ from mirror_core.replication.topics import TopicManager
 
 log = logging.getLogger(__name__)
 MAX_EVENTS = 20
-#: How often, and for how long at most, the source's end offsets of stranded partitions are asked for.
+#: How often the source's end offsets of stranded partitions are asked for.
 STRANDED_REFRESH_S = 5.0
-STRANDED_BUDGET_S = 2.0
+#: The source's end offsets of these partitions, by (topic, partition); those that did not answer left out.
+EndOffsets = Callable[[list[TopicPartition]], dict[tuple[str, int], int]]
 
 
 @dataclass
@@ -96,34 +97,40 @@ class Reporter:
         for metric in (self.metrics.lag, self.metrics.position, self.metrics.paused):
             metric.labels(self.flow_name, topic, str(partition)).set(0)
 
-    def _stranded_entries(self, end_of: Callable[[TopicPartition], int]) -> list[dict[str, Any]]:
-        """The stranded partitions with their lag kept current: their source end offsets are asked for every
-        STRANDED_REFRESH_S (for STRANDED_BUDGET_S at most: the source answers, only the target is cut off)."""
+    def _stranded_entries(self, end_offsets: EndOffsets) -> list[dict[str, Any]]:
+        """The stranded partitions with their lag kept current: their source end offsets are asked for (all
+        in one call: the source answers, only the target is cut off) every STRANDED_REFRESH_S."""
         now = time.monotonic()
         if self.stranded and now >= self._next_stranded_refresh:
             self._next_stranded_refresh = now + STRANDED_REFRESH_S
-            deadline = now + STRANDED_BUDGET_S
-            for s in self.stranded.values():
-                if time.monotonic() >= deadline:
-                    break
-                with contextlib.suppress(KafkaException, TimeoutError):
-                    s.end = end_of(TopicPartition(s.topic, s.partition))
+            ends = end_offsets([TopicPartition(s.topic, s.partition) for s in self.stranded.values()])
+            for key, end in ends.items():
+                if key in self.stranded:
+                    self.stranded[key].end = end
         entries = [s.entry() for s in self.stranded.values()]
         for e in entries:
             if e["lag"] is not None:
                 self.metrics.lag.labels(self.flow_name, e["topic"], str(e["partition"])).set(e["lag"])
         return sorted(entries, key=lambda e: (e["topic"], e["partition"]))
 
-    def refresh_stranded(self, end_of: Callable[[TopicPartition], int]) -> None:
+    def refresh_stranded(self, end_offsets: EndOffsets) -> None:
         """Between runs of the pipeline (waiting for the target): keep the stranded partitions' lag current."""
         if self.stranded:
-            self.status = {**self.status, "stranded": self._stranded_entries(end_of)}
+            self.status = {**self.status, "stranded": self._stranded_entries(end_offsets)}
+
+    def drop_stranded(self) -> None:
+        """The flow stopped (or the target answers): nothing here counts the stranded partitions any more."""
+        for s in self.stranded.values():
+            self._zero(s.topic, s.partition)
+        self.stranded.clear()
+        self.status = {**self.status, "stranded": []}
 
     def publish(self, consumer: Consumer, states: Iterable[PartitionState], visible: Callable[[PartitionState],
                 int | None], instance: str, missing_topics: Iterable[str], last_heartbeat_ms: int,
-                source: ClusterHealth, target: ClusterHealth) -> None:
+                source: ClusterHealth, target: ClusterHealth, end_offsets: EndOffsets | None = None) -> None:
         """Refresh the gauges and the status snapshot. ``visible``: how far a target reader sees a
-        partition (at-least-once: acknowledged; exactly-once: committed)."""
+        partition (at-least-once: acknowledged; exactly-once: committed). ``end_offsets``: for the stranded
+        partitions (none without it)."""
         parts = []
         owned: set[tuple[str, int]] = set()
         lbl = self.flow_name
@@ -151,7 +158,7 @@ class Reporter:
             gone = self.stranded.pop(key)
             if key not in owned:
                 self._zero(gone.topic, gone.partition)
-        stranded = self._stranded_entries(lambda tp: consumer.query_watermark_offsets(tp, timeout=1.0)[1])
+        stranded = self._stranded_entries(end_offsets or (lambda tps: {}))
         if last_heartbeat_ms:
             self.metrics.heartbeat_age.labels(lbl).set(max(0.0, time.time() - last_heartbeat_ms / 1000))
         self.status = {

@@ -12,10 +12,11 @@ same as by sync) are :mod:`.topic_configs`; changes and problems :mod:`.topic_ch
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
 
 from mirror_core.clients import error_code
@@ -73,17 +74,26 @@ class TopicManager:
         for name, fut in futures.items():
             try:
                 out[name] = str(fut.result(self.timeout).topic_id)
-            except KafkaException:
-                continue  # gone meanwhile: the next refresh reports it
-            except TimeoutError as exc:  # e.g. the broker asked was killed: one line, and the flow restarts
+            except (KafkaException, TimeoutError) as exc:
+                if isinstance(exc, KafkaException) and error_code(exc) != KafkaError._TIMED_OUT:
+                    continue  # gone meanwhile: the next refresh reports it
+                # e.g. the broker asked was killed (librdkafka's timer or ours, whichever fires first)
                 raise ClusterUnavailable(f"source cluster {self.flow.source} did not describe topic {name} within "
                                          f"{self.timeout:g}s") from exc
         return out
 
-    def source_end_offset(self, tp: TopicPartition, timeout: float = 1.0) -> int:
-        """The source partition's end offset (raises KafkaException, or TimeoutError after ``timeout``)."""
-        fut = self.source.list_offsets({tp: OffsetSpec.latest()}, request_timeout=timeout)[tp]
-        return int(fut.result(timeout).offset)
+    def source_end_offsets(self, partitions: list[TopicPartition], timeout: float = 2.0) -> dict[tuple[str, int], int]:
+        """The source partitions' end offsets as a read_committed consumer sees them (the last stable offset),
+        in one request per leader; those that did not answer within ``timeout`` are left out."""
+        if not partitions:
+            return {}
+        futures = self.source.list_offsets({tp: OffsetSpec.latest() for tp in partitions},
+                                           isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout)
+        out = {}
+        for tp, fut in futures.items():
+            with contextlib.suppress(KafkaException, TimeoutError):
+                out[(tp.topic, tp.partition)] = int(fut.result(timeout).offset)
+        return out
 
     def remote_partitions(self, timeout: float | None = None) -> dict[str, int]:
         try:

@@ -62,6 +62,10 @@ def test_long_partition_with_exactly_once_loses_and_duplicates_nothing(dc1, dc2,
     if outage > 30:  # transactions open at the cut outlived transaction.timeout.ms: aborted, then resumed
         assert aborted > 0, "no transaction was aborted across a partition longer than the transaction timeout"
     wait_until(lambda: all(p["lag"] == 0 for p in m.partitions() if p["topic"] == t), 60, what="lag 0")
+    # Healed: the stranded partitions left /status, and the gauge counts only what the owners report (0).
+    wait_until(lambda: not any(f.get("stranded") for f in (m.status() or {}).get("flows", [])), 30,
+               what="/status: nothing stranded after the heal")
+    wait_until(lambda: metric(m, "mirror_partition_lag_records", topic=t) == 0, 30, what="lag gauge 0")
     src, dst = read_all(dc1, t), read_all(dc2, f"dc1.{t}")
     assert delivered_in_order(src, dst) == 0 and len(dst) == len(src), "exactly-once copied a record twice"
     assert m.alive(), m.log()[-3000:]

@@ -46,15 +46,12 @@ def print_intervals(every: float, ends: EndWatcher, groups: dict[str, list[int]]
 
 @dataclass(frozen=True)
 class Backlog:
-    """A fresh source cluster holding ``records`` records of ``topic`` over ``partitions``, an empty target."""
+    """Fresh clusters: a source holding the backlog, an empty target; ``work``: their directory."""
 
     work: Path
     clusters: list[LocalCluster]
     src: Cluster
     dst: Cluster
-    topic: str
-    partitions: int
-    records: int
 
 
 @contextmanager
@@ -64,7 +61,7 @@ def fresh_backlog(prefix: str, topic: str, partitions: int, records: int) -> Ite
         src, dst = Cluster(clusters[0].bootstrap), Cluster(clusters[1].bootstrap)
         src.create(topic, partitions)
         plain_source(src.bootstrap, topic, records, partitions)
-        yield Backlog(work, clusters, src, dst, topic, partitions, records)
+        yield Backlog(work, clusters, src, dst)
 
 
 def copy(partitions: int, records: int, extra_lines: str = "", workers: int = 1, every: float = 0.0,

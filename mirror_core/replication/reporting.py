@@ -119,11 +119,14 @@ class Reporter:
             self.status = {**self.status, "stranded": self._stranded_entries(end_offsets)}
 
     def drop_stranded(self) -> None:
-        """The flow stopped (or the target answers): nothing here counts the stranded partitions any more."""
+        """The flow stopped: nothing here counts the stranded partitions any more."""
+        self._unstrand()
+        self.status = {**self.status, "stranded": []}
+
+    def _unstrand(self) -> None:
         for s in self.stranded.values():
             self._zero(s.topic, s.partition)
         self.stranded.clear()
-        self.status = {**self.status, "stranded": []}
 
     def publish(self, consumer: Consumer, states: Iterable[PartitionState], visible: Callable[[PartitionState],
                 int | None], instance: str, missing_topics: Iterable[str], last_heartbeat_ms: int,
@@ -152,12 +155,12 @@ class Reporter:
             parts.append({"topic": st.topic, "partition": st.partition, "remote": st.remote,
                           "position": pos, "end": high if high >= 0 else None, "lag": lag,
                           "paused": st.paused_reason, "careful": st.careful})
-        # Stranded partitions leave when copied here again, or all at once when the target answers (whoever
-        # owns them then reports them).
-        for key in [k for k in self.stranded if k in owned or target.reachable]:
-            gone = self.stranded.pop(key)
-            if key not in owned:
-                self._zero(gone.topic, gone.partition)
+        # Stranded partitions leave when copied here again (their gauges are set above), or all at once when
+        # the target answers (whoever owns them then reports them).
+        for key in owned & self.stranded.keys():
+            del self.stranded[key]
+        if target.reachable:
+            self._unstrand()
         stranded = self._stranded_entries(end_offsets or (lambda tps: {}))
         if last_heartbeat_ms:
             self.metrics.heartbeat_age.labels(lbl).set(max(0.0, time.time() - last_heartbeat_ms / 1000))

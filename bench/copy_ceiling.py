@@ -5,6 +5,7 @@ scale bench measures the mirror (records/s from 10 % to 90 % of the backlog on t
 records of the copier's process), on fresh clusters, then mirror_core on the same backlog.
 
     TMPDIR=/dev/shm python -m bench.copy_ceiling <partitions> <records> [rounds] [1: MirrorMaker 2 too]
+                                                 [1: the batch-forwarding prototype too, bench.batch_forward]
 
 If the bare loop cannot reach a rate, no design that hands every record through confluent-kafka in one
 Python thread can; mirror_core's rate over the bare loop's is what its own bookkeeping costs.
@@ -19,7 +20,7 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 import bench.run as bench_run
-from bench import ab_partitions
+from bench import ab_partitions, batch_forward
 from bench.scale import Cluster, EndWatcher, copy_rate, mm2_partitions_run
 from bench.scenarios import stop
 from mirror_core.config.client_defaults import (
@@ -55,13 +56,14 @@ def bare_copy(source: str, target: str, topic: str, remote: str, partitions: int
     time.sleep(600)  # the parent's watcher must see the last records before this process ends; it stops us
 
 
-def bare_run(partitions: int, records: int) -> dict[str, float | None]:
+def bare_run(partitions: int, records: int, copier: str = "--loop") -> dict[str, float | None]:
+    """The bare loop (``--loop``) or the batch-forwarding prototype (``--forward``) on a fresh backlog."""
     topic, remote = f"bare{partitions}", f"bare.bare{partitions}"
     with ab_partitions.fresh_backlog("copy-ceiling-", topic, partitions, records) as backlog:
         src, dst = backlog.src, backlog.dst
         dst.create(remote, partitions)
         t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "bench.copy_ceiling", "--loop", src.bootstrap,
+        proc = subprocess.Popen([sys.executable, "-m", "bench.copy_ceiling", copier, src.bootstrap,
                                  dst.bootstrap, topic, remote, str(partitions), str(records)], cwd=bench_run.REPO)
         try:
             return copy_rate([proc], EndWatcher(dst.bootstrap, remote, partitions), records, t0)
@@ -77,14 +79,22 @@ def mm2_run(partitions: int, records: int, rep: int) -> dict[str, float | None]:
         return {k: row[k] for k in ("records_per_s", "cpu_s_per_m", "time_to_first_record_s")}
 
 
-def main(partitions: int, records: int, rounds: int = 1, with_mm2: int = 0) -> None:
+def main(partitions: int, records: int, rounds: int = 1, with_mm2: int = 0, with_forward: int = 0) -> None:
     for r in range(rounds):  # taking turns, so all meet the same machine load
         bare, mirror = bare_run(partitions, records), ab_partitions.copy(partitions, records)
         row = {"round": r, "partitions": partitions, "records": records, "bare_loop": bare, "mirror_core": mirror,
                "mirror_over_bare": round((mirror["records_per_s"] or 0) / (bare["records_per_s"] or 1), 2)}
+        mm2_rate = 0.0
         if with_mm2:
             mm2 = mm2_run(partitions, records, r)
+            mm2_rate = float(mm2["records_per_s"] or 0)
             row.update(mm2=mm2, bare_over_mm2=round((bare["records_per_s"] or 0) / (mm2["records_per_s"] or 1), 2))
+        if with_forward:
+            fwd = bare_run(partitions, records, "--forward")
+            row.update(batch_forward=fwd, forward_over_bare=round((fwd["records_per_s"] or 0)
+                                                                  / (bare["records_per_s"] or 1), 2))
+            if mm2_rate:
+                row["forward_over_mm2"] = round((fwd["records_per_s"] or 0) / mm2_rate, 2)
         print(row, flush=True)
 
 
@@ -92,7 +102,10 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--loop"]:
         source, target, topic, remote, partitions, records = sys.argv[2:8]
         bare_copy(source, target, topic, remote, int(partitions), int(records))
+    elif sys.argv[1:2] == ["--forward"]:
+        source, target, topic, remote, partitions = sys.argv[2:7]
+        batch_forward.forward(source, target, topic, remote, int(partitions))
     elif len(sys.argv) < 3:
         sys.exit(__doc__)
     else:
-        main(*(int(a) for a in sys.argv[1:5]))
+        main(*(int(a) for a in sys.argv[1:6]))

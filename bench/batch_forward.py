@@ -1,0 +1,274 @@
+"""What copying whole record batches would reach: a prototype copier (bench only, not product code) that
+fetches raw record batches from the source leader and produces the same bytes to the target, with no
+per-record work in Python at all. The target broker assigns offsets; each produce response's base offset
+would give an exact offset map per batch.
+
+It speaks four requests of the Kafka protocol over plain sockets (Metadata v4, Fetch v11, Produce v8, all
+non-flexible versions Kafka 4.x still serves) and copies only what a bench source writes: non-idempotent,
+non-transactional, uncompressed or compressed batches, whose CRC it can leave as it is (only the base offset
+and leader epoch change, and the CRC does not cover them). Anything else stops it with a clear error. A
+product version would need the idempotent and transactional producer protocol, CRC rewriting, TLS and SASL,
+leader changes and retries; this one answers only "how fast could it go on this host".
+
+Run by ``bench.copy_ceiling`` as its third copier.
+"""
+
+from __future__ import annotations
+
+import queue
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass
+
+API_PRODUCE, API_FETCH, API_LIST_OFFSETS, API_METADATA = 0, 1, 2, 3
+CONTROL_OR_TXN = 0x30  # attributes bit 5 (control batch) and bit 4 (transactional)
+BATCH_HEADER = 61  # bytes of a v2 record batch header before its records
+
+
+class Wire:
+    """One connection speaking request header v1 / response header v0 (non-flexible versions)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.sock = socket.create_connection((host, port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
+        self.correlation = 0
+
+    def send(self, api: int, version: int, body: bytes) -> int:
+        self.correlation += 1
+        header = struct.pack(">hhih", api, version, self.correlation, 2) + b"bf"
+        self.sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+        return self.correlation
+
+    def receive(self) -> memoryview:
+        size = struct.unpack(">i", self._exactly(4))[0]
+        return memoryview(self._exactly(size))[4:]  # drop the correlation id: answers come in order
+
+    def call(self, api: int, version: int, body: bytes) -> memoryview:
+        self.send(api, version, body)
+        return self.receive()
+
+    def _exactly(self, n: int) -> bytearray:
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            k = self.sock.recv_into(view[got:], n - got)
+            if not k:
+                raise ConnectionError("broker closed the connection")
+            got += k
+        return buf
+
+
+class Reader:
+    def __init__(self, data: memoryview) -> None:
+        self.data, self.at = data, 0
+
+    def take(self, fmt: str) -> tuple[int, ...]:
+        values = struct.unpack_from(fmt, self.data, self.at)
+        self.at += struct.calcsize(fmt)
+        return values
+
+    def int(self, fmt: str) -> int:
+        return self.take(fmt)[0]
+
+    def string(self) -> str | None:
+        n = self.int(">h")
+        if n < 0:
+            return None
+        self.at += n
+        return bytes(self.data[self.at - n:self.at]).decode()
+
+    def blob(self) -> memoryview | None:
+        n = self.int(">i")
+        if n < 0:
+            return None
+        self.at += n
+        return self.data[self.at - n:self.at]
+
+
+def string(s: str) -> bytes:
+    raw = s.encode()
+    return struct.pack(">h", len(raw)) + raw
+
+
+@dataclass(frozen=True)
+class Leaders:
+    brokers: dict[int, tuple[str, int]]
+    partitions: dict[int, int]  # partition -> leader node id
+
+
+def leaders(bootstrap: str, topic: str) -> Leaders:
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    wire = Wire(host, int(port))
+    r = Reader(wire.call(API_METADATA, 4, struct.pack(">i", 1) + string(topic) + b"\x00"))
+    wire.sock.close()
+    r.int(">i")
+    brokers: dict[int, tuple[str, int]] = {}
+    for _ in range(r.int(">i")):
+        node = r.int(">i")
+        broker_host, broker_port = r.string() or "", r.int(">i")
+        r.string()
+        brokers[node] = (broker_host, broker_port)
+    r.string()
+    r.int(">i")
+    partitions: dict[int, int] = {}
+    for _ in range(r.int(">i")):
+        error, name, _internal = r.int(">h"), r.string(), r.int(">b")
+        if error:
+            raise RuntimeError(f"metadata for {name}: error {error}")
+        for _ in range(r.int(">i")):
+            p_error, index, leader = r.take(">hii")
+            if p_error:
+                raise RuntimeError(f"metadata for {name}[{index}]: error {p_error}")
+            for _ in range(2):  # replicas, then in-sync replicas
+                skip = 4 * r.int(">i")  # read before `r.at +=` loads r.at
+                r.at += skip
+            partitions[index] = leader
+    return Leaders(brokers, partitions)
+
+
+def await_leadership(wire: Wire, topic: str, partitions: int, timeout: float = 60) -> None:
+    """Until every partition's leader answers as leader: a topic just created is in the metadata a moment
+    before its leader takes writes (NOT_LEADER_OR_FOLLOWER), and this copier does not retry."""
+    body = (struct.pack(">ii", -1, 1) + string(topic) + struct.pack(">i", partitions)
+            + b"".join(struct.pack(">iq", p, -1) for p in range(partitions)))
+    deadline = time.monotonic() + timeout
+    while True:
+        r = Reader(wire.call(API_LIST_OFFSETS, 1, body))
+        errors = set()
+        for _ in range(r.int(">i")):
+            r.string()
+            for _ in range(r.int(">i")):
+                errors.add(r.take(">ihqq")[1])
+        if errors == {0}:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic}: partitions not led after {timeout:.0f} s (errors {sorted(errors)})")
+        time.sleep(0.2)
+
+
+def fetch_request(topic: str, offsets: dict[int, int], partition_max: int, max_bytes: int) -> bytes:
+    parts = b"".join(struct.pack(">iiqqi", p, -1, off, -1, partition_max) for p, off in offsets.items())
+    return (struct.pack(">iiiibii", -1, 500, 1, max_bytes, 1, 0, -1) + struct.pack(">i", 1) + string(topic)
+            + struct.pack(">i", len(offsets)) + parts + struct.pack(">i", 0) + string(""))
+
+
+def split_batches(records: memoryview) -> list[memoryview]:
+    """The whole v2 batches in a fetched record set (a fetch may end in a partial one), base offset and
+    leader epoch zeroed for the produce request (outside the CRC, so the CRC stays valid)."""
+    out: list[memoryview] = []
+    at, end = 0, len(records)
+    while at + 12 <= end:
+        size = 12 + struct.unpack_from(">i", records, at + 8)[0]
+        if at + size > end:
+            break
+        batch = records[at:at + size]
+        magic, attributes, producer_id = batch[16], struct.unpack_from(">h", batch, 21)[0], \
+            struct.unpack_from(">q", batch, 43)[0]
+        if magic != 2:
+            raise RuntimeError(f"record batch of magic {magic}: the prototype copies v2 batches only")
+        if attributes & CONTROL_OR_TXN or producer_id != -1:
+            raise RuntimeError("a transactional, idempotent or control batch: the prototype does not rewrite "
+                               "producer ids (the CRC covers them); use a plain source")
+        out.append(batch)
+        at += size
+    return out
+
+
+def next_offset(batch: memoryview) -> int:
+    base = struct.unpack_from(">q", batch, 0)[0]
+    return int(base + struct.unpack_from(">i", batch, 23)[0] + 1)
+
+
+def produce_request(remote: str, batches: dict[int, memoryview]) -> bytes:
+    """One batch per partition (Kafka takes exactly one v2 batch per partition in a produce request)."""
+    parts = []
+    for p, batch in batches.items():
+        head = bytearray(batch[:12])
+        struct.pack_into(">q", head, 0, 0)
+        parts.append(struct.pack(">ii", p, len(batch)) + bytes(head) + struct.pack(">i", -1) + bytes(batch[16:]))
+    return (struct.pack(">hhi", -1, -1, 30_000) + struct.pack(">i", 1) + string(remote)
+            + struct.pack(">i", len(parts)) + b"".join(parts))
+
+
+def check_produce(response: memoryview) -> None:
+    r = Reader(response)
+    for _ in range(r.int(">i")):
+        name = r.string()
+        for _ in range(r.int(">i")):
+            index, error = r.take(">ih")
+            r.at += 24
+            for _ in range(r.int(">i")):
+                r.int(">i")
+                r.string()
+            message = r.string()
+            if error:
+                raise RuntimeError(f"produce to {name}[{index}]: error {error} {message or ''}")
+
+
+def forward(source: str, target: str, topic: str, remote: str, partitions: int, in_flight: int = 8) -> None:
+    """Copy ``topic`` to ``remote`` until killed: one fetching thread, this one producing, one reading acks."""
+    src, dst = leaders(source, topic), leaders(target, remote)
+    if len(set(src.partitions.values())) != 1 or len(set(dst.partitions.values())) != 1:
+        raise RuntimeError("the prototype expects one leader per cluster (the bench's single-node clusters)")
+    fetch_wire = Wire(*src.brokers[next(iter(src.partitions.values()))])
+    produce_wire = Wire(*dst.brokers[next(iter(dst.partitions.values()))])
+    await_leadership(produce_wire, remote, partitions)
+    fetched: queue.Queue[dict[int, list[memoryview]]] = queue.Queue(maxsize=4)
+    slots = threading.Semaphore(in_flight)
+    failure: list[BaseException] = []
+
+    def fetcher() -> None:
+        offsets = dict.fromkeys(range(partitions), 0)
+        try:
+            while True:
+                r = Reader(fetch_wire.call(API_FETCH, 11, fetch_request(topic, offsets, 4 << 20, 64 << 20)))
+                r.take(">ihi")
+                got: dict[int, list[memoryview]] = {}
+                for _ in range(r.int(">i")):
+                    r.string()
+                    for _ in range(r.int(">i")):
+                        index, error = r.take(">ih")
+                        r.at += 24
+                        aborted = r.int(">i")
+                        r.at += 16 * max(aborted, 0)
+                        r.int(">i")
+                        records = r.blob()
+                        if error:
+                            raise RuntimeError(f"fetch {topic}[{index}]: error {error}")
+                        batches = split_batches(records) if records is not None else []
+                        if batches:
+                            got[index] = batches
+                            offsets[index] = next_offset(batches[-1])
+                if got:
+                    fetched.put(got)
+        except BaseException as e:  # handed to the producing thread, which raises it
+            failure.append(e)
+            fetched.put({})
+
+    def acker() -> None:
+        try:
+            while True:
+                check_produce(produce_wire.receive())
+                slots.release()
+        except BaseException as e:
+            failure.append(e)
+
+    threading.Thread(target=fetcher, daemon=True).start()
+    threading.Thread(target=acker, daemon=True).start()
+    while not failure:
+        try:
+            got = fetched.get(timeout=1)
+        except queue.Empty:
+            continue
+        depth = max((len(b) for b in got.values()), default=0)
+        for i in range(depth):  # the i-th batch of every partition in one request, in order per partition
+            while not slots.acquire(timeout=1):
+                if failure:
+                    raise failure[0]
+            produce_wire.send(API_PRODUCE, 8, produce_request(remote, {p: b[i] for p, b in got.items() if i < len(b)}))
+    time.sleep(0.5)
+    raise failure[0]

@@ -3,12 +3,12 @@ fetches raw record batches from the source leader and produces the same bytes to
 per-record work in Python at all. The target broker assigns offsets; each produce response's base offset
 would give an exact offset map per batch.
 
-It speaks four requests of the Kafka protocol over plain sockets (Metadata v4, Fetch v11, Produce v8, all
-non-flexible versions Kafka 4.x still serves) and copies only what a bench source writes: non-idempotent,
-non-transactional, uncompressed or compressed batches, whose CRC it can leave as it is (only the base offset
-and leader epoch change, and the CRC does not cover them). Anything else stops it with a clear error. A
-product version would need the idempotent and transactional producer protocol, CRC rewriting, TLS and SASL,
-leader changes and retries; this one answers only "how fast could it go on this host".
+It speaks four requests of the Kafka protocol over plain sockets (Metadata v4, ListOffsets v1, Fetch v11,
+Produce v8, all non-flexible versions Kafka 4.x still serves) and copies only what a bench source writes:
+non-idempotent, non-transactional batches, compressed or not, whose CRC it can leave as it is (only the base
+offset and leader epoch change, and the CRC does not cover them). Anything else stops it with a clear error.
+A product version would need the idempotent and transactional producer protocol, CRC rewriting, TLS and
+SASL, leader changes and retries; this one answers only "how fast could it go on this host".
 
 Run by ``bench.copy_ceiling`` as its third copier.
 """
@@ -157,8 +157,7 @@ def fetch_request(topic: str, offsets: dict[int, int], partition_max: int, max_b
 
 
 def split_batches(records: memoryview) -> list[memoryview]:
-    """The whole v2 batches in a fetched record set (a fetch may end in a partial one), base offset and
-    leader epoch zeroed for the produce request (outside the CRC, so the CRC stays valid)."""
+    """The whole v2 batches in a fetched record set (a fetch may end in a partial one), as they are."""
     out: list[memoryview] = []
     at, end = 0, len(records)
     while at + 12 <= end:
@@ -184,7 +183,8 @@ def next_offset(batch: memoryview) -> int:
 
 
 def produce_request(remote: str, batches: dict[int, memoryview]) -> bytes:
-    """One batch per partition (Kafka takes exactly one v2 batch per partition in a produce request)."""
+    """One batch per partition (Kafka takes exactly one v2 batch per partition in a produce request), its base
+    offset set to 0 and leader epoch to -1 as a client sends them (outside the CRC, so the CRC stays valid)."""
     parts = []
     for p, batch in batches.items():
         head = bytearray(batch[:12])
@@ -226,7 +226,9 @@ def forward(source: str, target: str, topic: str, remote: str, partitions: int, 
         try:
             while True:
                 r = Reader(fetch_wire.call(API_FETCH, 11, fetch_request(topic, offsets, 4 << 20, 64 << 20)))
-                r.take(">ihi")
+                _throttle, error, _session = r.take(">ihi")
+                if error:
+                    raise RuntimeError(f"fetch {topic}: error {error}")
                 got: dict[int, list[memoryview]] = {}
                 for _ in range(r.int(">i")):
                     r.string()

@@ -1,0 +1,73 @@
+"""The batch-forwarding prototype (bench/batch_forward.py) over a WAN, next to MirrorMaker 2 and mirror_core
+on the same toxiproxy link, same backlog, same run: how much of remote produce's shortfall is librdkafka's
+(one produce request in flight per partition with idempotence; one partition per request).
+
+    TMPDIR=/dev/shm python -m bench.wan_forward [rtt_ms] [records] [rounds] [value bytes] [placement]
+
+Placement ``remote-produce`` (default; the mirror next to the source) or ``remote-consume``. Text records (100 B
+by default) over 8 partitions, as ``--only wan``; records/s from 10 % to 90 % of the backlog on the target.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import bench.run as bench_run
+from bench.scale import Cluster, EndWatcher, copy_rate
+from bench.scenarios import stop
+from bench.wan import Link, add_wan_listener, backlog_once, endpoints, produce_backlog
+from mirror_core.devcluster.local_cluster import LocalCluster, free_port
+from mirror_core.devcluster.toxiproxy import ToxiproxyServer
+
+
+def forward_once(src: str, dst: str, direct_dst: str, topic: str, remote: str, n: int) -> float:
+    Cluster(direct_dst).create(remote, bench_run.PARTITIONS)
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "bench.copy_ceiling", "--forward", src, dst, topic, remote,
+                             str(bench_run.PARTITIONS)], cwd=bench_run.REPO)
+    try:
+        return float(copy_rate([proc], EndWatcher(direct_dst, remote, bench_run.PARTITIONS), n, t0)["records_per_s"]
+                     or 0)
+    finally:
+        stop([proc])
+
+
+def main(rtt_ms: int = 80, records: int = 2_000_000, rounds: int = 2, size: int = 100,
+         placement: str = "remote-produce") -> None:
+    with tempfile.TemporaryDirectory(prefix="mirror-wanfwd-") as tmp:
+        work = Path(tmp)
+        clusters = [add_wan_listener(LocalCluster(n, work / n, free_port(), free_port(), heap="1g"))
+                    for n in ("source", "target")]
+        for c in clusters:
+            c.start()
+        server = ToxiproxyServer(work / "toxiproxy", free_port())
+        try:
+            link = Link(server.start(), clusters)
+            link.set_rtt(rtt_ms)
+            produce_backlog(clusters[0].bootstrap, "wanfwd", records, size)
+            src, dst = endpoints(placement, clusters)
+            for r in range(rounds):  # taking turns, so all meet the same machine load
+                row: dict[str, float] = {}
+                for k, (system, extra) in enumerate((("MirrorMaker 2", None), ("mirror_core", []))):
+                    row[system] = backlog_once(system, extra, src, dst, clusters[1].bootstrap, "wanfwd", records,
+                                               size, f"wf{r}{k}", work, link)[0]
+                row["batch forwarding"] = forward_once(src, dst, clusters[1].bootstrap, "wanfwd", f"wf{r}f.wanfwd",
+                                                       records)
+                mm2 = row["MirrorMaker 2"] or 1
+                print({"round": r, "rtt_ms": rtt_ms, "placement": placement, "records": records, "bytes": size,
+                       **{s: round(v) for s, v in row.items()},
+                       **{f"{s} vs MM2": round(v / mm2, 2) for s, v in row.items() if s != "MirrorMaker 2"}},
+                      flush=True)
+        finally:
+            server.stop()
+            for c in clusters:
+                c.stop()
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    main(*(int(a) for a in args[:4]), *args[4:5])

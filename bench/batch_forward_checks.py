@@ -1,26 +1,20 @@
-"""Two checks behind bench/results/batch-forward-2026-11-26.md, on fresh local clusters:
+"""What a broker does with a gappy batch (bench/results/batch-forward-2026-11-26.md), on fresh local clusters:
 
-    TMPDIR=/dev/shm python -m bench.batch_forward_checks fidelity   # the prototype copies records exactly
-    TMPDIR=/dev/shm python -m bench.batch_forward_checks gaps       # what a broker does with a gappy batch
+    TMPDIR=/dev/shm python -m bench.batch_forward_checks
 
-``fidelity``: 40,000 records over 8 partitions copied by the prototype, then read back from both clusters
-(key, value, timestamp, headers, partition by partition). ``gaps``: v2 batches built by hand (CRC32C in pure
-Python) produced to a fresh topic: contiguous offset deltas, then deltas 0, 2, 5 with lastOffsetDelta 5 (what a
-compacted source's batch looks like: the cleaner keeps the batch's offset span).
+v2 batches built by hand (CRC32C in pure Python) produced to a fresh topic: contiguous offset deltas, then
+deltas 0, 2, 5 with lastOffsetDelta 5 (what a compacted source's batch looks like: the cleaner keeps the
+batch's offset span). That the prototype copies records exactly is tests/integration/test_batch_forward.py.
 """
 
 from __future__ import annotations
 
 import struct
-import subprocess
-import sys
 import time
 
-from confluent_kafka import Consumer, TopicPartition
-
 import bench.run as bench_run
-from bench import ab_partitions, batch_forward
-from bench.scale import Cluster, EndWatcher
+from bench import batch_forward
+from bench.scale import Cluster
 
 _TABLE = []
 for _i in range(256):
@@ -56,39 +50,6 @@ def batch(deltas: list[int]) -> bytes:
     return struct.pack(">qiibI", 0, 4 + 1 + 4 + len(tail), -1, 2, crc32c(tail)) + tail
 
 
-def read_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[object, ...]]]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.partition.eof": True})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out: dict[int, list[tuple[object, ...]]] = {p: [] for p in range(partitions)}
-    ended: set[int] = set()
-    while len(ended) < partitions:
-        for m in c.consume(1000, 1):
-            if m.error():
-                ended.add(m.partition() or 0)
-            else:
-                out[m.partition() or 0].append((m.key(), m.value(), m.timestamp(), m.headers()))
-    c.close()
-    return out
-
-
-def fidelity(partitions: int = 8, records: int = 40_000) -> None:
-    with ab_partitions.fresh_backlog("fwd-check-", "t", partitions, records) as b:
-        b.dst.create("r.t", partitions)
-        proc = subprocess.Popen([sys.executable, "-m", "bench.copy_ceiling", "--forward", b.src.bootstrap,
-                                 b.dst.bootstrap, "t", "r.t", str(partitions)], cwd=bench_run.REPO)
-        try:
-            ends = EndWatcher(b.dst.bootstrap, "r.t", partitions)
-            while ends() < records:
-                if proc.poll() is not None:
-                    raise RuntimeError("the prototype exited before copying everything")
-                time.sleep(0.5)
-        finally:
-            proc.kill()
-        source, target = read_all(b.src.bootstrap, "t", partitions), read_all(b.dst.bootstrap, "r.t", partitions)
-        print(f"identical: {source == target}; source {sum(map(len, source.values()))} records, "
-              f"target {sum(map(len, target.values()))}", flush=True)
-
-
 def gaps() -> None:
     with bench_run.local_clusters("fwd-gaps-") as (_work, clusters):
         Cluster(clusters[1].bootstrap).create("g", 1)
@@ -107,4 +68,4 @@ def gaps() -> None:
 
 
 if __name__ == "__main__":
-    {"fidelity": fidelity, "gaps": gaps}[sys.argv[1]]()
+    gaps()

@@ -60,15 +60,22 @@ def bare_run(partitions: int, records: int, copier: str = "--loop") -> dict[str,
     """The bare loop (``--loop``) or the batch-forwarding prototype (``--forward``) on a fresh backlog."""
     topic, remote = f"bare{partitions}", f"bare.bare{partitions}"
     with ab_partitions.fresh_backlog("copy-ceiling-", topic, partitions, records) as backlog:
-        src, dst = backlog.src, backlog.dst
-        dst.create(remote, partitions)
-        t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "bench.copy_ceiling", copier, src.bootstrap,
-                                 dst.bootstrap, topic, remote, str(partitions), str(records)], cwd=bench_run.REPO)
-        try:
-            return copy_rate([proc], EndWatcher(dst.bootstrap, remote, partitions), records, t0)
-        finally:
-            stop([proc])
+        return timed_copier(copier, backlog.src.bootstrap, backlog.dst.bootstrap, backlog.dst.bootstrap, topic,
+                            remote, partitions, records)
+
+
+def timed_copier(copier: str, source: str, target: str, watch: str, topic: str, remote: str, partitions: int,
+                 records: int) -> dict[str, float | None]:
+    """One of this module's copiers (``--loop``, ``--forward``) run from ``source`` to ``target``, ``remote``
+    created first and watched through ``watch`` (the target's own address when ``target`` is a proxy)."""
+    Cluster(watch).create(remote, partitions)
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "bench.copy_ceiling", copier, source, target, topic, remote,
+                             str(partitions), str(records)], cwd=bench_run.REPO)
+    try:
+        return copy_rate([proc], EndWatcher(watch, remote, partitions), records, t0)
+    finally:
+        stop([proc])
 
 
 def mm2_run(partitions: int, records: int, rep: int) -> dict[str, float | None]:

@@ -10,30 +10,15 @@ by default) over 8 partitions, as ``--only wan``; records/s from 10 % to 90 % of
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import bench.run as bench_run
-from bench.scale import Cluster, EndWatcher, copy_rate
-from bench.scenarios import stop
+from bench import copy_ceiling
 from bench.wan import Link, add_wan_listener, backlog_once, endpoints, produce_backlog
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 from mirror_core.devcluster.toxiproxy import ToxiproxyServer
-
-
-def forward_once(src: str, dst: str, direct_dst: str, topic: str, remote: str, n: int) -> float:
-    Cluster(direct_dst).create(remote, bench_run.PARTITIONS)
-    t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "bench.copy_ceiling", "--forward", src, dst, topic, remote,
-                             str(bench_run.PARTITIONS)], cwd=bench_run.REPO)
-    try:
-        return float(copy_rate([proc], EndWatcher(direct_dst, remote, bench_run.PARTITIONS), n, t0)["records_per_s"]
-                     or 0)
-    finally:
-        stop([proc])
 
 
 def main(rtt_ms: int = 80, records: int = 2_000_000, rounds: int = 2, size: int = 100,
@@ -55,8 +40,9 @@ def main(rtt_ms: int = 80, records: int = 2_000_000, rounds: int = 2, size: int 
                 for k, (system, extra) in enumerate((("MirrorMaker 2", None), ("mirror_core", []))):
                     row[system] = backlog_once(system, extra, src, dst, clusters[1].bootstrap, "wanfwd", records,
                                                size, f"wf{r}{k}", work, link)[0]
-                row["batch forwarding"] = forward_once(src, dst, clusters[1].bootstrap, "wanfwd", f"wf{r}f.wanfwd",
-                                                       records)
+                row["batch forwarding"] = float(copy_ceiling.timed_copier(
+                    "--forward", src, dst, clusters[1].bootstrap, "wanfwd", f"wf{r}f.wanfwd", bench_run.PARTITIONS,
+                    records)["records_per_s"] or 0)
                 mm2 = row["MirrorMaker 2"] or 1
                 print({"round": r, "rtt_ms": rtt_ms, "placement": placement, "records": records, "bytes": size,
                        **{s: round(v) for s, v in row.items()},

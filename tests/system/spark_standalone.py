@@ -3,13 +3,16 @@ classes: ``bin/spark-class org.apache.spark.deploy.master.Master`` and two
 ``org.apache.spark.deploy.worker.Worker`` (1 core, modest memory each), as separate JVMs.
 
 The master's and workers' web UIs serve ``/json/``: the harness reads from them which workers are alive
-and which executors a worker runs (what the system test asserts before it kills one).
+and which executors a worker runs (what the system test asserts before it kills one). Each UI's port is
+read from its own log once bound: a JVM whose chosen port was taken meanwhile (by anything on the
+machine) binds the next one, and a fixed guess would then read someone else's page.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -32,7 +35,25 @@ def spark_home() -> Path:
 
 def _json(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=5) as r:
-        return json.load(r)
+        body = r.read()
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise ValueError(f"{url} answered with something other than JSON: {body[:120]!r}") from None
+
+
+def bound_port(log: Path, service: str, proc: subprocess.Popen[bytes], timeout: float) -> int:
+    """The port ``service`` (``MasterUI``, ``WorkerUI``) really bound, from the JVM's log: Spark moves to
+    the next port when the requested one is taken."""
+    pattern = re.compile(rf"Successfully started service '{service}' on port (\d+)")
+    deadline = time.monotonic() + timeout
+    while True:
+        found = pattern.search(log.read_text(errors="replace")) if log.exists() else None
+        if found:
+            return int(found.group(1))
+        assert proc.poll() is None, f"{service} exited before binding its port: see {log}"
+        assert time.monotonic() < deadline, f"{service} did not bind a port within {timeout:.0f}s: see {log}"
+        time.sleep(0.2)
 
 
 @dataclass
@@ -81,17 +102,21 @@ class SparkStandalone:
         self.root.mkdir(parents=True, exist_ok=True)
         self.master = self._launch("master", [MASTER_CLASS, "--host", "127.0.0.1", "--port", str(self.port),
                                               "--webui-port", str(self.ui_port)])
+        self.ui_port = bound_port(self.root / "master.log", "MasterUI", self.master, timeout)
         for i in range(self.workers_n):
             self.workers.append(SparkWorker(i, free_port(), self.root / f"work{i}"))
             self.start_worker(i)
         self.wait_workers(self.workers_n, timeout)
         return self
 
-    def start_worker(self, i: int) -> None:
+    def start_worker(self, i: int, timeout: float = 120) -> None:
         w = self.workers[i]
+        log = self.root / f"worker{i}.log"
+        log.unlink(missing_ok=True)  # a restarted worker's bound port is read afresh
         w.proc = self._launch(f"worker{i}", [WORKER_CLASS, "--host", "127.0.0.1", "--cores", "1", "--memory",
                                              self.worker_memory, "--webui-port", str(w.ui_port),
                                              "--work-dir", str(w.work_dir), self.url])
+        w.ui_port = bound_port(log, "WorkerUI", w.proc, timeout)
 
     def state(self) -> dict[str, Any]:
         """The master's view: workers (with their state) and applications."""
@@ -105,11 +130,17 @@ class SparkStandalone:
 
     def wait_workers(self, n: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        while self.alive_workers() != n:
+        while True:
+            try:
+                alive, seen = self.alive_workers(), ""
+            except ValueError as e:  # a page that is not the master's JSON: say which, if it lasts
+                alive, seen = -1, f" (last answer: {e})"
+            if alive == n:
+                return
             assert self.master is not None and self.master.poll() is None, \
                 f"the Spark master exited: see {self.root / 'master.log'}"
             assert time.monotonic() < deadline, \
-                f"{n} Spark workers not ALIVE within {timeout:.0f}s: see the logs in {self.root}"
+                f"{n} Spark workers not ALIVE within {timeout:.0f}s{seen}: see the logs in {self.root}"
             time.sleep(0.5)
 
     def kill_worker(self, i: int) -> None:

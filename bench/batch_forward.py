@@ -3,12 +3,20 @@ fetches raw record batches from the source leader and produces the same bytes to
 per-record work in Python at all. The target broker assigns offsets; each produce response's base offset
 would give an exact offset map per batch.
 
-It speaks four requests of the Kafka protocol over plain sockets (Metadata v4, ListOffsets v1, Fetch v11,
-Produce v8, all non-flexible versions Kafka 4.x still serves) and copies only what a bench source writes:
-non-idempotent, non-transactional batches, compressed or not, whose CRC it can leave as it is (only the base
-offset and leader epoch change, and the CRC does not cover them). Anything else stops it with a clear error.
-A product version would need the idempotent and transactional producer protocol, CRC rewriting, TLS and
-SASL, leader changes and retries; this one answers only "how fast could it go on this host".
+It speaks five requests of the Kafka protocol over plain sockets (Metadata v4, ListOffsets v1, Fetch v11,
+Produce v8, InitProducerId v1, all non-flexible versions Kafka 4.x still serves). Two modes:
+
+- plain: copies only non-idempotent, non-transactional batches, compressed or not, whose CRC it leaves as it
+  is (only the base offset and leader epoch change, and the CRC does not cover them); anything else stops it
+  with a clear error;
+- idempotent: produces as an idempotent producer of its own (InitProducerId, a sequence per partition), so
+  every batch gets its producer id, epoch and base sequence rewritten and its CRC32C recomputed (C code:
+  google-crc32c). It takes any source then: idempotent and transactional producers' batches, with aborted
+  transactions dropped batch by batch from the fetch response's aborted list and control batches (the
+  commit and abort markers) not copied.
+
+A product version would also need transactional produce, TLS and SASL, leader changes and retries; this one
+answers only "how fast could it go on this host".
 
 Run by ``bench.copy_ceiling`` as its third copier.
 """
@@ -20,11 +28,16 @@ import socket
 import struct
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-API_PRODUCE, API_FETCH, API_LIST_OFFSETS, API_METADATA = 0, 1, 2, 3
-CONTROL_OR_TXN = 0x30  # attributes bit 5 (control batch) and bit 4 (transactional)
+import google_crc32c
+
+API_PRODUCE, API_FETCH, API_LIST_OFFSETS, API_METADATA, API_INIT_PRODUCER_ID = 0, 1, 2, 3, 22
+TRANSACTIONAL, CONTROL = 0x10, 0x20  # record batch attributes bits 4 and 5
+CONTROL_OR_TXN = CONTROL | TRANSACTIONAL
 BATCH_HEADER = 61  # bytes of a v2 record batch header before its records
+CRC_FROM = 21  # the CRC32C covers a batch from its attributes to its end
+ABORT_MARKER = 0  # a control record's type (its key: version int16, type int16); 1 is a commit
 
 
 class Wire:
@@ -156,8 +169,9 @@ def fetch_request(topic: str, offsets: dict[int, int], partition_max: int, max_b
             + struct.pack(">i", len(offsets)) + parts + struct.pack(">i", 0) + string(""))
 
 
-def split_batches(records: memoryview) -> list[memoryview]:
-    """The whole v2 batches in a fetched record set (a fetch may end in a partial one), as they are."""
+def split_batches(records: memoryview, any_producer: bool = False) -> list[memoryview]:
+    """The whole v2 batches in a fetched record set (a fetch may end in a partial one), as they are. Without
+    ``any_producer`` (the plain mode) a batch whose producer fields would need rewriting stops the copy."""
     out: list[memoryview] = []
     at, end = 0, len(records)
     while at + 12 <= end:
@@ -169,7 +183,7 @@ def split_batches(records: memoryview) -> list[memoryview]:
             struct.unpack_from(">q", batch, 43)[0]
         if magic != 2:
             raise RuntimeError(f"record batch of magic {magic}: the prototype copies v2 batches only")
-        if attributes & CONTROL_OR_TXN or producer_id != -1:
+        if not any_producer and (attributes & CONTROL_OR_TXN or producer_id != -1):
             raise RuntimeError("a transactional, idempotent or control batch: the prototype does not rewrite "
                                "producer ids (the CRC covers them); use a plain source")
         out.append(batch)
@@ -177,12 +191,87 @@ def split_batches(records: memoryview) -> list[memoryview]:
     return out
 
 
+def _varint(data: memoryview, at: int) -> tuple[int, int]:
+    """A zigzag varint at ``at``: its value and where the next field starts."""
+    raw, shift = 0, 0
+    while True:
+        b = data[at]
+        raw |= (b & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), at
+
+
+def control_type(batch: memoryview) -> int:
+    """A control batch's marker type, from its one record's key (control batches are never compressed)."""
+    at = _varint(batch, BATCH_HEADER)[1] + 1  # record length, then its attributes byte
+    at = _varint(batch, _varint(batch, at)[1])[1]  # timestamp delta, offset delta
+    at = _varint(batch, at)[1]  # key length
+    return int(struct.unpack_from(">h", batch, at + 2)[0])
+
+
+def committed(batches: list[memoryview], aborted: list[tuple[int, int]]) -> list[memoryview]:
+    """The batches a read_committed consumer would hand out, as whole batches: control batches dropped, and
+    a transactional batch dropped while its producer is in an aborted transaction of the fetch response's
+    list (``(producer id, first offset)``) whose abort marker has not come yet."""
+    pending = sorted(aborted, key=lambda a: a[1])
+    aborting: set[int] = set()
+    out: list[memoryview] = []
+    for batch in batches:
+        last = next_offset(batch) - 1
+        while pending and pending[0][1] <= last:
+            aborting.add(pending.pop(0)[0])
+        attributes, producer_id = struct.unpack_from(">h", batch, 21)[0], struct.unpack_from(">q", batch, 43)[0]
+        if attributes & CONTROL:
+            if control_type(batch) == ABORT_MARKER:
+                aborting.discard(producer_id)
+        elif not (attributes & TRANSACTIONAL and producer_id in aborting):
+            out.append(batch)
+    return out
+
+
+@dataclass
+class Idempotence:
+    """This copier as an idempotent producer: its producer id and epoch, and each partition's next sequence."""
+
+    producer_id: int
+    epoch: int
+    sequences: dict[int, int] = field(default_factory=dict)
+
+    def stamp(self, partition: int, batch: memoryview) -> bytes:
+        """``batch`` as this producer's next batch to ``partition``: producer id, epoch and base sequence
+        rewritten, the transactional bit cleared (its transaction was committed on the source), the CRC
+        recomputed. Base offset and leader epoch are left to ``produce_request``."""
+        out = bytearray(batch)
+        sequence = self.sequences.get(partition, 0)
+        count = struct.unpack_from(">i", out, 57)[0]
+        struct.pack_into(">h", out, 21, struct.unpack_from(">h", out, 21)[0] & ~TRANSACTIONAL)
+        struct.pack_into(">qhi", out, 43, self.producer_id, self.epoch, sequence)
+        struct.pack_into(">I", out, 17, google_crc32c.value(bytes(out[CRC_FROM:])))
+        self.sequences[partition] = (sequence + count) & 0x7FFFFFFF  # sequences wrap at int32's maximum
+        return bytes(out)
+
+
+def init_producer_id(wire: Wire, timeout: float = 30) -> Idempotence:
+    """A producer id and epoch for a non-transactional idempotent producer (InitProducerId v1). A broker
+    answers COORDINATOR_LOAD_IN_PROGRESS (14) until it has a block of ids from the controller: asked again."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = Reader(wire.call(API_INIT_PRODUCER_ID, 1, struct.pack(">hi", -1, 60_000)))
+        _throttle, error, producer_id, epoch = r.take(">ihqh")
+        if not error:
+            return Idempotence(producer_id, epoch)
+        if error not in (14, 15) or time.monotonic() > deadline:
+            raise RuntimeError(f"InitProducerId: error {error}")
+        time.sleep(0.1)
+
+
 def next_offset(batch: memoryview) -> int:
     base = struct.unpack_from(">q", batch, 0)[0]
     return int(base + struct.unpack_from(">i", batch, 23)[0] + 1)
 
 
-def produce_request(remote: str, batches: dict[int, memoryview]) -> bytes:
+def produce_request(remote: str, batches: dict[int, memoryview] | dict[int, bytes]) -> bytes:
     """One batch per partition (Kafka takes exactly one v2 batch per partition in a produce request), its base
     offset set to 0 and leader epoch to -1 as a client sends them (outside the CRC, so the CRC stays valid)."""
     parts = []
@@ -192,6 +281,31 @@ def produce_request(remote: str, batches: dict[int, memoryview]) -> bytes:
         parts.append(struct.pack(">ii", p, len(batch)) + bytes(head) + struct.pack(">i", -1) + bytes(batch[16:]))
     return (struct.pack(">hhi", -1, -1, 30_000) + struct.pack(">i", 1) + string(remote)
             + struct.pack(">i", len(parts)) + b"".join(parts))
+
+
+def parse_fetch(response: memoryview, topic: str, any_producer: bool = False
+                ) -> dict[int, tuple[list[memoryview], list[tuple[int, int]]]]:
+    """A Fetch v11 response for one topic: per partition that returned whole batches, those batches and the
+    aborted transactions (producer id, first offset) the broker listed for the fetched range."""
+    r = Reader(response)
+    _throttle, error, _session = r.take(">ihi")
+    if error:
+        raise RuntimeError(f"fetch {topic}: error {error}")
+    out: dict[int, tuple[list[memoryview], list[tuple[int, int]]]] = {}
+    for _ in range(r.int(">i")):
+        r.string()
+        for _ in range(r.int(">i")):
+            index, p_error = r.take(">ih")
+            r.at += 24  # high watermark, last stable offset, log start offset
+            aborted = [(pid, first) for pid, first in (r.take(">qq") for _ in range(max(r.int(">i"), 0)))]
+            r.int(">i")  # preferred read replica
+            records = r.blob()
+            if p_error:
+                raise RuntimeError(f"fetch {topic}[{index}]: error {p_error}")
+            batches = split_batches(records, any_producer) if records is not None else []
+            if batches:
+                out[index] = (batches, aborted)
+    return out
 
 
 def check_produce(response: memoryview) -> None:
@@ -209,14 +323,18 @@ def check_produce(response: memoryview) -> None:
                 raise RuntimeError(f"produce to {name}[{index}]: error {error} {message or ''}")
 
 
-def forward(source: str, target: str, topic: str, remote: str, partitions: int, in_flight: int = 8) -> None:
-    """Copy ``topic`` to ``remote`` until killed: one fetching thread, this one producing, one reading acks."""
+def forward(source: str, target: str, topic: str, remote: str, partitions: int, in_flight: int = 8,
+            idempotent: bool = False) -> None:
+    """Copy ``topic`` to ``remote`` until killed: one fetching thread, this one producing, one reading acks.
+    Requests to the target are processed one at a time per connection, in the order sent, so the sequences
+    stamped here in sending order arrive in order."""
     src, dst = leaders(source, topic), leaders(target, remote)
     if len(set(src.partitions.values())) != 1 or len(set(dst.partitions.values())) != 1:
         raise RuntimeError("the prototype expects one leader per cluster (the bench's single-node clusters)")
     fetch_wire = Wire(*src.brokers[next(iter(src.partitions.values()))])
     produce_wire = Wire(*dst.brokers[next(iter(dst.partitions.values()))])
     await_leadership(produce_wire, remote, partitions)
+    producer = init_producer_id(produce_wire) if idempotent else None
     fetched: queue.Queue[dict[int, list[memoryview]]] = queue.Queue(maxsize=4)
     slots = threading.Semaphore(in_flight)
     failure: list[BaseException] = []
@@ -225,26 +343,13 @@ def forward(source: str, target: str, topic: str, remote: str, partitions: int, 
         offsets = dict.fromkeys(range(partitions), 0)
         try:
             while True:
-                r = Reader(fetch_wire.call(API_FETCH, 11, fetch_request(topic, offsets, 4 << 20, 64 << 20)))
-                _throttle, error, _session = r.take(">ihi")
-                if error:
-                    raise RuntimeError(f"fetch {topic}: error {error}")
                 got: dict[int, list[memoryview]] = {}
-                for _ in range(r.int(">i")):
-                    r.string()
-                    for _ in range(r.int(">i")):
-                        index, error = r.take(">ih")
-                        r.at += 24
-                        aborted = r.int(">i")
-                        r.at += 16 * max(aborted, 0)
-                        r.int(">i")
-                        records = r.blob()
-                        if error:
-                            raise RuntimeError(f"fetch {topic}[{index}]: error {error}")
-                        batches = split_batches(records) if records is not None else []
-                        if batches:
-                            got[index] = batches
-                            offsets[index] = next_offset(batches[-1])
+                fetch = fetch_wire.call(API_FETCH, 11, fetch_request(topic, offsets, 4 << 20, 64 << 20))
+                for index, (batches, aborted) in parse_fetch(fetch, topic, idempotent).items():
+                    offsets[index] = next_offset(batches[-1])  # the next fetch starts after the last batch
+                    kept = committed(batches, aborted) if idempotent else batches
+                    if kept:
+                        got[index] = kept
                 if got:
                     fetched.put(got)
         except BaseException as e:  # handed to the producing thread, which raises it
@@ -271,6 +376,8 @@ def forward(source: str, target: str, topic: str, remote: str, partitions: int, 
             while not slots.acquire(timeout=1):
                 if failure:
                     raise failure[0]
-            produce_wire.send(API_PRODUCE, 8, produce_request(remote, {p: b[i] for p, b in got.items() if i < len(b)}))
+            chosen = {p: b[i] for p, b in got.items() if i < len(b)}
+            produce_wire.send(API_PRODUCE, 8, produce_request(
+                remote, {p: producer.stamp(p, b) for p, b in chosen.items()} if producer else chosen))
     time.sleep(0.5)
     raise failure[0]

@@ -5,7 +5,10 @@ scale bench measures the mirror (records/s from 10 % to 90 % of the backlog on t
 records of the copier's process), on fresh clusters, then mirror_core on the same backlog.
 
     TMPDIR=/dev/shm python -m bench.copy_ceiling <partitions> <records> [rounds] [1: MirrorMaker 2 too]
-                                                 [1: the batch-forwarding prototype too, bench.batch_forward]
+                                                 [1: the batch-forwarding prototype too, bench.batch_forward;
+                                                  2: also in its idempotent mode]
+    TMPDIR=/dev/shm python -m bench.copy_ceiling --forward-modes <partitions> <records> [rounds]
+        (MirrorMaker 2 and the prototype in both modes only: what idempotence costs a batch copier)
 
 If the bare loop cannot reach a rate, no design that hands every record through confluent-kafka in one
 Python thread can; mirror_core's rate over the bare loop's is what its own bookkeeping costs.
@@ -57,7 +60,8 @@ def bare_copy(source: str, target: str, topic: str, remote: str, partitions: int
 
 
 def bare_run(partitions: int, records: int, copier: str = "--loop") -> dict[str, float | None]:
-    """The bare loop (``--loop``) or the batch-forwarding prototype (``--forward``) on a fresh backlog."""
+    """The bare loop (``--loop``) or the batch-forwarding prototype (``--forward``, ``--forward-idempotent``)
+    on a fresh backlog."""
     topic, remote = f"bare{partitions}", f"bare.bare{partitions}"
     with ab_partitions.fresh_backlog("copy-ceiling-", topic, partitions, records) as backlog:
         return timed_copier(copier, backlog.src.bootstrap, backlog.dst.bootstrap, backlog.dst.bootstrap, topic,
@@ -102,16 +106,35 @@ def main(partitions: int, records: int, rounds: int = 1, with_mm2: int = 0, with
                                                                   / (bare["records_per_s"] or 1), 2))
             if mm2_rate:
                 row["forward_over_mm2"] = round((fwd["records_per_s"] or 0) / mm2_rate, 2)
+        if with_forward >= 2:
+            idem = bare_run(partitions, records, "--forward-idempotent")
+            row.update(batch_forward_idempotent=idem)
+            if mm2_rate:
+                row["idempotent_forward_over_mm2"] = round((idem["records_per_s"] or 0) / mm2_rate, 2)
         print(row, flush=True)
+
+
+def forward_modes(partitions: int, records: int, rounds: int = 1) -> None:
+    for r in range(rounds):  # taking turns, so all meet the same machine load
+        mm2 = mm2_run(partitions, records, r)
+        plain, idem = bare_run(partitions, records, "--forward"), bare_run(partitions, records, "--forward-idempotent")
+        rate = float(mm2["records_per_s"] or 1)
+        print({"round": r, "partitions": partitions, "records": records, "mm2": mm2, "batch_forward": plain,
+               "batch_forward_idempotent": idem,
+               "forward_over_mm2": round(float(plain["records_per_s"] or 0) / rate, 2),
+               "idempotent_forward_over_mm2": round(float(idem["records_per_s"] or 0) / rate, 2)}, flush=True)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--loop"]:
         source, target, topic, remote, partitions, records = sys.argv[2:8]
         bare_copy(source, target, topic, remote, int(partitions), int(records))
-    elif sys.argv[1:2] == ["--forward"]:
+    elif sys.argv[1:2] in (["--forward"], ["--forward-idempotent"]):
         source, target, topic, remote, partitions = sys.argv[2:7]
-        batch_forward.forward(source, target, topic, remote, int(partitions))
+        batch_forward.forward(source, target, topic, remote, int(partitions),
+                              idempotent=sys.argv[1] == "--forward-idempotent")
+    elif sys.argv[1:2] == ["--forward-modes"]:
+        forward_modes(*(int(a) for a in sys.argv[2:5]))
     elif len(sys.argv) < 3:
         sys.exit(__doc__)
     else:

@@ -1,5 +1,6 @@
 """The batch-forwarding prototype's pure parts (bench/batch_forward.py): which batches of a fetched record
-set it forwards, where the next fetch starts, and what it changes in a batch before producing it."""
+set it forwards, where the next fetch starts, and what it changes in a batch before producing it; in its
+idempotent mode, which batches read_committed keeps and how a batch is restamped."""
 
 from __future__ import annotations
 
@@ -8,11 +9,19 @@ import struct
 import pytest
 
 from bench import batch_forward
+from bench.batch_forward_checks import crc32c, varint
 
 
 def batch(base: int, last_delta: int, records: bytes = b"r" * 10, attributes: int = 0, producer_id: int = -1) -> bytes:
     tail = struct.pack(">hiqqqhii", attributes, last_delta, 1, 1, producer_id, -1, -1, last_delta + 1) + records
     return struct.pack(">qiibI", base, 4 + 1 + 4 + len(tail), 7, 2, 0xDEADBEEF) + tail
+
+
+def marker(base: int, producer_id: int, kind: int) -> bytes:
+    """A control batch holding one commit (1) or abort (0) marker, as a transaction coordinator writes it."""
+    key, value = struct.pack(">hh", 0, kind), struct.pack(">hi", 0, 3)
+    body = b"\x00" + varint(0) + varint(0) + varint(len(key)) + key + varint(len(value)) + value + varint(0)
+    return batch(base, 0, varint(len(body)) + body, attributes=0x30, producer_id=producer_id)
 
 
 def test_whole_batches_are_forwarded_and_a_trailing_partial_one_waits_for_the_next_fetch() -> None:
@@ -35,3 +44,38 @@ def test_a_produced_batch_changes_only_base_offset_and_leader_epoch_which_the_cr
     assert struct.unpack_from(">qii", sent) == (0, len(original) - 12, -1)
     assert sent[16:] == original[16:]  # magic, CRC and everything the CRC covers: untouched
     assert struct.unpack_from(">ii", request, len(request) - len(original) - 8) == (2, len(original))
+
+
+def test_control_batches_say_whether_they_commit_or_abort() -> None:
+    assert batch_forward.control_type(memoryview(marker(9, 7, 0))) == batch_forward.ABORT_MARKER
+    assert batch_forward.control_type(memoryview(marker(9, 7, 1))) == 1
+
+
+def test_read_committed_keeps_committed_and_plain_batches_and_drops_aborted_ones_and_every_marker() -> None:
+    aborted_txn, abort = batch(0, 1, attributes=0x10, producer_id=7), marker(2, 7, 0)
+    committed_txn, commit = batch(3, 1, attributes=0x10, producer_id=8), marker(5, 8, 1)
+    again = batch(6, 0, attributes=0x10, producer_id=7)  # producer 7's next transaction, after its abort
+    plain = batch(7, 2)
+    batches = [memoryview(b) for b in (aborted_txn, abort, committed_txn, commit, again, plain)]
+    kept = batch_forward.committed(batches, [(7, 0)])
+    assert [bytes(b) for b in kept] == [committed_txn, again, plain]
+    # An aborted transaction that began before this fetch's first batch is in the list too.
+    assert [bytes(b) for b in batch_forward.committed(batches[1:], [(7, 0)])] == [committed_txn, again, plain]
+    assert batch_forward.committed(batches, []) == [batches[0], batches[2], batches[4], batches[5]]
+
+
+def test_split_batches_takes_any_producer_in_the_idempotent_mode() -> None:
+    records = marker(0, 7, 1) + batch(1, 0, producer_id=42)
+    assert len(batch_forward.split_batches(memoryview(records), any_producer=True)) == 2
+
+
+def test_a_restamped_batch_carries_this_producers_id_epoch_and_sequences_with_a_valid_crc() -> None:
+    producer = batch_forward.Idempotence(producer_id=1234, epoch=3)
+    first = batch(10, 4, attributes=0x10 | 0x04, producer_id=7)  # transactional, lz4
+    out = [producer.stamp(2, memoryview(first)), producer.stamp(2, memoryview(batch(15, 1))),
+           producer.stamp(5, memoryview(batch(0, 0)))]
+    assert [struct.unpack_from(">qhi", b, 43) for b in out] == [(1234, 3, 0), (1234, 3, 5), (1234, 3, 0)]
+    assert struct.unpack_from(">h", out[0], 21)[0] == 0x04  # compression kept, transactional cleared
+    assert all(struct.unpack_from(">I", b, 17)[0] == crc32c(b[21:]) for b in out)
+    assert out[0][61:] == first[61:] and out[0][:17] == first[:17]  # records, offsets and length as they were
+    assert producer.sequences == {2: 7, 5: 1}

@@ -3,8 +3,9 @@ fetches raw record batches from the source leader and produces the same bytes to
 per-record work in Python at all. The target broker assigns offsets; each produce response's base offset
 would give an exact offset map per batch.
 
-It speaks five requests of the Kafka protocol over plain sockets (Metadata v4, ListOffsets v1, Fetch v11,
-Produce v8, InitProducerId v1, all non-flexible versions Kafka 4.x still serves). Two modes:
+It speaks the Kafka protocol over plain sockets (Metadata v4, ListOffsets v1, Fetch v11, Produce v8,
+InitProducerId v1, AddPartitionsToTxn v1, EndTxn v1: non-flexible versions Kafka 4.x still serves). Three
+modes:
 
 - plain: copies only non-idempotent, non-transactional batches, compressed or not, whose CRC it leaves as it
   is (only the base offset and leader epoch change, and the CRC does not cover them); anything else stops it
@@ -13,10 +14,13 @@ Produce v8, InitProducerId v1, all non-flexible versions Kafka 4.x still serves)
   every batch gets its producer id, epoch and base sequence rewritten and its CRC32C recomputed (C code:
   google-crc32c). It takes any source then: idempotent and transactional producers' batches, with aborted
   transactions dropped batch by batch from the fetch response's aborted list and control batches (the
-  commit and abort markers) not copied.
+  commit and abort markers) not copied;
+- transactional: as idempotent, but as a transactional producer that commits every ``commit_interval``
+  seconds (1 s: mirror_core's ``offset.flush.interval.ms`` under backlog) and when the source has nothing
+  more, as mirror_core's exactly-once mode does; it drains its in-flight requests before each commit.
 
-A product version would also need transactional produce, TLS and SASL, leader changes and retries; this one
-answers only "how fast could it go on this host".
+A product version would also need TLS and SASL, leader changes, retries, and the offset map and progress
+written in the same transactions; this one answers only "how fast could it go on this host".
 
 Run by ``bench.copy_ceiling`` as its third copier.
 """
@@ -28,11 +32,23 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import google_crc32c
 
-API_PRODUCE, API_FETCH, API_LIST_OFFSETS, API_METADATA, API_INIT_PRODUCER_ID = 0, 1, 2, 3, 22
+API_PRODUCE, API_FETCH, API_LIST_OFFSETS, API_METADATA = 0, 1, 2, 3
+API_FIND_COORDINATOR, API_INIT_PRODUCER_ID, API_ADD_PARTITIONS_TO_TXN, API_END_TXN = 10, 22, 24, 26
+# Answered while a coordinator loads, moves or finishes the previous transaction's markers: asked again.
+RETRIABLE = {14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 51: "CONCURRENT_TRANSACTIONS"}
+NOT_COORDINATOR = 16  # the coordinator moved or is not ready yet: found again, then asked again
+MODES = ("plain", "idempotent", "transactional")
+
+
+class BrokerError(RuntimeError):
+    def __init__(self, what: str, code: int) -> None:
+        super().__init__(f"{what}: error {code} {RETRIABLE.get(code, '')}".rstrip())
+        self.code = code
 TRANSACTIONAL, CONTROL = 0x10, 0x20  # record batch attributes bits 4 and 5
 CONTROL_OR_TXN = CONTROL | TRANSACTIONAL
 BATCH_HEADER = 61  # bytes of a v2 record batch header before its records
@@ -232,38 +248,116 @@ def committed(batches: list[memoryview], aborted: list[tuple[int, int]]) -> list
 
 @dataclass
 class Idempotence:
-    """This copier as an idempotent producer: its producer id and epoch, and each partition's next sequence."""
+    """This copier as an idempotent (or transactional) producer: its producer id and epoch, and each
+    partition's next sequence."""
 
     producer_id: int
     epoch: int
+    transactional: bool = False
     sequences: dict[int, int] = field(default_factory=dict)
 
-    def stamp(self, partition: int, batch: memoryview) -> bytes:
+    def stamp(self, partition: int, batch: memoryview) -> bytearray:
         """``batch`` as this producer's next batch to ``partition``: producer id, epoch and base sequence
-        rewritten, the transactional bit cleared (its transaction was committed on the source), the CRC
-        recomputed. Base offset and leader epoch are left to ``produce_request``."""
+        rewritten, the transactional bit set as this producer is (the source's transaction was committed),
+        the CRC recomputed. Base offset and leader epoch are left to ``produce_request``."""
         out = bytearray(batch)
         sequence = self.sequences.get(partition, 0)
         count = struct.unpack_from(">i", out, 57)[0]
-        struct.pack_into(">h", out, 21, struct.unpack_from(">h", out, 21)[0] & ~TRANSACTIONAL)
+        attributes = struct.unpack_from(">h", out, 21)[0] & ~TRANSACTIONAL
+        struct.pack_into(">h", out, 21, attributes | (TRANSACTIONAL if self.transactional else 0))
         struct.pack_into(">qhi", out, 43, self.producer_id, self.epoch, sequence)
-        struct.pack_into(">I", out, 17, google_crc32c.value(bytes(out[CRC_FROM:])))
+        # google_crc32c takes read-only buffers only: one copy of the covered bytes.
+        struct.pack_into(">I", out, 17, google_crc32c.value(bytes(memoryview(out)[CRC_FROM:])))
         self.sequences[partition] = (sequence + count) & 0x7FFFFFFF  # sequences wrap at int32's maximum
-        return bytes(out)
+        return out
 
 
-def init_producer_id(wire: Wire, timeout: float = 30) -> Idempotence:
-    """A producer id and epoch for a non-transactional idempotent producer (InitProducerId v1). A broker
-    answers COORDINATOR_LOAD_IN_PROGRESS (14) until it has a block of ids from the controller: asked again."""
+def retrying(wire: Wire, api: int, version: int, body: bytes, what: str, timeout: float = 30) -> Reader:
+    """``wire.call`` until the answer's error code (after the throttle time) is not a ``RETRIABLE`` one."""
     deadline = time.monotonic() + timeout
     while True:
-        r = Reader(wire.call(API_INIT_PRODUCER_ID, 1, struct.pack(">hi", -1, 60_000)))
-        _throttle, error, producer_id, epoch = r.take(">ihqh")
+        r = Reader(wire.call(api, version, body))
+        r.int(">i")
+        error = r.int(">h")
         if not error:
-            return Idempotence(producer_id, epoch)
-        if error not in (14, 15) or time.monotonic() > deadline:
-            raise RuntimeError(f"InitProducerId: error {error}")
-        time.sleep(0.1)
+            return r
+        if error not in RETRIABLE or time.monotonic() > deadline:
+            raise BrokerError(what, error)
+        time.sleep(0.02)
+
+
+def init_producer_id(wire: Wire, transactional_id: str | None = None) -> Idempotence:
+    """A producer id and epoch (InitProducerId v1), for an idempotent producer or, with ``transactional_id``,
+    a transactional one. A broker answers COORDINATOR_LOAD_IN_PROGRESS until it has a block of ids from the
+    controller, and a transaction coordinator while it loads its log."""
+    tid = string(transactional_id) if transactional_id is not None else struct.pack(">h", -1)
+    producer_id, epoch = retrying(wire, API_INIT_PRODUCER_ID, 1, tid + struct.pack(">i", 60_000),
+                                  "InitProducerId").take(">qh")
+    return Idempotence(producer_id, epoch, transactional=transactional_id is not None)
+
+
+def transaction_coordinator(wire: Wire, transactional_id: str) -> tuple[str, int]:
+    """Where ``transactional_id``'s coordinator runs (FindCoordinator v1, key type 1). A cluster creates its
+    transaction state topic on the first such request and answers COORDINATOR_NOT_AVAILABLE until then."""
+    r = retrying(wire, API_FIND_COORDINATOR, 1, string(transactional_id) + b"\x01", "FindCoordinator")
+    r.string()  # error message
+    r.int(">i")  # node id
+    host = r.string() or ""
+    return host, r.int(">i")
+
+
+class Transaction:
+    """This copier's transactions, on a connection of their own to the transaction coordinator (found through
+    ``bootstrap``): the partitions a transaction writes are added before the first produce request that
+    writes them, and a commit ends it (the next begins with the next add)."""
+
+    def __init__(self, bootstrap: Wire, transactional_id: str, topic: str, timeout: float = 60) -> None:
+        self.id, self.topic = transactional_id, topic
+        deadline = time.monotonic() + timeout
+        while True:
+            self.wire = Wire(*transaction_coordinator(bootstrap, transactional_id))
+            try:
+                self.producer = init_producer_id(self.wire, transactional_id)
+                break
+            except BrokerError as e:
+                self.wire.sock.close()
+                if e.code != NOT_COORDINATOR or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        self.added: set[int] = set()
+        self.began = 0.0
+
+    def _header(self) -> bytes:
+        return string(self.id) + struct.pack(">qh", self.producer.producer_id, self.producer.epoch)
+
+    def add(self, partitions: Iterable[int]) -> None:
+        new = sorted(set(partitions) - self.added)
+        if not new:
+            return
+        body = (self._header() + struct.pack(">i", 1) + string(self.topic)
+                + struct.pack(f">i{len(new)}i", len(new), *new))
+        deadline = time.monotonic() + 30
+        while True:  # CONCURRENT_TRANSACTIONS while the coordinator finishes the last commit's markers
+            r = Reader(self.wire.call(API_ADD_PARTITIONS_TO_TXN, 1, body))
+            r.int(">i")
+            errors: set[int] = set()
+            for _ in range(r.int(">i")):
+                r.string()
+                errors.update(r.take(">ih")[1] for _ in range(r.int(">i")))
+            errors.discard(0)
+            if not errors:
+                break
+            if not errors <= RETRIABLE.keys() or time.monotonic() > deadline:
+                raise RuntimeError(f"AddPartitionsToTxn {self.topic}: errors {sorted(errors)}")
+            time.sleep(0.02)
+        if not self.added:
+            self.began = time.monotonic()
+        self.added.update(new)
+
+    def commit(self) -> None:
+        if self.added:
+            retrying(self.wire, API_END_TXN, 1, self._header() + b"\x01", "EndTxn")
+            self.added.clear()
 
 
 def next_offset(batch: memoryview) -> int:
@@ -271,7 +365,8 @@ def next_offset(batch: memoryview) -> int:
     return int(base + struct.unpack_from(">i", batch, 23)[0] + 1)
 
 
-def produce_request(remote: str, batches: dict[int, memoryview] | dict[int, bytes]) -> bytes:
+def produce_request(remote: str, batches: dict[int, memoryview] | dict[int, bytearray],
+                    transactional_id: str | None = None) -> bytes:
     """One batch per partition (Kafka takes exactly one v2 batch per partition in a produce request), its base
     offset set to 0 and leader epoch to -1 as a client sends them (outside the CRC, so the CRC stays valid)."""
     parts = []
@@ -279,7 +374,8 @@ def produce_request(remote: str, batches: dict[int, memoryview] | dict[int, byte
         head = bytearray(batch[:12])
         struct.pack_into(">q", head, 0, 0)
         parts.append(struct.pack(">ii", p, len(batch)) + bytes(head) + struct.pack(">i", -1) + bytes(batch[16:]))
-    return (struct.pack(">hhi", -1, -1, 30_000) + struct.pack(">i", 1) + string(remote)
+    tid = string(transactional_id) if transactional_id is not None else struct.pack(">h", -1)
+    return (tid + struct.pack(">hi", -1, 30_000) + struct.pack(">i", 1) + string(remote)
             + struct.pack(">i", len(parts)) + b"".join(parts))
 
 
@@ -324,17 +420,22 @@ def check_produce(response: memoryview) -> None:
 
 
 def forward(source: str, target: str, topic: str, remote: str, partitions: int, in_flight: int = 8,
-            idempotent: bool = False) -> None:
+            mode: str = "plain", commit_interval: float = 1.0) -> None:
     """Copy ``topic`` to ``remote`` until killed: one fetching thread, this one producing, one reading acks.
     Requests to the target are processed one at a time per connection, in the order sent, so the sequences
     stamped here in sending order arrive in order."""
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r}: one of {', '.join(MODES)}")
+    idempotent = mode != "plain"
     src, dst = leaders(source, topic), leaders(target, remote)
     if len(set(src.partitions.values())) != 1 or len(set(dst.partitions.values())) != 1:
         raise RuntimeError("the prototype expects one leader per cluster (the bench's single-node clusters)")
     fetch_wire = Wire(*src.brokers[next(iter(src.partitions.values()))])
     produce_wire = Wire(*dst.brokers[next(iter(dst.partitions.values()))])
     await_leadership(produce_wire, remote, partitions)
-    producer = init_producer_id(produce_wire) if idempotent else None
+    txn = Transaction(produce_wire, f"batch-forward-{remote}", remote) if mode == "transactional" else None
+    producer = txn.producer if txn else init_producer_id(produce_wire) if idempotent else None
+    tid = txn.id if txn else None
     fetched: queue.Queue[dict[int, list[memoryview]]] = queue.Queue(maxsize=4)
     slots = threading.Semaphore(in_flight)
     failure: list[BaseException] = []
@@ -366,10 +467,22 @@ def forward(source: str, target: str, topic: str, remote: str, partitions: int, 
 
     threading.Thread(target=fetcher, daemon=True).start()
     threading.Thread(target=acker, daemon=True).start()
+    def drain() -> None:
+        """Until every request sent has its answer (a transaction commits only what was acknowledged)."""
+        for _ in range(in_flight):
+            while not slots.acquire(timeout=1):
+                if failure:
+                    raise failure[0]
+        for _ in range(in_flight):
+            slots.release()
+
     while not failure:
         try:
-            got = fetched.get(timeout=1)
+            got = fetched.get(timeout=0.05 if txn and txn.added else 1)
         except queue.Empty:
+            if txn:  # the source has nothing more for now: what was copied becomes visible
+                drain()
+                txn.commit()
             continue
         depth = max((len(b) for b in got.values()), default=0)
         for i in range(depth):  # the i-th batch of every partition in one request, in order per partition
@@ -377,7 +490,12 @@ def forward(source: str, target: str, topic: str, remote: str, partitions: int, 
                 if failure:
                     raise failure[0]
             chosen = {p: b[i] for p, b in got.items() if i < len(b)}
+            if txn:
+                txn.add(chosen)
             produce_wire.send(API_PRODUCE, 8, produce_request(
-                remote, {p: producer.stamp(p, b) for p, b in chosen.items()} if producer else chosen))
+                remote, {p: producer.stamp(p, b) for p, b in chosen.items()} if producer else chosen, tid))
+        if txn and time.monotonic() - txn.began >= commit_interval:
+            drain()
+            txn.commit()
     time.sleep(0.5)
     raise failure[0]

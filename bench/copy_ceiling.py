@@ -8,7 +8,8 @@ records of the copier's process), on fresh clusters, then mirror_core on the sam
                                                  [1: the batch-forwarding prototype too, bench.batch_forward;
                                                   2: also in its idempotent mode]
     TMPDIR=/dev/shm python -m bench.copy_ceiling --forward-modes <partitions> <records> [rounds]
-        (MirrorMaker 2 and the prototype in both modes only: what idempotence costs a batch copier)
+        (MirrorMaker 2 and the prototype in each of its modes only: what idempotence and transactions
+         cost a batch copier)
 
 If the bare loop cannot reach a rate, no design that hands every record through confluent-kafka in one
 Python thread can; mirror_core's rate over the bare loop's is what its own bookkeeping costs.
@@ -60,7 +61,7 @@ def bare_copy(source: str, target: str, topic: str, remote: str, partitions: int
 
 
 def bare_run(partitions: int, records: int, copier: str = "--loop") -> dict[str, float | None]:
-    """The bare loop (``--loop``) or the batch-forwarding prototype (``--forward``, ``--forward-idempotent``)
+    """The bare loop (``--loop``) or the batch-forwarding prototype (``--forward``, ``--forward-<mode>``)
     on a fresh backlog."""
     topic, remote = f"bare{partitions}", f"bare.bare{partitions}"
     with ab_partitions.fresh_backlog("copy-ceiling-", topic, partitions, records) as backlog:
@@ -70,8 +71,9 @@ def bare_run(partitions: int, records: int, copier: str = "--loop") -> dict[str,
 
 def timed_copier(copier: str, source: str, target: str, watch: str, topic: str, remote: str, partitions: int,
                  records: int) -> dict[str, float | None]:
-    """One of this module's copiers (``--loop``, ``--forward``) run from ``source`` to ``target``, ``remote``
-    created first and watched through ``watch`` (the target's own address when ``target`` is a proxy)."""
+    """One of this module's copiers (``--loop``, ``--forward``, ``--forward-<mode>``) run from ``source`` to
+    ``target``, ``remote`` created first and watched through ``watch`` (the target's own address when
+    ``target`` is a proxy)."""
     Cluster(watch).create(remote, partitions)
     t0 = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "bench.copy_ceiling", copier, source, target, topic, remote,
@@ -117,22 +119,23 @@ def main(partitions: int, records: int, rounds: int = 1, with_mm2: int = 0, with
 def forward_modes(partitions: int, records: int, rounds: int = 1) -> None:
     for r in range(rounds):  # taking turns, so all meet the same machine load
         mm2 = mm2_run(partitions, records, r)
-        plain, idem = bare_run(partitions, records, "--forward"), bare_run(partitions, records, "--forward-idempotent")
         rate = float(mm2["records_per_s"] or 1)
-        print({"round": r, "partitions": partitions, "records": records, "mm2": mm2, "batch_forward": plain,
-               "batch_forward_idempotent": idem,
-               "forward_over_mm2": round(float(plain["records_per_s"] or 0) / rate, 2),
-               "idempotent_forward_over_mm2": round(float(idem["records_per_s"] or 0) / rate, 2)}, flush=True)
+        row: dict[str, object] = {"round": r, "partitions": partitions, "records": records, "mm2": mm2}
+        for mode in batch_forward.MODES:
+            run = bare_run(partitions, records, f"--forward-{mode}")
+            row[f"forward_{mode}"] = run
+            row[f"{mode}_over_mm2"] = round(float(run["records_per_s"] or 0) / rate, 2)
+        print(row, flush=True)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--loop"]:
         source, target, topic, remote, partitions, records = sys.argv[2:8]
         bare_copy(source, target, topic, remote, int(partitions), int(records))
-    elif sys.argv[1:2] in (["--forward"], ["--forward-idempotent"]):
+    elif sys.argv[1:2] in (["--forward"], *([f"--forward-{m}"] for m in batch_forward.MODES)):
         source, target, topic, remote, partitions = sys.argv[2:7]
         batch_forward.forward(source, target, topic, remote, int(partitions),
-                              idempotent=sys.argv[1] == "--forward-idempotent")
+                              mode=sys.argv[1].removeprefix("--forward").removeprefix("-") or "plain")
     elif sys.argv[1:2] == ["--forward-modes"]:
         forward_modes(*(int(a) for a in sys.argv[2:5]))
     elif len(sys.argv) < 3:

@@ -1,7 +1,9 @@
 """The batch-forwarding prototype (bench/batch_forward.py) over a WAN, next to MirrorMaker 2 and mirror_core
 on the same toxiproxy link, same backlog, same run: how much of remote produce's shortfall is librdkafka's
 (one produce request in flight per partition with idempotence; one partition per request). The prototype
-runs in both its modes: plain, and as an idempotent producer (the guarantee mirror_core's producer has).
+runs in each of its modes: plain, idempotent (the producer protocol mirror_core's producer speaks, so its
+cost; the prototype never retries, so the protection itself is not exercised) and transactional (committing
+every second, as mirror_core's exactly-once mode does under backlog).
 
     TMPDIR=/dev/shm python -m bench.wan_forward [rtt_ms] [records] [rounds] [value bytes] [placement]
 
@@ -16,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 import bench.run as bench_run
-from bench import copy_ceiling
+from bench import batch_forward, copy_ceiling
 from bench.wan import Link, add_wan_listener, backlog_once, endpoints, produce_backlog
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 from mirror_core.devcluster.toxiproxy import ToxiproxyServer
@@ -42,10 +44,9 @@ def main(rtt_ms: int = 80, records: int = 2_000_000, rounds: int = 2, size: int 
                 for k, (system, extra) in enumerate(systems):
                     row[system] = backlog_once(system, extra, src, dst, clusters[1].bootstrap, "wanfwd", records,
                                                size, f"wf{r}{k}", work, link)[0]
-                for copier, label, tag in (("--forward", "batch forwarding", "f"),
-                                           ("--forward-idempotent", "idempotent batch forwarding", "i")):
-                    row[label] = float(copy_ceiling.timed_copier(
-                        copier, src, dst, clusters[1].bootstrap, "wanfwd", f"wf{r}{tag}.wanfwd",
+                for mode in batch_forward.MODES:
+                    row[f"forward {mode}"] = float(copy_ceiling.timed_copier(
+                        f"--forward-{mode}", src, dst, clusters[1].bootstrap, "wanfwd", f"wf{r}{mode}.wanfwd",
                         bench_run.PARTITIONS, records)["records_per_s"] or 0)
                 mm2 = row["MirrorMaker 2"] or 1
                 print({"round": r, "rtt_ms": rtt_ms, "placement": placement, "records": records, "bytes": size,

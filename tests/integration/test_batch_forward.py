@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from bench import batch_forward
 from tests.kafka_harness import REPO, create_topic, end_offsets, produce_sequence, producer, read_all, wait_until
 
@@ -53,20 +55,29 @@ def _transactions(bootstrap: str, topic: str, partitions: int, count: int, per_t
     return committed
 
 
-def _producer_ids(bootstrap: str, topic: str, partitions: int) -> set[int]:
-    """The producer ids of the record batches ``topic`` holds, read with the prototype's own fetch."""
+def _batches(bootstrap: str, topic: str, partitions: int) -> list[memoryview]:
+    """The record batches ``topic`` holds (data and control), read with the prototype's own fetch."""
     where = batch_forward.leaders(bootstrap, topic)
     wire = batch_forward.Wire(*where.brokers[next(iter(where.partitions.values()))])
     response = wire.call(batch_forward.API_FETCH, 11, batch_forward.fetch_request(
         topic, dict.fromkeys(range(partitions), 0), 4 << 20, 64 << 20))
     wire.sock.close()
-    return {struct.unpack_from(">q", b, 43)[0] for batches, _aborted in
-            batch_forward.parse_fetch(response, topic, any_producer=True).values() for b in batches}
+    return [b for batches, _aborted in batch_forward.parse_fetch(response, topic, any_producer=True).values()
+            for b in batches]
 
 
-def test_idempotent_mode_copies_committed_records_of_idempotent_and_transactional_producers(
-        dc1: str, dc2: str, name: str) -> None:
-    topic, remote = f"{name}.fwdi", f"{name}.fwdi.copy"
+def _producer_id(batch: memoryview) -> int:
+    return int(struct.unpack_from(">q", batch, 43)[0])
+
+
+def _attributes(batch: memoryview) -> int:
+    return int(struct.unpack_from(">h", batch, 21)[0])
+
+
+@pytest.mark.parametrize("mode", ["idempotent", "transactional"])
+def test_idempotent_and_transactional_modes_copy_what_read_committed_sees_of_any_producer(
+        dc1: str, dc2: str, name: str, mode: str) -> None:
+    topic, remote = f"{name}.fwd{mode[0]}", f"{name}.fwd{mode[0]}.copy"
     create_topic(dc1, topic, PARTITIONS)
     create_topic(dc2, remote, PARTITIONS)
     produce_sequence(dc1, topic, PARTITIONS, 5_000)  # idempotent (the harness producer's default)
@@ -76,20 +87,30 @@ def test_idempotent_mode_copies_committed_records_of_idempotent_and_transactiona
     source = read_all(dc1, topic)
     # Preconditions: the source has aborted records and markers (gaps) and more than one producer.
     assert len(source) == committed < sum(end_offsets(dc1, topic, "read_uncommitted").values())
-    assert len(_producer_ids(dc1, topic, PARTITIONS) - {-1}) >= 3
-    proc = subprocess.Popen([sys.executable, "-m", "bench.copy_ceiling", "--forward-idempotent", dc1, dc2, topic,
+    assert len({_producer_id(b) for b in _batches(dc1, topic, PARTITIONS)} - {-1}) >= 3
+    proc = subprocess.Popen([sys.executable, "-m", "bench.copy_ceiling", f"--forward-{mode}", dc1, dc2, topic,
                              remote, str(PARTITIONS)], cwd=REPO)
     try:
-        wait_until(lambda: sum(end_offsets(dc2, remote).values()) >= committed, 60, what="committed records forwarded")
+        # Records, not end offsets: the transactional mode's commit markers take offsets too.
+        wait_until(lambda: len(read_all(dc2, remote)) >= committed, 60, interval=1, what="committed records forwarded")
         time.sleep(1)  # nothing beyond them arrives
         assert proc.poll() is None, "the prototype exited (a refused sequence would stop it)"
     finally:
         proc.kill()
         proc.wait()
     target = read_all(dc2, remote)
-    assert sum(end_offsets(dc2, remote, "read_uncommitted").values()) == committed  # no gaps, no extras
     for p in range(PARTITIONS):
         mine = [(r.key, r.value, r.headers, r.timestamp) for r in target if r.partition == p]
         assert mine == [(r.key, r.value, r.headers, r.timestamp) for r in source if r.partition == p], p
-        assert [r.offset for r in target if r.partition == p] == list(range(len(mine)))
-    assert len(_producer_ids(dc2, remote, PARTITIONS)) == 1  # one idempotent producer: the copier
+        offsets = [r.offset for r in target if r.partition == p]
+        if mode == "idempotent":  # gapless: no markers, no aborted records
+            assert offsets == list(range(len(offsets))), p
+    copied = _batches(dc2, remote, PARTITIONS)
+    assert len({_producer_id(b) for b in copied}) == 1  # one producer: the copier
+    data = [b for b in copied if not _attributes(b) & batch_forward.CONTROL]
+    if mode == "idempotent":  # nothing beyond the committed records, nothing transactional
+        assert len(data) == len(copied) and not any(_attributes(b) & batch_forward.TRANSACTIONAL for b in data)
+        assert sum(end_offsets(dc2, remote, "read_uncommitted").values()) == committed
+    else:  # every data batch in a transaction of the copier's, each transaction committed (a marker)
+        assert all(_attributes(b) & batch_forward.TRANSACTIONAL for b in data)
+        assert {batch_forward.control_type(b) for b in copied if _attributes(b) & batch_forward.CONTROL} == {1}

@@ -52,16 +52,33 @@ def test_control_batches_say_whether_they_commit_or_abort() -> None:
 
 
 def test_read_committed_keeps_committed_and_plain_batches_and_drops_aborted_ones_and_every_marker() -> None:
-    aborted_txn, abort = batch(0, 1, attributes=0x10, producer_id=7), marker(2, 7, 0)
-    committed_txn, commit = batch(3, 1, attributes=0x10, producer_id=8), marker(5, 8, 1)
-    again = batch(6, 0, attributes=0x10, producer_id=7)  # producer 7's next transaction, after its abort
-    plain = batch(7, 2)
-    batches = [memoryview(b) for b in (aborted_txn, abort, committed_txn, commit, again, plain)]
-    kept = batch_forward.committed(batches, [(7, 0)])
-    assert [bytes(b) for b in kept] == [committed_txn, again, plain]
-    # An aborted transaction that began before this fetch's first batch is in the list too.
-    assert [bytes(b) for b in batch_forward.committed(batches[1:], [(7, 0)])] == [committed_txn, again, plain]
-    assert batch_forward.committed(batches, []) == [batches[0], batches[2], batches[4], batches[5]]
+    aborted_1, aborted_2 = batch(0, 1, attributes=0x10, producer_id=7), batch(2, 0, attributes=0x10, producer_id=7)
+    committed_txn = batch(3, 1, attributes=0x10, producer_id=8)
+    abort, commit = marker(5, 7, 0), marker(6, 8, 1)
+    again = batch(7, 0, attributes=0x10, producer_id=7)  # producer 7's next transaction, after its abort
+    plain = batch(8, 2)
+    late = batch(11, 0, attributes=0x10, producer_id=3)  # an aborted transaction of a lower producer id, later
+    batches = [memoryview(b) for b in (aborted_1, aborted_2, committed_txn, abort, commit, again, plain, late)]
+    aborted = [(7, 0), (3, 11)]
+    assert [bytes(b) for b in batch_forward.committed(batches, aborted)] == [committed_txn, again, plain]
+    # A fetch starting inside the aborted transaction (its first batch came in an earlier fetch): the broker
+    # lists it all the same, with a first offset below this fetch's first batch.
+    assert [bytes(b) for b in batch_forward.committed(batches[1:], aborted)] == [committed_txn, again, plain]
+    assert [bytes(b) for b in batch_forward.committed(batches, [])] == [aborted_1, aborted_2, committed_txn, again,
+                                                                        plain, late]
+
+
+def test_a_fetch_response_gives_each_partitions_batches_and_aborted_transactions() -> None:
+    first, second = batch(0, 1), batch(4, 0, attributes=0x10, producer_id=9)
+    partitions = [(0, [(9, 4), (11, 2)], first + second), (1, [], b""), (2, [], batch(7, 0)[:20])]
+    body = b"".join(struct.pack(">ihqqqi", index, 0, 10, 10, 0, len(aborted))
+                    + b"".join(struct.pack(">qq", pid, offset) for pid, offset in aborted)
+                    + struct.pack(">ii", -1, len(records)) + records for index, aborted, records in partitions)
+    response = struct.pack(">ihii", 0, 0, 0, 1) + batch_forward.string("t") + struct.pack(">i", 3) + body
+    got = batch_forward.parse_fetch(memoryview(response), "t", any_producer=True)
+    assert list(got) == [0]  # an empty partition and one holding only a partial batch give nothing yet
+    batches, aborted = got[0]
+    assert [bytes(b) for b in batches] == [first, second] and aborted == [(9, 4), (11, 2)]
 
 
 def test_split_batches_takes_any_producer_in_the_idempotent_mode() -> None:
@@ -76,6 +93,6 @@ def test_a_restamped_batch_carries_this_producers_id_epoch_and_sequences_with_a_
            producer.stamp(5, memoryview(batch(0, 0)))]
     assert [struct.unpack_from(">qhi", b, 43) for b in out] == [(1234, 3, 0), (1234, 3, 5), (1234, 3, 0)]
     assert struct.unpack_from(">h", out[0], 21)[0] == 0x04  # compression kept, transactional cleared
-    assert all(struct.unpack_from(">I", b, 17)[0] == crc32c(b[21:]) for b in out)
+    assert all(struct.unpack_from(">I", b, 17)[0] == crc32c(bytes(b[21:])) for b in out)
     assert out[0][61:] == first[61:] and out[0][:17] == first[:17]  # records, offsets and length as they were
     assert producer.sequences == {2: 7, 5: 1}

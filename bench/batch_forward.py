@@ -16,8 +16,9 @@ modes:
   transactions dropped batch by batch from the fetch response's aborted list and control batches (the
   commit and abort markers) not copied;
 - transactional: as idempotent, but as a transactional producer that commits every ``commit_interval``
-  seconds (1 s: mirror_core's ``offset.flush.interval.ms`` under backlog) and when the source has nothing
-  more, as mirror_core's exactly-once mode does; it drains its in-flight requests before each commit.
+  seconds (1 s: mirror_core's ``offset.flush.interval.ms`` under backlog) and when a fetch finds nothing
+  more, as mirror_core's exactly-once mode does; it drains its in-flight requests before each commit. Its
+  coordinator is found once: a coordinator that moves mid-run stops it (NOT_COORDINATOR).
 
 A product version would also need TLS and SASL, leader changes, retries, and the offset map and progress
 written in the same transactions; this one answers only "how fast could it go on this host".
@@ -44,16 +45,17 @@ RETRIABLE = {14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE"
 NOT_COORDINATOR = 16  # the coordinator moved or is not ready yet: found again, then asked again
 MODES = ("plain", "idempotent", "transactional")
 
-
-class BrokerError(RuntimeError):
-    def __init__(self, what: str, code: int) -> None:
-        super().__init__(f"{what}: error {code} {RETRIABLE.get(code, '')}".rstrip())
-        self.code = code
 TRANSACTIONAL, CONTROL = 0x10, 0x20  # record batch attributes bits 4 and 5
 CONTROL_OR_TXN = CONTROL | TRANSACTIONAL
 BATCH_HEADER = 61  # bytes of a v2 record batch header before its records
 CRC_FROM = 21  # the CRC32C covers a batch from its attributes to its end
 ABORT_MARKER = 0  # a control record's type (its key: version int16, type int16); 1 is a commit
+
+
+class BrokerError(RuntimeError):
+    def __init__(self, what: str, code: int) -> None:
+        super().__init__(f"{what}: error {code} {RETRIABLE.get(code, '')}".rstrip())
+        self.code = code
 
 
 class Wire:
@@ -451,8 +453,7 @@ def forward(source: str, target: str, topic: str, remote: str, partitions: int, 
                     kept = committed(batches, aborted) if idempotent else batches
                     if kept:
                         got[index] = kept
-                if got:
-                    fetched.put(got)
+                fetched.put(got)  # empty: the source has nothing more for now (the transactional mode commits)
         except BaseException as e:  # handed to the producing thread, which raises it
             failure.append(e)
             fetched.put({})
@@ -478,9 +479,11 @@ def forward(source: str, target: str, topic: str, remote: str, partitions: int, 
 
     while not failure:
         try:
-            got = fetched.get(timeout=0.05 if txn and txn.added else 1)
+            got = fetched.get(timeout=1)
         except queue.Empty:
-            if txn:  # the source has nothing more for now: what was copied becomes visible
+            continue
+        if not got:  # a fetch found nothing more for now: what was copied becomes visible
+            if txn and not failure:
                 drain()
                 txn.commit()
             continue

@@ -79,17 +79,18 @@ class SteadyLoad:
 class TargetEnds:
     """The end offset of every partition of ``remote``, -1 where the cluster does not know it (yet): one
     batched ListOffsets per sample, cheap enough every 50 ms at 2,000 partitions. A client that asked
-    before the topic existed keeps answering "unknown", so a fresh one until one answers."""
+    before the topic existed keeps answering "unknown", so a fresh one until one answers. ``committed``: the
+    last stable offsets, for a copier whose records count once their transaction commits."""
 
-    def __init__(self, bootstrap: str, remote: str, partitions: int = PARTITIONS) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, bootstrap: str, remote: str, partitions: int = PARTITIONS, committed: bool = False) -> None:
+        self.bootstrap, self.committed = bootstrap, committed
         self.keys = [(remote, p) for p in range(partitions)]
         self.admin: AdminClient | None = None
 
     def now(self) -> list[int]:
         admin = self.admin or AdminClient({"bootstrap.servers": self.bootstrap, "log_level": "0"})
         try:
-            ends = log_ends_batch(admin, self.keys)
+            ends = log_ends_batch(admin, self.keys, committed=self.committed)
         except Exception:  # the remote topic does not exist yet
             ends = {}
         if ends:

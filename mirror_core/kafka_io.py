@@ -36,9 +36,11 @@ def log_ends(consumer: Any, keys: Iterable[tuple[str, int]], timeout: float = 10
     return {key: end for key, end in ends.items() if end is not None}
 
 
-def log_ends_batch(admin: Any, keys: Iterable[tuple[str, int]], timeout: float = 10) -> dict[tuple[str, int], int]:
-    """:func:`log_ends` in one ListOffsets request per broker (the high watermark, as :func:`log_end`)."""
-    return _list_offsets(admin, keys, "latest", timeout)
+def log_ends_batch(admin: Any, keys: Iterable[tuple[str, int]], timeout: float = 10,
+                   committed: bool = False) -> dict[tuple[str, int], int]:
+    """:func:`log_ends` in one ListOffsets request per broker (the high watermark, as :func:`log_end`; with
+    ``committed`` the last stable offset, the end a read_committed consumer reads up to)."""
+    return _list_offsets(admin, keys, "latest", timeout, committed)
 
 
 def log_starts_batch(admin: Any, keys: Iterable[tuple[str, int]], timeout: float = 10) -> dict[tuple[str, int], int]:
@@ -46,14 +48,17 @@ def log_starts_batch(admin: Any, keys: Iterable[tuple[str, int]], timeout: float
     return _list_offsets(admin, keys, "earliest", timeout)
 
 
-def _list_offsets(admin: Any, keys: Iterable[tuple[str, int]], spec: str, timeout: float) -> dict[tuple[str, int], int]:
+def _list_offsets(admin: Any, keys: Iterable[tuple[str, int]], spec: str, timeout: float,
+                  committed: bool = False) -> dict[tuple[str, int], int]:
+    from confluent_kafka import IsolationLevel
     from confluent_kafka.admin import OffsetSpec
 
     wanted = {TopicPartition(t, p): getattr(OffsetSpec, spec)() for t, p in keys}
     if not wanted:
         return {}
+    isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
     out: dict[tuple[str, int], int] = {}
-    for tp, fut in admin.list_offsets(wanted, request_timeout=timeout).items():
+    for tp, fut in admin.list_offsets(wanted, isolation_level=isolation, request_timeout=timeout).items():
         try:
             info = fut.result(timeout)
         except Exception:  # a partition the cluster says nothing about is left out, as in log_ends

@@ -92,7 +92,42 @@ def test_a_restamped_batch_carries_this_producers_id_epoch_and_sequences_with_a_
     out = [producer.stamp(2, memoryview(first)), producer.stamp(2, memoryview(batch(15, 1))),
            producer.stamp(5, memoryview(batch(0, 0)))]
     assert [struct.unpack_from(">qhi", b, 43) for b in out] == [(1234, 3, 0), (1234, 3, 5), (1234, 3, 0)]
-    assert struct.unpack_from(">h", out[0], 21)[0] == 0x04  # compression kept, transactional cleared
+    assert struct.unpack_from(">h", out[0], 21)[0] == 0x04  # compression kept; not transactional, as this producer
     assert all(struct.unpack_from(">I", b, 17)[0] == crc32c(bytes(b[21:])) for b in out)
     assert out[0][61:] == first[61:] and out[0][:17] == first[:17]  # records, offsets and length as they were
     assert producer.sequences == {2: 7, 5: 1}
+
+
+def test_a_transactional_producer_marks_every_batch_it_restamps_as_transactional() -> None:
+    producer = batch_forward.Idempotence(producer_id=9, epoch=0, transactional=True)
+    out = producer.stamp(0, memoryview(batch(0, 0, attributes=0x03)))  # zstd, from a plain producer
+    assert struct.unpack_from(">h", out, 21)[0] == 0x13
+    assert struct.unpack_from(">I", out, 17)[0] == crc32c(bytes(out[21:]))
+
+
+def test_transaction_requests_carry_id_producer_and_partitions_in_their_v1_layout() -> None:
+    sent: list[tuple[int, int, bytes]] = []
+
+    class Recorder(batch_forward.Wire):
+        def __init__(self) -> None:  # no socket: answers every request with "no error"
+            self.correlation = 0
+
+        def call(self, api: int, version: int, body: bytes) -> memoryview:
+            sent.append((api, version, body))
+            if api == batch_forward.API_ADD_PARTITIONS_TO_TXN:
+                return memoryview(struct.pack(">ii", 0, 1) + batch_forward.string("t")
+                                  + struct.pack(">iihih", 2, 3, 0, 1, 0))
+            return memoryview(struct.pack(">ih", 0, 0))
+
+    txn = batch_forward.Transaction.__new__(batch_forward.Transaction)
+    txn.wire, txn.id, txn.topic, txn.added, txn.began = Recorder(), "tx", "t", set(), 0.0
+    txn.producer = batch_forward.Idempotence(77, 2, transactional=True)
+    txn.add([3, 1])
+    txn.add([1])  # already in the transaction: nothing sent
+    txn.commit()
+    txn.commit()  # nothing added since: nothing sent
+    head = batch_forward.string("tx") + struct.pack(">qh", 77, 2)
+    assert sent == [(batch_forward.API_ADD_PARTITIONS_TO_TXN, 1, head + struct.pack(">i", 1) + batch_forward.string("t")
+                     + struct.pack(">iii", 2, 1, 3)),
+                    (batch_forward.API_END_TXN, 1, head + b"\x01")]
+    assert txn.added == set()

@@ -468,6 +468,7 @@ def forward(source: str, target: str, topic: str, remote: str, partitions: int, 
 
     threading.Thread(target=fetcher, daemon=True).start()
     threading.Thread(target=acker, daemon=True).start()
+
     def drain() -> None:
         """Until every request sent has its answer (a transaction commits only what was acknowledged)."""
         for _ in range(in_flight):

@@ -33,7 +33,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import google_crc32c
@@ -197,16 +197,23 @@ def split_batches(records: memoryview, any_producer: bool = False) -> list[memor
         if at + size > end:
             break
         batch = records[at:at + size]
-        magic, attributes, producer_id = batch[16], struct.unpack_from(">h", batch, 21)[0], \
-            struct.unpack_from(">q", batch, 43)[0]
+        magic = batch[16]
         if magic != 2:
             raise RuntimeError(f"record batch of magic {magic}: the prototype copies v2 batches only")
-        if not any_producer and (attributes & CONTROL_OR_TXN or producer_id != -1):
+        if not any_producer and (attributes(batch) & CONTROL_OR_TXN or producer_id(batch) != -1):
             raise RuntimeError("a transactional, idempotent or control batch: the prototype does not rewrite "
                                "producer ids (the CRC covers them); use a plain source")
         out.append(batch)
         at += size
     return out
+
+
+def attributes(batch: memoryview | bytes | bytearray) -> int:
+    return int(struct.unpack_from(">h", batch, 21)[0])
+
+
+def producer_id(batch: memoryview | bytes | bytearray) -> int:
+    return int(struct.unpack_from(">q", batch, 43)[0])
 
 
 def _varint(data: memoryview, at: int) -> tuple[int, int]:
@@ -239,11 +246,10 @@ def committed(batches: list[memoryview], aborted: list[tuple[int, int]]) -> list
         last = next_offset(batch) - 1
         while pending and pending[0][1] <= last:
             aborting.add(pending.pop(0)[0])
-        attributes, producer_id = struct.unpack_from(">h", batch, 21)[0], struct.unpack_from(">q", batch, 43)[0]
-        if attributes & CONTROL:
+        if attributes(batch) & CONTROL:
             if control_type(batch) == ABORT_MARKER:
-                aborting.discard(producer_id)
-        elif not (attributes & TRANSACTIONAL and producer_id in aborting):
+                aborting.discard(producer_id(batch))
+        elif not (attributes(batch) & TRANSACTIONAL and producer_id(batch) in aborting):
             out.append(batch)
     return out
 
@@ -265,8 +271,8 @@ class Idempotence:
         out = bytearray(batch)
         sequence = self.sequences.get(partition, 0)
         count = struct.unpack_from(">i", out, 57)[0]
-        attributes = struct.unpack_from(">h", out, 21)[0] & ~TRANSACTIONAL
-        struct.pack_into(">h", out, 21, attributes | (TRANSACTIONAL if self.transactional else 0))
+        kept = attributes(out) & ~TRANSACTIONAL
+        struct.pack_into(">h", out, 21, kept | (TRANSACTIONAL if self.transactional else 0))
         struct.pack_into(">qhi", out, 43, self.producer_id, self.epoch, sequence)
         # google_crc32c takes read-only buffers only: one copy of the covered bytes.
         struct.pack_into(">I", out, 17, google_crc32c.value(bytes(memoryview(out)[CRC_FROM:])))
@@ -274,17 +280,35 @@ class Idempotence:
         return out
 
 
-def retrying(wire: Wire, api: int, version: int, body: bytes, what: str, timeout: float = 30) -> Reader:
-    """``wire.call`` until the answer's error code (after the throttle time) is not a ``RETRIABLE`` one."""
+def top_level_error(r: Reader) -> set[int]:
+    """The error code after the throttle time, where most responses carry theirs."""
+    r.int(">i")
+    return {r.int(">h")} - {0}
+
+
+def partition_errors(r: Reader) -> set[int]:
+    """AddPartitionsToTxn v1's errors: one per partition of each topic, none at the top level."""
+    r.int(">i")
+    errors: set[int] = set()
+    for _ in range(r.int(">i")):
+        r.string()
+        errors.update(r.take(">ih")[1] for _ in range(r.int(">i")))
+    return errors - {0}
+
+
+def retrying(wire: Wire, api: int, version: int, body: bytes, what: str,
+             errors: Callable[[Reader], set[int]] = top_level_error, timeout: float = 30) -> Reader:
+    """``wire.call`` until the answer has no error (``errors`` reads them), asked again while all its errors
+    are ``RETRIABLE`` ones; the rest of the answer is left to read."""
     deadline = time.monotonic() + timeout
     while True:
         r = Reader(wire.call(api, version, body))
-        r.int(">i")
-        error = r.int(">h")
-        if not error:
+        found = errors(r)
+        if not found:
             return r
-        if error not in RETRIABLE or time.monotonic() > deadline:
-            raise BrokerError(what, error)
+        fatal = found - RETRIABLE.keys()
+        if fatal or time.monotonic() > deadline:
+            raise BrokerError(what, min(fatal or found))
         time.sleep(0.02)
 
 
@@ -338,20 +362,8 @@ class Transaction:
             return
         body = (self._header() + struct.pack(">i", 1) + string(self.topic)
                 + struct.pack(f">i{len(new)}i", len(new), *new))
-        deadline = time.monotonic() + 30
-        while True:  # CONCURRENT_TRANSACTIONS while the coordinator finishes the last commit's markers
-            r = Reader(self.wire.call(API_ADD_PARTITIONS_TO_TXN, 1, body))
-            r.int(">i")
-            errors: set[int] = set()
-            for _ in range(r.int(">i")):
-                r.string()
-                errors.update(r.take(">ih")[1] for _ in range(r.int(">i")))
-            errors.discard(0)
-            if not errors:
-                break
-            if not errors <= RETRIABLE.keys() or time.monotonic() > deadline:
-                raise RuntimeError(f"AddPartitionsToTxn {self.topic}: errors {sorted(errors)}")
-            time.sleep(0.02)
+        # CONCURRENT_TRANSACTIONS while the coordinator finishes the last commit's markers: asked again.
+        retrying(self.wire, API_ADD_PARTITIONS_TO_TXN, 1, body, f"AddPartitionsToTxn {self.topic}", partition_errors)
         if not self.added:
             self.began = time.monotonic()
         self.added.update(new)

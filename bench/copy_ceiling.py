@@ -5,8 +5,7 @@ scale bench measures the mirror (records/s from 10 % to 90 % of the backlog on t
 records of the copier's process), on fresh clusters, then mirror_core on the same backlog.
 
     TMPDIR=/dev/shm python -m bench.copy_ceiling <partitions> <records> [rounds] [1: MirrorMaker 2 too]
-                                                 [1: the batch-forwarding prototype too, bench.batch_forward;
-                                                  2: also in its idempotent mode]
+                                                 [1: the batch-forwarding prototype too, bench.batch_forward]
     TMPDIR=/dev/shm python -m bench.copy_ceiling --forward-modes <partitions> <records> [rounds]
         (MirrorMaker 2 and the prototype in each of its modes only: what idempotence and transactions
          cost a batch copier)
@@ -111,11 +110,6 @@ def main(partitions: int, records: int, rounds: int = 1, with_mm2: int = 0, with
                                                                   / (bare["records_per_s"] or 1), 2))
             if mm2_rate:
                 row["forward_over_mm2"] = round((fwd["records_per_s"] or 0) / mm2_rate, 2)
-        if with_forward >= 2:
-            idem = bare_run(partitions, records, "--forward-idempotent")
-            row.update(batch_forward_idempotent=idem)
-            if mm2_rate:
-                row["idempotent_forward_over_mm2"] = round((idem["records_per_s"] or 0) / mm2_rate, 2)
         print(row, flush=True)
 
 

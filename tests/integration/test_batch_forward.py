@@ -3,7 +3,6 @@ benchmark figures in bench/results/batch-forward-2026-11-26.md rest on. In its i
 what a read_committed consumer sees of idempotent and transactional sources, as one idempotent producer."""
 from __future__ import annotations
 
-import struct
 import subprocess
 import sys
 import time
@@ -11,6 +10,7 @@ import time
 import pytest
 
 from bench import batch_forward
+from bench.batch_forward import CONTROL, TRANSACTIONAL, attributes, control_type, producer_id
 from tests.kafka_harness import REPO, create_topic, end_offsets, produce_sequence, producer, read_all, wait_until
 
 PARTITIONS, RECORDS = 4, 20_000
@@ -66,14 +66,6 @@ def _batches(bootstrap: str, topic: str, partitions: int) -> dict[int, list[memo
             batch_forward.parse_fetch(response, topic, any_producer=True).items()}
 
 
-def _producer_id(batch: memoryview) -> int:
-    return int(struct.unpack_from(">q", batch, 43)[0])
-
-
-def _attributes(batch: memoryview) -> int:
-    return int(struct.unpack_from(">h", batch, 21)[0])
-
-
 @pytest.mark.parametrize("mode", ["idempotent", "transactional"])
 def test_idempotent_and_transactional_modes_copy_what_read_committed_sees_of_any_producer(
         dc1: str, dc2: str, name: str, mode: str) -> None:
@@ -84,7 +76,7 @@ def test_idempotent_and_transactional_modes_copy_what_read_committed_sees_of_any
     first = 5_000 + _transactions(dc1, topic, PARTITIONS, 20, 400)
     # Preconditions: the source has aborted records and markers (gaps) and more than one producer.
     assert len(read_all(dc1, topic)) == first < sum(end_offsets(dc1, topic, "read_uncommitted").values())
-    assert len({_producer_id(b) for bs in _batches(dc1, topic, PARTITIONS).values() for b in bs} - {-1}) >= 2
+    assert len({producer_id(b) for bs in _batches(dc1, topic, PARTITIONS).values() for b in bs} - {-1}) >= 2
     proc = subprocess.Popen([sys.executable, "-m", "bench.copy_ceiling", f"--forward-{mode}", dc1, dc2, topic,
                              remote, str(PARTITIONS)], cwd=REPO)
     try:
@@ -109,14 +101,14 @@ def test_idempotent_and_transactional_modes_copy_what_read_committed_sees_of_any
         if mode == "idempotent":  # gapless: no markers, no aborted records
             assert offsets == list(range(len(offsets))), p
     copied = _batches(dc2, remote, PARTITIONS)
-    assert len({_producer_id(b) for bs in copied.values() for b in bs}) == 1  # one producer: the copier
+    assert len({producer_id(b) for bs in copied.values() for b in bs}) == 1  # one producer: the copier
     for p, batches in copied.items():
-        data = [b for b in batches if not _attributes(b) & batch_forward.CONTROL]
-        markers = [batch_forward.control_type(b) for b in batches if _attributes(b) & batch_forward.CONTROL]
+        data = [b for b in batches if not attributes(b) & CONTROL]
+        markers = [control_type(b) for b in batches if attributes(b) & CONTROL]
         if mode == "idempotent":  # nothing transactional, nothing beyond the committed records
-            assert not markers and not any(_attributes(b) & batch_forward.TRANSACTIONAL for b in data), p
+            assert not markers and not any(attributes(b) & TRANSACTIONAL for b in data), p
         else:  # every data batch in a transaction of the copier's; at least two transactions, each committed
-            assert all(_attributes(b) & batch_forward.TRANSACTIONAL for b in data), p
+            assert all(attributes(b) & TRANSACTIONAL for b in data), p
             assert len(markers) >= 2 and set(markers) == {1}, (p, markers)
     if mode == "idempotent":
         assert sum(end_offsets(dc2, remote, "read_uncommitted").values()) == committed

@@ -45,6 +45,7 @@ from mirror_core.replication.commit import OffsetMapWriter, ProgressCommitter, a
 from mirror_core.replication.delivery import AtLeastOnce, Delivery, ExactlyOnce
 from mirror_core.replication.exactly_once import SlotManager
 from mirror_core.replication.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
+from mirror_core.replication.lag_watch import LagWatch
 from mirror_core.replication.pacing import SendPacer
 from mirror_core.replication.produce import Producing
 from mirror_core.replication.reporting import Reporter
@@ -79,7 +80,7 @@ class FlowReplicator:
         self.instance = instance or instance_id()
         self.source_health = ClusterHealth(flow.source, self._on_reachability)
         self.target_health = ClusterHealth(flow.target, self._on_reachability)
-        self.reporter = Reporter(flow.name, metrics)
+        self.reporter = Reporter(flow.name, metrics, flow.commit_interval_ms / 1000)
         # These outlive one run of the pipeline (it is recreated after an unexpected error).
         self._last_heartbeat_ms = 0
         self._topic_ids: dict[str, str] = {}
@@ -103,8 +104,10 @@ class FlowReplicator:
     # -- lifecycle ------------------------------------------------------------------------------
     def run(self) -> None:
         """Supervise the flow: recreate clients after an unexpected error, with backoff."""
+        src = self.config.cluster(self.flow.source)
         try:
-            self._supervise()
+            with LagWatch(self.reporter, lambda: make_admin(src, self.source_health)):
+                self._supervise()
         finally:  # stopped (or fenced): no gauge of this flow may go on counting partitions it stranded
             self.reporter.drop_stranded()
 
@@ -182,7 +185,6 @@ class FlowReplicator:
             except Exception as exc:
                 why = explain_failure(exc, (topics.target, self.target_health), (topics.source, self.source_health))
                 self.reporter.set_state(f"waiting for clusters: {why}")
-                self.reporter.refresh_stranded(topics.source_end_offsets)
                 self.metrics.errors.labels(self.flow.name, "cluster_unavailable").inc()
                 delay = backoff.next()
                 if line.due(why):
@@ -276,7 +278,7 @@ class FlowReplicator:
                     delivery.commit()
                     self.reporter.publish(consumer, list(assignment.states.values()), delivery.visible,
                                           self.instance, assignment.missing_topics, acks.last_heartbeat_ms,
-                                          self.source_health, self.target_health, assignment.topics.source_end_offsets)
+                                          self.source_health, self.target_health)
                     next_commit = now + self.flow.commit_interval_ms / 1000.0
         finally:
             self._copied_s = time.monotonic() - copying_since  # up to the error, not the close after it

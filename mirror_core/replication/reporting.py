@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException
 
 from mirror_core.clients import ClusterHealth
 from mirror_core.metrics import Metrics
@@ -18,10 +19,14 @@ from mirror_core.replication.topics import TopicManager
 
 log = logging.getLogger(__name__)
 MAX_EVENTS = 20
-#: How often the source's end offsets of stranded partitions are asked for.
-STRANDED_REFRESH_S = 5.0
+#: How often the source's end offsets are asked for, for the partitions whose lag the loop cannot refresh
+#: (stranded, or owned while the loop is held): lag_watch.py.
+SOURCE_REFRESH_S = 5.0
+#: The loop counts as held (waiting on the target in a commit, an abort or a probe) once it has not
+#: published for this long, or for two offset.flush.interval.ms if longer (it publishes once per interval).
+HELD_AFTER_S = 5.0
 #: The source's end offsets of these partitions, by (topic, partition); those that did not answer left out.
-EndOffsets = Callable[[list[TopicPartition]], dict[tuple[str, int], int]]
+EndOffsets = Callable[[list[tuple[str, int]]], dict[tuple[str, int], int]]
 
 
 @dataclass
@@ -44,27 +49,34 @@ class Stranded:
 
 
 class Reporter:
-    """Owns the status snapshot (replaced whole, so another thread may read it at any time)."""
+    """Owns the status snapshot (replaced whole, so another thread may read it at any time). The loop
+    publishes; :meth:`refresh_from_source` (another thread, lag_watch.py) keeps the lag current while the
+    loop cannot, under one lock with the loop's changes."""
 
-    def __init__(self, flow_name: str, metrics: Metrics) -> None:
+    def __init__(self, flow_name: str, metrics: Metrics, publish_interval_s: float = 1.0) -> None:
         self.flow_name = flow_name
+        self.held_after_s = max(HELD_AFTER_S, 2 * publish_interval_s)
         self.metrics = metrics
         self.events: list[dict[str, Any]] = []  # recent notable events, newest last
         self.status: dict[str, Any] = {"flow": flow_name, "state": "starting", "partitions": []}
         #: (topic, partition) -> (visible position, end) as last published, for a partition stranded later
         self._last: dict[tuple[str, int], tuple[int, int | None]] = {}
         self.stranded: dict[tuple[str, int], Stranded] = {}
-        self._next_stranded_refresh = 0.0
+        self._lock = threading.Lock()
+        self._published_at = time.monotonic()
+        self._publishes = 0  # a refresh from the source answered after a publish must not undo it
 
     def set_state(self, state: str, owns_nothing: bool = False) -> None:
         """``owns_nothing``: the flow gave its partitions up (e.g. fenced), so /status lists none."""
-        self.status = {**self.status, "state": state, **({"partitions": []} if owns_nothing else {})}
+        with self._lock:  # the lag watch replaces the snapshot too: neither may lose the other's change
+            self.status = {**self.status, "state": state, **({"partitions": []} if owns_nothing else {})}
 
     def report(self, kind: str, event: dict[str, Any]) -> None:
         """Count an error of ``kind`` and keep ``event`` among the last ones shown in /status."""
         self.metrics.errors.labels(self.flow_name, kind).inc()
-        self.events = [*self.events[-(MAX_EVENTS - 1):], event]
-        self.status = {**self.status, "events": list(self.events)}  # shown now, not at the next publish
+        with self._lock:
+            self.events = [*self.events[-(MAX_EVENTS - 1):], event]
+            self.status = {**self.status, "events": list(self.events)}  # shown now, not at the next publish
 
     def report_problems(self, topics: TopicManager) -> None:
         """Configs or topics the target rejected (topics.py), one event each."""
@@ -83,12 +95,13 @@ class Reporter:
         """This process stopped copying ``st``. ``stranded``: released because the target did not answer
         (no other process can copy it meanwhile either), so its lag stays counted here (:class:`Stranded`)."""
         key = (st.topic, st.partition)
-        last = self._last.pop(key, None)
-        if stranded and last is not None:
-            self.stranded[key] = Stranded(st.topic, st.partition, st.remote, last[0], last[1], time.time())
-            self.metrics.paused.labels(self.flow_name, st.topic, str(st.partition)).set(0)
-        else:
-            self._zero(st.topic, st.partition)
+        with self._lock:
+            last = self._last.pop(key, None)
+            if stranded and last is not None:
+                self.stranded[key] = Stranded(st.topic, st.partition, st.remote, last[0], last[1], time.time())
+                self.metrics.paused.labels(self.flow_name, st.topic, str(st.partition)).set(0)
+            else:
+                self._zero(st.topic, st.partition)
         # Another process owns it now: a stale last latency would be summed with the owner's.
         with contextlib.suppress(KeyError):
             self.metrics.last_latency.remove(self.flow_name, st.topic, str(st.partition))
@@ -97,31 +110,60 @@ class Reporter:
         for metric in (self.metrics.lag, self.metrics.position, self.metrics.paused):
             metric.labels(self.flow_name, topic, str(partition)).set(0)
 
-    def _stranded_entries(self, end_offsets: EndOffsets) -> list[dict[str, Any]]:
-        """The stranded partitions with their lag kept current: their source end offsets are asked for (all
-        in one call: the source answers, only the target is cut off) every STRANDED_REFRESH_S."""
-        now = time.monotonic()
-        if self.stranded and now >= self._next_stranded_refresh:
-            self._next_stranded_refresh = now + STRANDED_REFRESH_S
-            ends = end_offsets([TopicPartition(s.topic, s.partition) for s in self.stranded.values()])
-            for key, end in ends.items():
-                if key in self.stranded:
-                    self.stranded[key].end = end
+    def _stranded_entries(self) -> list[dict[str, Any]]:
+        """The stranded partitions, their gauges set (ends as last asked for by :meth:`refresh_from_source`)."""
         entries = [s.entry() for s in self.stranded.values()]
         for e in entries:
             if e["lag"] is not None:
                 self.metrics.lag.labels(self.flow_name, e["topic"], str(e["partition"])).set(e["lag"])
         return sorted(entries, key=lambda e: (e["topic"], e["partition"]))
 
-    def refresh_stranded(self, end_offsets: EndOffsets) -> None:
-        """Between runs of the pipeline (waiting for the target): keep the stranded partitions' lag current."""
-        if self.stranded:
-            self.status = {**self.status, "stranded": self._stranded_entries(end_offsets)}
+    def needs_source(self, now: float | None = None) -> bool:
+        """Whether some partition's lag is this process's to count and the loop cannot refresh it."""
+        now = time.monotonic() if now is None else now
+        return bool(self.stranded) or (bool(self._last) and now - self._published_at >= self.held_after_s)
+
+    def refresh_from_source(self, end_offsets: EndOffsets, now: float | None = None) -> None:
+        """Refresh the lag the loop cannot: the stranded partitions' always, and the owned partitions'
+        while the loop is held (it waits on an unreachable target in a commit, an abort or a probe, for a
+        minute and more). Their lag is the source's end now minus the last position made visible, which
+        cannot advance while the loop is held. Called from another thread; the source is asked without
+        the lock (it may take seconds), and its answer is dropped for owned partitions the loop published
+        meanwhile."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            held = bool(self._last) and now - self._published_at >= self.held_after_s
+            keys = list(self.stranded) + (list(self._last) if held else [])
+            publishes = self._publishes
+        if not keys:
+            return
+        ends = end_offsets(keys)
+        with self._lock:
+            for key, end in ends.items():
+                if key in self.stranded:
+                    self.stranded[key].end = end
+            status = {**self.status, "stranded": self._stranded_entries()}
+            if held and publishes == self._publishes:
+                status["partitions"] = [self._refreshed(p, ends) for p in status.get("partitions", [])]
+                status["loop_held_s"] = round(now - self._published_at, 1)
+            self.status = status
+
+    def _refreshed(self, part: dict[str, Any], ends: dict[tuple[str, int], int]) -> dict[str, Any]:
+        """``part`` of the status snapshot with the source's end in ``ends`` and its lag from it (gauge set)."""
+        key = (part["topic"], part["partition"])
+        end, last = ends.get(key), self._last.get(key)
+        if end is None or last is None:
+            return part
+        lag = max(0, end - last[0])
+        self._last[key] = (last[0], end)
+        self.metrics.lag.labels(self.flow_name, part["topic"], str(part["partition"])).set(lag)
+        return {**part, "end": end, "lag": lag}
 
     def drop_stranded(self) -> None:
         """The flow stopped: nothing here counts the stranded partitions any more."""
-        self._unstrand()
-        self.status = {**self.status, "stranded": []}
+        with self._lock:
+            self._unstrand()
+            self.status = {**self.status, "stranded": []}
 
     def _unstrand(self) -> None:
         for s in self.stranded.values():
@@ -130,10 +172,17 @@ class Reporter:
 
     def publish(self, consumer: Consumer, states: Iterable[PartitionState], visible: Callable[[PartitionState],
                 int | None], instance: str, missing_topics: Iterable[str], last_heartbeat_ms: int,
-                source: ClusterHealth, target: ClusterHealth, end_offsets: EndOffsets | None = None) -> None:
+                source: ClusterHealth, target: ClusterHealth) -> None:
         """Refresh the gauges and the status snapshot. ``visible``: how far a target reader sees a
-        partition (at-least-once: acknowledged; exactly-once: committed). ``end_offsets``: for the stranded
-        partitions (none without it)."""
+        partition (at-least-once: acknowledged; exactly-once: committed)."""
+        with self._lock:
+            self._publish(consumer, states, visible, instance, missing_topics, last_heartbeat_ms, source, target)
+
+    def _publish(self, consumer: Consumer, states: Iterable[PartitionState], visible: Callable[[PartitionState],
+                 int | None], instance: str, missing_topics: Iterable[str], last_heartbeat_ms: int,
+                 source: ClusterHealth, target: ClusterHealth) -> None:
+        self._published_at = time.monotonic()
+        self._publishes += 1
         parts = []
         owned: set[tuple[str, int]] = set()
         lbl = self.flow_name
@@ -161,7 +210,7 @@ class Reporter:
             del self.stranded[key]
         if target.reachable:
             self._unstrand()
-        stranded = self._stranded_entries(end_offsets or (lambda tps: {}))
+        stranded = self._stranded_entries()
         if last_heartbeat_ms:
             self.metrics.heartbeat_age.labels(lbl).set(max(0.0, time.time() - last_heartbeat_ms / 1000))
         self.status = {

@@ -12,12 +12,11 @@ same as by sync) are :mod:`.topic_configs`; changes and problems :mod:`.topic_ch
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from mirror_core.clients import error_code
 from mirror_core.config.model import ClusterConfig, FlowConfig
@@ -80,19 +79,6 @@ class TopicManager:
                 # e.g. the broker asked was killed (librdkafka's timer or ours, whichever fires first)
                 raise ClusterUnavailable(f"source cluster {self.flow.source} did not describe topic {name} within "
                                          f"{self.timeout:g}s") from exc
-        return out
-
-    def source_end_offsets(self, partitions: list[TopicPartition], timeout: float = 2.0) -> dict[tuple[str, int], int]:
-        """The source partitions' end offsets as a read_committed consumer sees them (the last stable offset),
-        in one request per leader; those that did not answer within ``timeout`` are left out."""
-        if not partitions:
-            return {}
-        futures = self.source.list_offsets({tp: OffsetSpec.latest() for tp in partitions},
-                                           isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout)
-        out = {}
-        for tp, fut in futures.items():
-            with contextlib.suppress(KafkaException, TimeoutError):
-                out[(tp.topic, tp.partition)] = int(fut.result(timeout).offset)
         return out
 
     def remote_partitions(self, timeout: float | None = None) -> dict[str, int]:

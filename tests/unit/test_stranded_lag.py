@@ -32,15 +32,17 @@ def test_stranded_partitions_keep_counting_lag_until_the_target_answers() -> Non
     target.reachable = False  # the link is cut: slot 0 is lost (stranded), partition 1 revoked cleanly
     reporter.forget_partition(states[0], stranded=True)
     reporter.forget_partition(states[1])
+    reporter.publish(consumer, [], lambda st: None, "i", [], 0, source, target)
+    assert reporter.needs_source()
+    asked: list[list[tuple[str, int]]] = []
     ends = {("orders", 0): 250, ("orders", 1): 250}  # the source kept receiving records
-    reporter.publish(consumer, [], lambda st: None, "i", [], 0, source, target, lambda tps: ends)
+    reporter.refresh_from_source(lambda keys: asked.append(keys) or ends)
+    assert asked == [[("orders", 0)]]  # the stranded partition only: partition 1 is another process's now
     assert (lag(metrics, 0), lag(metrics, 1)) == (160, 0)
     assert [(e["partition"], e["position"], e["lag"]) for e in reporter.status["stranded"]] == [(0, 90, 160)]
     assert reporter.status["partitions"] == []
 
-    reporter._next_stranded_refresh = 0.0  # the next refresh is due, between runs of the pipeline this time
-    ends = {("orders", 0): 400}
-    reporter.refresh_stranded(lambda tps: ends)
+    reporter.refresh_from_source(lambda keys: {("orders", 0): 400})  # the lag watch asks every 5 s
     assert lag(metrics, 0) == 310 and reporter.status["stranded"][0]["end"] == 400
 
     target.reachable = True  # whoever takes the slot now reports the partition
@@ -58,10 +60,8 @@ def test_a_stranded_partition_copied_here_again_is_reported_as_owned() -> None:
     target.reachable = False
     reporter.forget_partition(st, stranded=True)
     consumer.get_watermark_offsets.return_value = (0, 120)
-    asked: list[list[TopicPartition]] = []
-    reporter.publish(consumer, [st], lambda s: 40, "i", [], 0, source, target,
-                     lambda tps: asked.append(tps) or {})  # the slot was taken again
-    assert reporter.status["stranded"] == [] and lag(metrics, 0) == 80 and asked == []
+    reporter.publish(consumer, [st], lambda s: 40, "i", [], 0, source, target)  # the slot was taken again
+    assert reporter.status["stranded"] == [] and lag(metrics, 0) == 80 and not reporter.needs_source()
 
 
 def test_a_stopped_flow_counts_no_stranded_lag() -> None:
@@ -94,3 +94,57 @@ def test_slots_lost_while_the_target_is_down_strand_their_partitions_but_a_revok
     sm = slots(reachable=True)
     sm._on_lost(MagicMock(), [TopicPartition("slots", 0)])
     assert sm.assignment.release_states.call_args.kwargs == {"stranded": False}
+
+
+def test_a_held_loop_still_shows_the_lag_growing() -> None:
+    """Exactly-once over a cut link: the loop waits in a commit or an abort for a minute and more and does
+    not publish; the lag watch refreshes its partitions' lag from the source meanwhile."""
+    metrics, consumer = Metrics(), MagicMock()
+    reporter = Reporter("dc1->dc2", metrics)
+    source, target = ClusterHealth("dc1"), ClusterHealth("dc2")
+    states = [PartitionState("orders", p, "dc1.orders", 0, False, None, p) for p in (0, 1)]
+    consumer.get_watermark_offsets.return_value = (0, 100)
+    reporter.publish(consumer, states, lambda st: 90, "i", [], 0, source, target)
+    published = reporter._published_at
+    asked: list[list[tuple[str, int]]] = []
+    reporter.refresh_from_source(lambda keys: asked.append(keys) or {}, now=published + 1)
+    assert asked == [] and not reporter.needs_source(published + 1)  # the loop publishes: nothing to do
+
+    assert reporter.needs_source(published + 6)
+    ends = {("orders", 0): 300, ("orders", 1): 95}
+    reporter.refresh_from_source(lambda keys: asked.append(keys) or ends, now=published + 6)
+    assert sorted(asked[0]) == [("orders", 0), ("orders", 1)]
+    assert (lag(metrics, 0), lag(metrics, 1)) == (210, 5)
+    assert [(p["partition"], p["end"], p["lag"]) for p in reporter.status["partitions"]] == [(0, 300, 210), (1, 95, 5)]
+    assert reporter.status["loop_held_s"] == 6.0
+
+    # Slot 0 is lost meanwhile (target down): stranded from the last position, with the end last asked for.
+    target.reachable = False
+    reporter.forget_partition(states[0], stranded=True)
+    assert lag(metrics, 0) == 210
+    reporter.refresh_from_source(lambda keys: {("orders", 0): 500, ("orders", 1): 99}, now=published + 12)
+    assert (lag(metrics, 0), lag(metrics, 1)) == (410, 9)
+    assert [(e["partition"], e["lag"]) for e in reporter.status["stranded"]] == [(0, 410)]
+
+    # The loop publishes again: its figures win, the held marker goes.
+    consumer.get_watermark_offsets.return_value = (0, 99)
+    reporter.publish(consumer, [states[1]], lambda st: 99, "i", [], 0, source, target)
+    assert lag(metrics, 1) == 0 and "loop_held_s" not in reporter.status
+
+
+def test_an_answer_from_the_source_after_a_publish_does_not_undo_it() -> None:
+    metrics, consumer = Metrics(), MagicMock()
+    reporter = Reporter("dc1->dc2", metrics)
+    source, target = ClusterHealth("dc1"), ClusterHealth("dc2")
+    st = PartitionState("orders", 0, "dc1.orders", 0, False, None, 0)
+    consumer.get_watermark_offsets.return_value = (0, 100)
+    reporter.publish(consumer, [st], lambda s: 40, "i", [], 0, source, target)
+
+    def slow_source(keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        consumer.get_watermark_offsets.return_value = (0, 130)  # the loop was released while we asked
+        reporter.publish(consumer, [st], lambda s: 130, "i", [], 0, source, target)
+        return {("orders", 0): 900}
+
+    reporter.refresh_from_source(slow_source, now=reporter._published_at + 10)
+    assert lag(metrics, 0) == 0 and reporter.status["partitions"][0]["lag"] == 0
+    assert "loop_held_s" not in reporter.status

@@ -58,9 +58,10 @@ def _list_offsets(admin: Any, keys: Iterable[tuple[str, int]], spec: str, timeou
         return {}
     isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
     out: dict[tuple[str, int], int] = {}
+    deadline = time.monotonic() + timeout  # for all of them: the requests went out together
     for tp, fut in admin.list_offsets(wanted, isolation_level=isolation, request_timeout=timeout).items():
         try:
-            info = fut.result(timeout)
+            info = fut.result(max(0.0, deadline - time.monotonic()))
         except Exception:  # a partition the cluster says nothing about is left out, as in log_ends
             continue
         if info.offset >= 0:

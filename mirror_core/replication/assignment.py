@@ -261,7 +261,14 @@ class Assignment:
         self.metrics.assigned.labels(self._lbl).set(len(self.states))
 
     def clear(self) -> None:
+        """The pipeline closed. Partitions still held (a revoke that failed before releasing them) leave the
+        gauges as released ones do: stranded when exactly-once's target does not answer (their slots wait
+        for it), else another process's to count."""
+        strand = self.flow.exactly_once and not self.target_health.reachable
+        for st in self.states.values():
+            self.reporter.forget_partition(st, strand)
         self.states.clear()
+        self.metrics.assigned.labels(self._lbl).set(0)
         self.subscribed = frozenset()
         self.next_refresh = 0.0
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from mirror_core.kafka_io import log_ends_batch
 from mirror_core.replication.reporting import SOURCE_REFRESH_S, Reporter
+from mirror_core.replication.retry import ThrottledLine
 
 log = logging.getLogger(__name__)
 #: How long one question to the source may take (the source answers: only the target is cut off).
@@ -34,6 +35,7 @@ class LagWatch:
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lag-watch {reporter.flow_name}", daemon=True)
+        self._line = ThrottledLine()
 
     def __enter__(self) -> LagWatch:
         self._thread.start()
@@ -47,7 +49,10 @@ class LagWatch:
     def _ends(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         if self._admin is None:
             self._admin = self._make_admin()
-        return log_ends_batch(self._admin, keys, ASK_TIMEOUT_S, committed=True)
+        try:
+            return log_ends_batch(self._admin, keys, ASK_TIMEOUT_S, committed=True)
+        finally:
+            self._admin.poll(0)  # its error and log callbacks (cluster health) run here, and do not pile up
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
@@ -55,5 +60,7 @@ class LagWatch:
                 continue
             try:
                 self.reporter.refresh_from_source(self._ends)
-            except Exception:  # a gauge left as it was is the worst outcome: never end the thread for it
-                log.debug("flow %s: lag refresh from the source failed", self.reporter.flow_name, exc_info=True)
+            except Exception as exc:  # a gauge left as it was is the worst outcome: never end the thread for it
+                if self._line.due(f"{type(exc).__name__}: {exc}"):
+                    log.warning("flow %s: could not refresh the lag from the source (%s); the lag gauge keeps its "
+                                "last values until it answers", self.reporter.flow_name, exc)

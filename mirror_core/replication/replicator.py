@@ -152,10 +152,11 @@ class FlowReplicator:
                 self.stop.wait(delay)
 
     def status(self) -> dict[str, Any]:
-        """A snapshot for the /status endpoint (safe to call from another thread). Reachability is read
-        live: the snapshot is rebuilt by the loop, which a partitioned link can hold up for a while."""
+        """A snapshot for the /status endpoint (safe to call from another thread). Reachability and how long
+        the loop has been held are read live: the snapshot is rebuilt by the loop, which a partitioned link
+        can hold up for a while (the lag watch refreshes its lag meanwhile)."""
         return {**self.reporter.status, "source_reachable": self.source_health.reachable,
-                "target_reachable": self.target_health.reachable}
+                "target_reachable": self.target_health.reachable, "loop_held_s": self.reporter.held_for()}
 
     def _on_reachability(self, alias: str, up: bool) -> None:
         self.metrics.reachable.labels(alias).set(1 if up else 0)

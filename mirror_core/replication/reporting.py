@@ -65,6 +65,7 @@ class Reporter:
         self._lock = threading.Lock()
         self._published_at = time.monotonic()
         self._publishes = 0  # a refresh from the source answered after a publish must not undo it
+        self._gone: set[tuple[str, int]] = set()  # forgotten since the last publish: still in its snapshot
 
     def set_state(self, state: str, owns_nothing: bool = False) -> None:
         """``owns_nothing``: the flow gave its partitions up (e.g. fenced), so /status lists none."""
@@ -96,6 +97,7 @@ class Reporter:
         (no other process can copy it meanwhile either), so its lag stays counted here (:class:`Stranded`)."""
         key = (st.topic, st.partition)
         with self._lock:
+            self._gone.add(key)
             last = self._last.pop(key, None)
             if stranded and last is not None:
                 self.stranded[key] = Stranded(st.topic, st.partition, st.remote, last[0], last[1], time.time())
@@ -117,6 +119,14 @@ class Reporter:
             if e["lag"] is not None:
                 self.metrics.lag.labels(self.flow_name, e["topic"], str(e["partition"])).set(e["lag"])
         return sorted(entries, key=lambda e: (e["topic"], e["partition"]))
+
+    def held_for(self, now: float | None = None) -> float | None:
+        """Seconds since the loop last published, once that is longer than it takes between two publishes
+        (it waits on the target); None otherwise, and for a stopped flow."""
+        now = time.monotonic() if now is None else now
+        held = now - self._published_at
+        stopped = str(self.status.get("state", "")).startswith("stopped")
+        return round(held, 1) if held >= self.held_after_s and not stopped else None
 
     def needs_source(self, now: float | None = None) -> bool:
         """Whether some partition's lag is this process's to count and the loop cannot refresh it."""
@@ -142,11 +152,11 @@ class Reporter:
             for key, end in ends.items():
                 if key in self.stranded:
                     self.stranded[key].end = end
-            status = {**self.status, "stranded": self._stranded_entries()}
+            # A partition forgotten since the loop's snapshot (stranded, or another process's now) leaves it.
+            parts = [p for p in self.status.get("partitions", []) if (p["topic"], p["partition"]) not in self._gone]
             if held and publishes == self._publishes:
-                status["partitions"] = [self._refreshed(p, ends) for p in status.get("partitions", [])]
-                status["loop_held_s"] = round(now - self._published_at, 1)
-            self.status = status
+                parts = [self._refreshed(p, ends) for p in parts]
+            self.status = {**self.status, "partitions": parts, "stranded": self._stranded_entries()}
 
     def _refreshed(self, part: dict[str, Any], ends: dict[tuple[str, int], int]) -> dict[str, Any]:
         """``part`` of the status snapshot with the source's end in ``ends`` and its lag from it (gauge set)."""
@@ -183,6 +193,7 @@ class Reporter:
                  source: ClusterHealth, target: ClusterHealth) -> None:
         self._published_at = time.monotonic()
         self._publishes += 1
+        self._gone.clear()
         parts = []
         owned: set[tuple[str, int]] = set()
         lbl = self.flow_name
@@ -204,6 +215,11 @@ class Reporter:
             parts.append({"topic": st.topic, "partition": st.partition, "remote": st.remote,
                           "position": pos, "end": high if high >= 0 else None, "lag": lag,
                           "paused": st.paused_reason, "careful": st.careful})
+        # Owned no more and never forgotten (the loop forgets what it releases; this is the safety net): its
+        # gauges go to 0, and the lag watch leaves it alone.
+        for key in self._last.keys() - owned:
+            del self._last[key]
+            self._zero(*key)
         # Stranded partitions leave when copied here again (their gauges are set above), or all at once when
         # the target answers (whoever owns them then reports them).
         for key in owned & self.stranded.keys():

@@ -116,7 +116,7 @@ def test_a_held_loop_still_shows_the_lag_growing() -> None:
     assert sorted(asked[0]) == [("orders", 0), ("orders", 1)]
     assert (lag(metrics, 0), lag(metrics, 1)) == (210, 5)
     assert [(p["partition"], p["end"], p["lag"]) for p in reporter.status["partitions"]] == [(0, 300, 210), (1, 95, 5)]
-    assert reporter.status["loop_held_s"] == 6.0
+    assert reporter.held_for(published + 6) == 6.0 and reporter.held_for(published + 1) is None
 
     # Slot 0 is lost meanwhile (target down): stranded from the last position, with the end last asked for.
     target.reachable = False
@@ -125,11 +125,12 @@ def test_a_held_loop_still_shows_the_lag_growing() -> None:
     reporter.refresh_from_source(lambda keys: {("orders", 0): 500, ("orders", 1): 99}, now=published + 12)
     assert (lag(metrics, 0), lag(metrics, 1)) == (410, 9)
     assert [(e["partition"], e["lag"]) for e in reporter.status["stranded"]] == [(0, 410)]
+    assert [p["partition"] for p in reporter.status["partitions"]] == [1]  # listed once: as stranded
 
     # The loop publishes again: its figures win, the held marker goes.
     consumer.get_watermark_offsets.return_value = (0, 99)
     reporter.publish(consumer, [states[1]], lambda st: 99, "i", [], 0, source, target)
-    assert lag(metrics, 1) == 0 and "loop_held_s" not in reporter.status
+    assert lag(metrics, 1) == 0 and reporter.held_for() is None
 
 
 def test_an_answer_from_the_source_after_a_publish_does_not_undo_it() -> None:
@@ -147,4 +148,61 @@ def test_an_answer_from_the_source_after_a_publish_does_not_undo_it() -> None:
 
     reporter.refresh_from_source(slow_source, now=reporter._published_at + 10)
     assert lag(metrics, 0) == 0 and reporter.status["partitions"][0]["lag"] == 0
-    assert "loop_held_s" not in reporter.status
+
+
+def test_a_partition_dropped_without_being_forgotten_leaves_the_gauge_at_the_next_publish() -> None:
+    """The safety net: a revoke that failed before releasing must not leave a gauge the lag watch grows."""
+    metrics, consumer = Metrics(), MagicMock()
+    reporter = Reporter("dc1->dc2", metrics)
+    source, target = ClusterHealth("dc1"), ClusterHealth("dc2")
+    states = [PartitionState("orders", p, "dc1.orders", 0, False, None, p) for p in (0, 1)]
+    consumer.get_watermark_offsets.return_value = (0, 100)
+    reporter.publish(consumer, states, lambda st: 90, "i", [], 0, source, target)
+    reporter.publish(consumer, states[1:], lambda st: 90, "i", [], 0, source, target)
+    assert (lag(metrics, 0), lag(metrics, 1)) == (0, 10)
+    asked: list[list[tuple[str, int]]] = []
+    reporter.refresh_from_source(lambda keys: asked.append(keys) or {}, now=reporter._published_at + 60)
+    assert asked == [[("orders", 1)]]
+
+
+def test_the_lag_watch_asks_the_source_only_when_needed() -> None:
+    import threading
+    import time
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from mirror_core.replication.lag_watch import LagWatch
+
+    asked = threading.Event()
+
+    class Admin:
+        polled = 0
+
+        def list_offsets(self, wanted: dict, **_kw: object) -> dict:
+            asked.set()
+            out = {}
+            for tp in wanted:
+                f: Future = Future()
+                f.set_result(SimpleNamespace(offset=500))
+                out[tp] = f
+            return out
+
+        def poll(self, _t: float) -> int:
+            Admin.polled += 1
+            return 0
+
+    made: list[Admin] = []
+    metrics, consumer = Metrics(), MagicMock()
+    reporter = Reporter("dc1->dc2", metrics)
+    st = PartitionState("orders", 0, "dc1.orders", 0, False, None, 0)
+    consumer.get_watermark_offsets.return_value = (0, 100)
+    reporter.publish(consumer, [st], lambda s: 40, "i", [], 0, ClusterHealth("dc1"), ClusterHealth("dc2"))
+    with LagWatch(reporter, lambda: made.append(Admin()) or made[-1], interval=0.01):
+        time.sleep(0.2)
+        assert made == [] and lag(metrics, 0) == 60  # the loop publishes (5 s not over): no client, no ask
+        reporter._published_at -= 10  # the loop is held now
+        assert asked.wait(5)
+        deadline = time.monotonic() + 5
+        while lag(metrics, 0) != 460 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert lag(metrics, 0) == 460 and len(made) == 1 and Admin.polled >= 1

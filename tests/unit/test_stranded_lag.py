@@ -3,6 +3,7 @@ the link) keep their lag on this process's gauge and in /status, growing with th
 answers again or the partition is copied here again; a partition released for any other reason leaves them."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from unittest.mock import MagicMock
 
 from confluent_kafka import TopicPartition
@@ -20,19 +21,38 @@ def lag(metrics: Metrics, partition: int) -> float:
     return value if value is not None else -1.0
 
 
+@dataclass
+class Flow:
+    """A reporter that published ``states`` once: each at ``position``, the source's end at ``end``."""
+
+    partitions: tuple[int, ...] = (0, 1)
+    position: int = 90
+    end: int = 100
+    metrics: Metrics = field(default_factory=Metrics)
+    consumer: MagicMock = field(default_factory=MagicMock)
+    source: ClusterHealth = field(default_factory=lambda: ClusterHealth("dc1"))
+    target: ClusterHealth = field(default_factory=lambda: ClusterHealth("dc2"))
+
+    def __post_init__(self) -> None:
+        self.reporter = Reporter("dc1->dc2", self.metrics)
+        self.states = [PartitionState("orders", p, "dc1.orders", 0, False, None, p) for p in self.partitions]
+        self.publish(self.states, self.position, self.end)
+
+    def publish(self, states: list[PartitionState], position: int | None, end: int | None = None) -> None:
+        if end is not None:
+            self.consumer.get_watermark_offsets.return_value = (0, end)
+        self.reporter.publish(self.consumer, states, lambda st: position, "i", [], 0, self.source, self.target)
+
+
 def test_stranded_partitions_keep_counting_lag_until_the_target_answers() -> None:
-    metrics, consumer = Metrics(), MagicMock()
-    reporter = Reporter("dc1->dc2", metrics)
-    source, target = ClusterHealth("dc1"), ClusterHealth("dc2")
-    states = [PartitionState("orders", p, "dc1.orders", 0, False, None, p) for p in (0, 1)]
-    consumer.get_watermark_offsets.return_value = (0, 100)
-    reporter.publish(consumer, states, lambda st: 90, "i", [], 0, source, target)
+    f = Flow()
+    metrics, reporter, states = f.metrics, f.reporter, f.states
     assert (lag(metrics, 0), lag(metrics, 1)) == (10, 10)
 
-    target.reachable = False  # the link is cut: slot 0 is lost (stranded), partition 1 revoked cleanly
+    f.target.reachable = False  # the link is cut: slot 0 is lost (stranded), partition 1 revoked cleanly
     reporter.forget_partition(states[0], stranded=True)
     reporter.forget_partition(states[1])
-    reporter.publish(consumer, [], lambda st: None, "i", [], 0, source, target)
+    f.publish([], None)
     assert reporter.needs_source()
     asked: list[list[tuple[str, int]]] = []
     ends = {("orders", 0): 250, ("orders", 1): 250}  # the source kept receiving records
@@ -45,35 +65,25 @@ def test_stranded_partitions_keep_counting_lag_until_the_target_answers() -> Non
     reporter.refresh_from_source(lambda keys: {("orders", 0): 400})  # the lag watch asks every 5 s
     assert lag(metrics, 0) == 310 and reporter.status["stranded"][0]["end"] == 400
 
-    target.reachable = True  # whoever takes the slot now reports the partition
-    reporter.publish(consumer, [], lambda st: None, "i", [], 0, source, target)
+    f.target.reachable = True  # whoever takes the slot now reports the partition
+    f.publish([], None)
     assert lag(metrics, 0) == 0 and reporter.status["stranded"] == []
 
 
 def test_a_stranded_partition_copied_here_again_is_reported_as_owned() -> None:
-    metrics, consumer = Metrics(), MagicMock()
-    reporter = Reporter("dc1->dc2", metrics)
-    source, target = ClusterHealth("dc1"), ClusterHealth("dc2")
-    st = PartitionState("orders", 0, "dc1.orders", 0, False, None, 0)
-    consumer.get_watermark_offsets.return_value = (0, 100)
-    reporter.publish(consumer, [st], lambda s: 40, "i", [], 0, source, target)
-    target.reachable = False
-    reporter.forget_partition(st, stranded=True)
-    consumer.get_watermark_offsets.return_value = (0, 120)
-    reporter.publish(consumer, [st], lambda s: 40, "i", [], 0, source, target)  # the slot was taken again
-    assert reporter.status["stranded"] == [] and lag(metrics, 0) == 80 and not reporter.needs_source()
+    f = Flow((0,), position=40)
+    f.target.reachable = False
+    f.reporter.forget_partition(f.states[0], stranded=True)
+    f.publish(f.states, 40, 120)  # the slot was taken again
+    assert f.reporter.status["stranded"] == [] and lag(f.metrics, 0) == 80 and not f.reporter.needs_source()
 
 
 def test_a_stopped_flow_counts_no_stranded_lag() -> None:
-    metrics, consumer = Metrics(), MagicMock()
-    reporter = Reporter("dc1->dc2", metrics)
-    st = PartitionState("orders", 0, "dc1.orders", 0, False, None, 0)
-    consumer.get_watermark_offsets.return_value = (0, 100)
-    reporter.publish(consumer, [st], lambda s: 40, "i", [], 0, ClusterHealth("dc1"), ClusterHealth("dc2"))
-    reporter.forget_partition(st, stranded=True)
-    assert lag(metrics, 0) == 60
-    reporter.drop_stranded()
-    assert lag(metrics, 0) == 0 and reporter.status["stranded"] == []
+    f = Flow((0,), position=40)
+    f.reporter.forget_partition(f.states[0], stranded=True)
+    assert lag(f.metrics, 0) == 60
+    f.reporter.drop_stranded()
+    assert lag(f.metrics, 0) == 0 and f.reporter.status["stranded"] == []
 
 
 def slots(reachable: bool) -> SlotManager:
@@ -99,12 +109,8 @@ def test_slots_lost_while_the_target_is_down_strand_their_partitions_but_a_revok
 def test_a_held_loop_still_shows_the_lag_growing() -> None:
     """Exactly-once over a cut link: the loop waits in a commit or an abort for a minute and more and does
     not publish; the lag watch refreshes its partitions' lag from the source meanwhile."""
-    metrics, consumer = Metrics(), MagicMock()
-    reporter = Reporter("dc1->dc2", metrics)
-    source, target = ClusterHealth("dc1"), ClusterHealth("dc2")
-    states = [PartitionState("orders", p, "dc1.orders", 0, False, None, p) for p in (0, 1)]
-    consumer.get_watermark_offsets.return_value = (0, 100)
-    reporter.publish(consumer, states, lambda st: 90, "i", [], 0, source, target)
+    f = Flow()
+    metrics, reporter, states = f.metrics, f.reporter, f.states
     published = reporter._published_at
     asked: list[list[tuple[str, int]]] = []
     reporter.refresh_from_source(lambda keys: asked.append(keys) or {}, now=published + 1)
@@ -119,7 +125,7 @@ def test_a_held_loop_still_shows_the_lag_growing() -> None:
     assert reporter.held_for(published + 6) == 6.0 and reporter.held_for(published + 1) is None
 
     # Slot 0 is lost meanwhile (target down): stranded from the last position, with the end last asked for.
-    target.reachable = False
+    f.target.reachable = False
     reporter.forget_partition(states[0], stranded=True)
     assert lag(metrics, 0) == 210
     reporter.refresh_from_source(lambda keys: {("orders", 0): 500, ("orders", 1): 99}, now=published + 12)
@@ -128,40 +134,28 @@ def test_a_held_loop_still_shows_the_lag_growing() -> None:
     assert [p["partition"] for p in reporter.status["partitions"]] == [1]  # listed once: as stranded
 
     # The loop publishes again: its figures win, the held marker goes.
-    consumer.get_watermark_offsets.return_value = (0, 99)
-    reporter.publish(consumer, [states[1]], lambda st: 99, "i", [], 0, source, target)
+    f.publish([states[1]], 99, 99)
     assert lag(metrics, 1) == 0 and reporter.held_for() is None
 
 
 def test_an_answer_from_the_source_after_a_publish_does_not_undo_it() -> None:
-    metrics, consumer = Metrics(), MagicMock()
-    reporter = Reporter("dc1->dc2", metrics)
-    source, target = ClusterHealth("dc1"), ClusterHealth("dc2")
-    st = PartitionState("orders", 0, "dc1.orders", 0, False, None, 0)
-    consumer.get_watermark_offsets.return_value = (0, 100)
-    reporter.publish(consumer, [st], lambda s: 40, "i", [], 0, source, target)
+    f = Flow((0,), position=40)
 
     def slow_source(keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        consumer.get_watermark_offsets.return_value = (0, 130)  # the loop was released while we asked
-        reporter.publish(consumer, [st], lambda s: 130, "i", [], 0, source, target)
+        f.publish(f.states, 130, 130)  # the loop was released while we asked
         return {("orders", 0): 900}
 
-    reporter.refresh_from_source(slow_source, now=reporter._published_at + 10)
-    assert lag(metrics, 0) == 0 and reporter.status["partitions"][0]["lag"] == 0
+    f.reporter.refresh_from_source(slow_source, now=f.reporter._published_at + 10)
+    assert lag(f.metrics, 0) == 0 and f.reporter.status["partitions"][0]["lag"] == 0
 
 
 def test_a_partition_dropped_without_being_forgotten_leaves_the_gauge_at_the_next_publish() -> None:
     """The safety net: a revoke that failed before releasing must not leave a gauge the lag watch grows."""
-    metrics, consumer = Metrics(), MagicMock()
-    reporter = Reporter("dc1->dc2", metrics)
-    source, target = ClusterHealth("dc1"), ClusterHealth("dc2")
-    states = [PartitionState("orders", p, "dc1.orders", 0, False, None, p) for p in (0, 1)]
-    consumer.get_watermark_offsets.return_value = (0, 100)
-    reporter.publish(consumer, states, lambda st: 90, "i", [], 0, source, target)
-    reporter.publish(consumer, states[1:], lambda st: 90, "i", [], 0, source, target)
-    assert (lag(metrics, 0), lag(metrics, 1)) == (0, 10)
+    f = Flow()
+    f.publish(f.states[1:], 90)
+    assert (lag(f.metrics, 0), lag(f.metrics, 1)) == (0, 10)
     asked: list[list[tuple[str, int]]] = []
-    reporter.refresh_from_source(lambda keys: asked.append(keys) or {}, now=reporter._published_at + 60)
+    f.reporter.refresh_from_source(lambda keys: asked.append(keys) or {}, now=f.reporter._published_at + 60)
     assert asked == [[("orders", 1)]]
 
 
@@ -192,11 +186,8 @@ def test_the_lag_watch_asks_the_source_only_when_needed() -> None:
             return 0
 
     made: list[Admin] = []
-    metrics, consumer = Metrics(), MagicMock()
-    reporter = Reporter("dc1->dc2", metrics)
-    st = PartitionState("orders", 0, "dc1.orders", 0, False, None, 0)
-    consumer.get_watermark_offsets.return_value = (0, 100)
-    reporter.publish(consumer, [st], lambda s: 40, "i", [], 0, ClusterHealth("dc1"), ClusterHealth("dc2"))
+    f = Flow((0,), position=40)
+    metrics, reporter = f.metrics, f.reporter
     with LagWatch(reporter, lambda: made.append(Admin()) or made[-1], interval=0.01):
         time.sleep(0.2)
         assert made == [] and lag(metrics, 0) == 60  # the loop publishes (5 s not over): no client, no ask

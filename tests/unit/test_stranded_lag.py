@@ -21,6 +21,10 @@ def lag(metrics: Metrics, partition: int) -> float:
     return value if value is not None else -1.0
 
 
+def held_gauge(metrics: Metrics) -> float | None:
+    return metrics.registry.get_sample_value("mirror_loop_held_seconds", {"flow": "dc1->dc2"})
+
+
 @dataclass
 class Flow:
     """A reporter that published ``states`` once: each at ``position``, the source's end at ``end``."""
@@ -191,9 +195,12 @@ def test_the_lag_watch_asks_the_source_only_when_needed() -> None:
     with LagWatch(reporter, lambda: made.append(Admin()) or made[-1], interval=0.01):
         time.sleep(0.2)
         assert made == [] and lag(metrics, 0) == 60  # the loop publishes (5 s not over): no client, no ask
+        assert held_gauge(metrics) == 0
         reporter._published_at -= 10  # the loop is held now
         assert asked.wait(5)
         deadline = time.monotonic() + 5
         while lag(metrics, 0) != 460 and time.monotonic() < deadline:
             time.sleep(0.01)
+        assert held_gauge(metrics) >= 10
     assert lag(metrics, 0) == 460 and len(made) == 1 and Admin.polled >= 1
+    assert held_gauge(metrics) == 0  # stopped

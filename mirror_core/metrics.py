@@ -117,8 +117,9 @@ class Metrics:
         self.reachable = Gauge("mirror_cluster_reachable", "1 when the cluster answers", ("cluster",), registry=r)
         self.heartbeat_age = Gauge("mirror_heartbeat_age_seconds",
                                    "Age of the newest heartbeat replicated by the flow", ("flow",), registry=r)
-        self.loop_held = Gauge("mirror_loop_held_seconds", "Seconds since the flow's copy loop last published "
-                               "(0 while it publishes; it waits on the target otherwise)", ("flow",), registry=r)
+        self.loop_held = Gauge("mirror_loop_held_seconds",
+                               "Seconds since the flow's copy loop last published (0 while it publishes; "
+                               "waiting on the target, restarting or starting up otherwise)", ("flow",), registry=r)
         self.topics = Gauge("mirror_topics_replicated", "Source topics replicated by the flow", ("flow",),
                             registry=r)
         self.assigned = Gauge("mirror_partitions_assigned", "Source partitions assigned to this instance",

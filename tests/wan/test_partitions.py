@@ -142,8 +142,8 @@ def test_lag_gauge_shows_the_backlog_during_a_partition(dc1, name, wan, wan_mirr
            piled_up=piled_up, loop_held_s=flow.get("loop_held_s"), loop_held_gauge=held_gauge)
     if mode == "exactly-once":  # the precondition: the loop was held, so the lag watch kept the gauge
         assert flow.get("loop_held_s") or flow.get("stranded"), flow
-        if flow.get("loop_held_s"):  # the gauge says the same, up to one 5 s tick behind
-            assert held_gauge is not None and held_gauge >= flow["loop_held_s"] - 6, (held_gauge, flow["loop_held_s"])
+        if flow.get("loop_held_s"):  # the gauge says the same, up to one tick behind (5 s + a 2 s ask)
+            assert held_gauge is not None and held_gauge >= flow["loop_held_s"] - 8, (held_gauge, flow["loop_held_s"])
     assert lag - lag_before >= 0.5 * piled_up, f"lag gauge {lag_before} -> {lag} while {piled_up} records piled up"
     assert status_lag >= 0.5 * piled_up, f"/status lag {status_lag} while {piled_up} records piled up"
 

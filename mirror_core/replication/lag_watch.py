@@ -36,6 +36,7 @@ class LagWatch:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lag-watch {reporter.flow_name}", daemon=True)
         self._line = ThrottledLine()
+        self._held_gauge = reporter.metrics.loop_held.labels(reporter.flow_name)
 
     def __enter__(self) -> LagWatch:
         self._thread.start()
@@ -45,7 +46,7 @@ class LagWatch:
                  tb: TracebackType | None) -> None:
         self._stop.set()
         self._thread.join(ASK_TIMEOUT_S + 1)
-        self.reporter.metrics.loop_held.labels(self.reporter.flow_name).set(0)  # the flow stopped: nothing waits
+        self._held_gauge.set(0)  # the flow stopped: nothing waits
 
     def _ends(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         if self._admin is None:
@@ -56,9 +57,8 @@ class LagWatch:
             self._admin.poll(0)  # its error and log callbacks (cluster health) run here, and do not pile up
 
     def _run(self) -> None:
-        held = self.reporter.metrics.loop_held.labels(self.reporter.flow_name)
         while not self._stop.wait(self._interval):
-            held.set(self.reporter.held_for() or 0)
+            self._held_gauge.set(self.reporter.held_for() or 0)
             if not self.reporter.needs_source():
                 continue
             try:

@@ -120,18 +120,20 @@ class Reporter:
                 self.metrics.lag.labels(self.flow_name, e["topic"], str(e["partition"])).set(e["lag"])
         return sorted(entries, key=lambda e: (e["topic"], e["partition"]))
 
+    def _held(self, now: float) -> bool:
+        """The loop has not published for longer than it takes between two publishes (it waits)."""
+        return now - self._published_at >= self.held_after_s
+
     def held_for(self, now: float | None = None) -> float | None:
-        """Seconds since the loop last published, once that is longer than it takes between two publishes
-        (it waits on the target); None otherwise, and for a stopped flow."""
+        """Seconds since the loop last published, once it is held; None otherwise, and for a stopped flow."""
         now = time.monotonic() if now is None else now
-        held = now - self._published_at
         stopped = str(self.status.get("state", "")).startswith("stopped")
-        return round(held, 1) if held >= self.held_after_s and not stopped else None
+        return round(now - self._published_at, 1) if self._held(now) and not stopped else None
 
     def needs_source(self, now: float | None = None) -> bool:
         """Whether some partition's lag is this process's to count and the loop cannot refresh it."""
         now = time.monotonic() if now is None else now
-        return bool(self.stranded) or (bool(self._last) and now - self._published_at >= self.held_after_s)
+        return bool(self.stranded) or (bool(self._last) and self._held(now))
 
     def refresh_from_source(self, end_offsets: EndOffsets, now: float | None = None) -> None:
         """Refresh the lag the loop cannot: the stranded partitions' always, and the owned partitions'
@@ -142,7 +144,7 @@ class Reporter:
         meanwhile."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            held = bool(self._last) and now - self._published_at >= self.held_after_s
+            held = bool(self._last) and self._held(now)
             keys = list(self.stranded) + (list(self._last) if held else [])
             publishes = self._publishes
         if not keys:

@@ -75,9 +75,9 @@ class FailoverResult:
     missing_checkpoints: int
 
 
-def create_topic(bootstrap: str, topic: str) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})  # keep a reference: the future dies with it
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
 
 
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:

@@ -78,15 +78,15 @@ def text_values(n: int, size: int, seed: int = 7) -> list[bytes]:
     return out
 
 
-def produce_backlog(bootstrap: str, topic: str, n: int, size: int) -> None:
-    create_topic(bootstrap, topic)
+def produce_backlog(bootstrap: str, topic: str, n: int, size: int, partitions: int = PARTITIONS) -> None:
+    create_topic(bootstrap, topic, partitions)
     values = text_values(20_000, size)  # distinct within any producer batch
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_048_576,
                   "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2_097_151})
     for i in range(n):
         while True:
             try:
-                p.produce(topic, value=values[i % len(values)], key=b"%d" % i, partition=i % PARTITIONS)
+                p.produce(topic, value=values[i % len(values)], key=b"%d" % i, partition=i % partitions)
                 break
             except BufferError:
                 p.poll(0.01)

@@ -1,0 +1,99 @@
+"""Where the CPU goes when mirror_core runs next to the source over a WAN: records/s, the mirror's threads and
+every process on the machine, while one backlog is copied across a toxiproxy link.
+
+    python -m bench.wan_threads <rtt_ms> <records> <value_bytes> <partitions> ['<config line>' ...]
+
+One run per call (fresh clusters): a backlog of text records over ``partitions``, then the mirror with the
+product defaults plus the given lines (e.g. ``'replication.producers = 4'``), the target behind the link
+(RTT/2 each way, 1 % jitter, as ``--only wan``). Once 10 % of the backlog is on the target it samples 8 s:
+the target's growth, each mirror thread's CPU (``/proc/<pid>/task``) and ``top``'s per-process view. This is
+a diagnosis tool, not a comparison with MirrorMaker 2: ``--only wan`` is.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+
+from bench.run import start_mirror_core
+from bench.wan import Link, add_wan_listener, produce_backlog
+from mirror_core.devcluster.local_cluster import LocalCluster, free_port
+from mirror_core.devcluster.toxiproxy import ToxiproxyServer
+
+SAMPLE_S = 8.0
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu(pid: int) -> dict[str, tuple[str, int]]:
+    """tid -> (thread name, user+system clock ticks so far)."""
+    out: dict[str, tuple[str, int]] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            out[task.name] = ((task / "comm").read_text().strip(), int(fields[11]) + int(fields[12]))
+        except (OSError, IndexError, ValueError):  # the thread ended meanwhile
+            continue
+    return out
+
+
+def target_end(c: Consumer, topic: str, partitions: int) -> int:
+    return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) < 4:
+        raise SystemExit(__doc__)
+    rtt, n, size, partitions, extra = int(argv[0]), int(argv[1]), int(argv[2]), int(argv[3]), argv[4:]
+    with tempfile.TemporaryDirectory(prefix="wan-threads-") as tmp:
+        work = Path(tmp)
+        clusters = [add_wan_listener(LocalCluster(x, work / x, free_port(), free_port(), heap="1g"))
+                    for x in ("source", "target")]
+        server = ToxiproxyServer(work / "toxiproxy", free_port())
+        procs: list[subprocess.Popen[bytes]] = []
+        try:
+            for c in clusters:
+                c.start()
+            link = Link(server.start(), clusters)
+            produce_backlog(clusters[0].bootstrap, "t", n, size, partitions)
+            link.set_rtt(rtt)
+            watch = Consumer({"bootstrap.servers": clusters[1].bootstrap, "group.id": "w", "log_level": "0"})
+            procs, _ = start_mirror_core(clusters[0].bootstrap, clusters[1].bootstrap_for("WAN"), "t", 1, "s",
+                                         work, extra)
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                try:
+                    if target_end(watch, "s.t", partitions) >= n // 10:
+                        break
+                except Exception:  # the remote topic does not exist yet
+                    pass
+                time.sleep(0.2)
+            t0, e0, a = time.monotonic(), target_end(watch, "s.t", partitions), thread_cpu(procs[0].pid)
+            top = subprocess.run(["top", "-b", "-d", str(SAMPLE_S - 1), "-n", "2", "-w", "160"],
+                                 capture_output=True, text=True, check=False).stdout
+            t1, e1, b = time.monotonic(), target_end(watch, "s.t", partitions), thread_cpu(procs[0].pid)
+            watch.close()
+            secs = t1 - t0
+            print(f"rtt {rtt} ms, {size} B, {partitions} partitions, {extra or 'defaults'}: "
+                  f"{(e1 - e0) / secs:,.0f} records/s over {secs:.1f} s")
+            busy = sorted(((b[t][1] - a[t][1], b[t][0]) for t in b if t in a), reverse=True)[:8]
+            print("mirror threads (share of a core):", ", ".join(f"{name} {ticks / TICKS_PER_S / secs:.2f}"
+                                                                for ticks, name in busy))
+            frame = top.split("top - ")[-1].splitlines()
+            print("\n".join(line[:110] for line in frame[5:14]))
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait(30)
+            server.stop()
+            for c in clusters:
+                c.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -5,7 +5,7 @@ every process on the machine, while one backlog is copied across a toxiproxy lin
 
 One run per call (fresh clusters): a backlog of text records over ``partitions``, then the mirror with the
 product defaults plus the given lines (e.g. ``'replication.producers = 4'``), the target behind the link
-(RTT/2 each way, 1 % jitter, as ``--only wan``). Once 10 % of the backlog is on the target it samples 8 s:
+(RTT/2 each way, 1 % jitter, as ``--only wan``). Once 10 % of the backlog is on the target it samples ~7 s:
 the target's growth, each mirror thread's CPU (``/proc/<pid>/task``) and ``top``'s per-process view. This is
 a diagnosis tool, not a comparison with MirrorMaker 2: ``--only wan`` is.
 """
@@ -46,6 +46,38 @@ def target_end(c: Consumer, topic: str, partitions: int) -> int:
     return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
 
 
+def sample(mirror: subprocess.Popen[bytes], watch: Consumer, n: int, partitions: int, label: str,
+           clusters: list[LocalCluster]) -> None:
+    """Wait until a tenth of the backlog is on the target, then sample and print."""
+    deadline = time.monotonic() + 300
+    while True:
+        if mirror.poll() is not None:
+            raise SystemExit(f"the mirror exited with {mirror.returncode} before copying a tenth of the backlog")
+        if time.monotonic() > deadline:
+            raise SystemExit("a tenth of the backlog was not on the target after 300 s")
+        try:
+            if target_end(watch, "s.t", partitions) >= n // 10:
+                break
+        except Exception:  # the remote topic does not exist yet
+            pass
+        time.sleep(0.2)
+    t0, e0, a = time.monotonic(), target_end(watch, "s.t", partitions), thread_cpu(mirror.pid)
+    top = subprocess.run(["top", "-b", "-d", str(SAMPLE_S - 1), "-n", "2", "-w", "160"],
+                         capture_output=True, text=True, check=False).stdout
+    t1, e1, b = time.monotonic(), target_end(watch, "s.t", partitions), thread_cpu(mirror.pid)
+    secs = t1 - t0
+    print(f"{label}: {(e1 - e0) / secs:,.0f} records/s over {secs:.1f} s")
+    if e1 >= n:
+        print("warning: the backlog ran out during the sample; use more records")
+    used = {t: b[t][1] - a[t][1] for t in b if t in a}
+    print(f"mirror process (share of a core): {sum(used.values()) / TICKS_PER_S / secs:.2f}; busiest threads:",
+          ", ".join(f"{b[t][0]} {ticks / TICKS_PER_S / secs:.2f}"
+                    for t, ticks in sorted(used.items(), key=lambda x: -x[1])[:8]))
+    print(f"pids: mirror {mirror.pid}, source broker {clusters[0].pid()}, target broker {clusters[1].pid()}")
+    frame = top.split("top - ")[-1].splitlines()
+    print("\n".join(line[:110] for line in frame[:14]))
+
+
 def main(argv: list[str]) -> None:
     if len(argv) < 4:
         raise SystemExit(__doc__)
@@ -63,29 +95,13 @@ def main(argv: list[str]) -> None:
             produce_backlog(clusters[0].bootstrap, "t", n, size, partitions)
             link.set_rtt(rtt)
             watch = Consumer({"bootstrap.servers": clusters[1].bootstrap, "group.id": "w", "log_level": "0"})
-            procs, _ = start_mirror_core(clusters[0].bootstrap, clusters[1].bootstrap_for("WAN"), "t", 1, "s",
-                                         work, extra)
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline:
-                try:
-                    if target_end(watch, "s.t", partitions) >= n // 10:
-                        break
-                except Exception:  # the remote topic does not exist yet
-                    pass
-                time.sleep(0.2)
-            t0, e0, a = time.monotonic(), target_end(watch, "s.t", partitions), thread_cpu(procs[0].pid)
-            top = subprocess.run(["top", "-b", "-d", str(SAMPLE_S - 1), "-n", "2", "-w", "160"],
-                                 capture_output=True, text=True, check=False).stdout
-            t1, e1, b = time.monotonic(), target_end(watch, "s.t", partitions), thread_cpu(procs[0].pid)
-            watch.close()
-            secs = t1 - t0
-            print(f"rtt {rtt} ms, {size} B, {partitions} partitions, {extra or 'defaults'}: "
-                  f"{(e1 - e0) / secs:,.0f} records/s over {secs:.1f} s")
-            busy = sorted(((b[t][1] - a[t][1], b[t][0]) for t in b if t in a), reverse=True)[:8]
-            print("mirror threads (share of a core):", ", ".join(f"{name} {ticks / TICKS_PER_S / secs:.2f}"
-                                                                for ticks, name in busy))
-            frame = top.split("top - ")[-1].splitlines()
-            print("\n".join(line[:110] for line in frame[5:14]))
+            try:
+                procs, _ = start_mirror_core(clusters[0].bootstrap, clusters[1].bootstrap_for("WAN"), "t", 1, "s",
+                                             work, extra)
+                sample(procs[0], watch, n, partitions, f"rtt {rtt} ms, {size} B, {partitions} partitions, "
+                                                       f"{extra or 'defaults'}", clusters)
+            finally:
+                watch.close()
         finally:
             for p in procs:
                 p.kill()

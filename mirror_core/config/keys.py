@@ -170,9 +170,10 @@ KEYS: tuple[KeyDef, ...] = (
     KeyDef("replication.producers", int_between(1, 32), "1",
            "At-least-once: target producers per flow and process, each with its own connections; a "
            "partition always goes through the same one. librdkafka sends one partition per produce request, "
-           "at most 5 in flight per connection and, idempotent, one per partition: over a long round trip "
-           "(the mirror next to the source) more producers carry more per round trip, each keeping up to "
-           "about 0.15 of a core busy while it waits. Exactly-once uses a producer per slot instead."),
+           "at most 5 in flight per connection (per target broker) and, idempotent, one per partition: over a "
+           "long round trip (the mirror next to the source) more producers carry more per round trip, but "
+           "each can keep a core busy while all its partitions wait (README 'Running across a WAN'). "
+           "Exactly-once uses a producer per slot instead."),
     KeyDef("source.start.position", lambda raw: _choice(raw, ("earliest", "latest")), "earliest",
            "Where a new flow starts reading a partition that has no recorded progress."),
 )

@@ -6,8 +6,9 @@ every process on the machine, while one backlog is copied across a toxiproxy lin
 One run per call (fresh clusters): a backlog of text records over ``partitions``, then the mirror with the
 product defaults plus the given lines (e.g. ``'replication.producers = 4'``), the target behind the link
 (RTT/2 each way, 1 % jitter, as ``--only wan``). Once 10 % of the backlog is on the target it samples ~7 s:
-the target's growth, each mirror thread's CPU (``/proc/<pid>/task``) and ``top``'s per-process view. This is
-a diagnosis tool, not a comparison with MirrorMaker 2: ``--only wan`` is.
+the target's growth, each mirror thread's CPU (``/proc/<pid>/task``) and ``top``'s per-process view. With
+``WAN_THREADS_PERF=1`` it then records the mirror for 5 s with ``perf`` and prints the busiest symbols of its
+librdkafka threads. This is a diagnosis tool, not a comparison with MirrorMaker 2: ``--only wan`` is.
 """
 
 from __future__ import annotations
@@ -76,6 +77,19 @@ def sample(mirror: subprocess.Popen[bytes], watch: Consumer, n: int, partitions:
     print(f"pids: mirror {mirror.pid}, source broker {clusters[0].pid()}, target broker {clusters[1].pid()}")
     frame = top.split("top - ")[-1].splitlines()
     print("\n".join(line[:110] for line in frame[:14]))
+    if os.environ.get("WAN_THREADS_PERF") == "1":
+        profile(mirror.pid)
+
+
+def profile(pid: int) -> None:
+    """5 s of ``perf record`` on the mirror; the 15 busiest symbols of its librdkafka threads."""
+    with tempfile.NamedTemporaryFile(suffix=".perf") as data:
+        subprocess.run(["perf", "record", "-q", "-F", "999", "-p", str(pid), "-o", data.name, "--", "sleep", "5"],
+                       capture_output=True, check=True)
+        report = subprocess.run(["perf", "report", "-i", data.name, "--no-children", "--comms", "rdk:broker1",
+                                 "--sort", "dso,symbol", "--stdio"], capture_output=True, text=True, check=True)
+    rows = [line for line in report.stdout.splitlines() if line.strip() and not line.startswith("#")]
+    print("perf, rdk:broker1 threads:\n" + "\n".join(line[:110] for line in rows[:15]))
 
 
 def main(argv: list[str]) -> None:

@@ -30,7 +30,10 @@ def thread_ticks(pid: int | str = "self") -> dict[tuple[str, str], int]:
     """CPU clock ticks per thread of a process, keyed by (thread id, name with digits folded)."""
     ticks = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
-        stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
         name = re.sub(r"\d+", "N", stat[stat.index("(") + 1:stat.rindex(")")])
         fields = stat[stat.rindex(")") + 2:].split()
         ticks[(tid, name)] = int(fields[11]) + int(fields[12])

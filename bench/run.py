@@ -67,9 +67,10 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
-def end_total(consumer: Consumer, topic: str) -> int:
+def end_total(consumer: Consumer, topic: str, partitions: int = PARTITIONS) -> int:
+    """The sum of the topic's end offsets; 0 while it does not answer (not created yet)."""
     total = 0
-    for p in range(PARTITIONS):
+    for p in range(partitions):
         try:
             total += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
         except Exception:

@@ -20,31 +20,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 
-from bench.run import start_mirror_core
+from bench.producer_ceiling import thread_ticks
+from bench.run import end_total, start_mirror_core
 from bench.wan import Link, add_wan_listener, produce_backlog
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 from mirror_core.devcluster.toxiproxy import ToxiproxyServer
 
 SAMPLE_S = 8.0
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-
-
-def thread_cpu(pid: int) -> dict[str, tuple[str, int]]:
-    """tid -> (thread name, user+system clock ticks so far)."""
-    out: dict[str, tuple[str, int]] = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-            out[task.name] = ((task / "comm").read_text().strip(), int(fields[11]) + int(fields[12]))
-        except (OSError, IndexError, ValueError):  # the thread ended meanwhile
-            continue
-    return out
-
-
-def target_end(c: Consumer, topic: str, partitions: int) -> int:
-    return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
 
 
 def sample(mirror: subprocess.Popen[bytes], watch: Consumer, n: int, partitions: int, label: str,
@@ -56,24 +41,23 @@ def sample(mirror: subprocess.Popen[bytes], watch: Consumer, n: int, partitions:
             raise SystemExit(f"the mirror exited with {mirror.returncode} before copying a tenth of the backlog")
         if time.monotonic() > deadline:
             raise SystemExit("a tenth of the backlog was not on the target after 300 s")
-        try:
-            if target_end(watch, "s.t", partitions) >= n // 10:
-                break
-        except Exception:  # the remote topic does not exist yet
-            pass
+        if end_total(watch, "s.t", partitions) >= n // 10:  # 0 until the remote topic exists
+            break
         time.sleep(0.2)
-    t0, e0, a = time.monotonic(), target_end(watch, "s.t", partitions), thread_cpu(mirror.pid)
+    t0, e0, a = time.monotonic(), end_total(watch, "s.t", partitions), thread_ticks(mirror.pid)
     top = subprocess.run(["top", "-b", "-d", str(SAMPLE_S - 1), "-n", "2", "-w", "160"],
                          capture_output=True, text=True, check=False).stdout
-    t1, e1, b = time.monotonic(), target_end(watch, "s.t", partitions), thread_cpu(mirror.pid)
+    t1, e1, b = time.monotonic(), end_total(watch, "s.t", partitions), thread_ticks(mirror.pid)
+    if not e0 or not e1:
+        raise SystemExit("the target did not answer for its end offsets during the sample")
     secs = t1 - t0
     print(f"{label}: {(e1 - e0) / secs:,.0f} records/s over {secs:.1f} s")
     if e1 >= n:
         print("warning: the backlog ran out during the sample; use more records")
-    used = {t: b[t][1] - a[t][1] for t in b if t in a}
+    used = {key: b[key] - a[key] for key in b if key in a}  # (thread id, name) -> ticks in the sample
     print(f"mirror process (share of a core): {sum(used.values()) / TICKS_PER_S / secs:.2f}; busiest threads:",
-          ", ".join(f"{b[t][0]} {ticks / TICKS_PER_S / secs:.2f}"
-                    for t, ticks in sorted(used.items(), key=lambda x: -x[1])[:8]))
+          ", ".join(f"{name} {ticks / TICKS_PER_S / secs:.2f}"
+                    for (_, name), ticks in sorted(used.items(), key=lambda x: -x[1])[:8]))
     print(f"pids: mirror {mirror.pid}, source broker {clusters[0].pid()}, target broker {clusters[1].pid()}")
     frame = top.split("top - ")[-1].splitlines()
     print("\n".join(line[:110] for line in frame[:14]))

@@ -198,10 +198,13 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
                                                  statistics.median(r[1] for r in rows),
                                                  statistics.median(r[2] for r in rows),
                                                  statistics.median(r[3] for r in rows)))
-                    # p99 at a steady load: MM2 and the product defaults, 100-byte records (bench.scenarios).
+                    # p99 at a steady load: MM2 and mirror_core (next to the source: each chosen variant),
+                    # 100-byte records (bench.scenarios).
                     if size == sizes[0]:
                         tag = f"l{rtt}{placement[7]}"
-                        starters = {"mirror_core": (f"{tag}o", _ours_starter(src, dst, f"{tag}o", []))}
+                        ours = chosen if placement == "remote-produce" else {"mirror_core": []}
+                        starters = {label: (f"{tag}o{k}", _ours_starter(src, dst, f"{tag}o{k}", extra))
+                                    for k, (label, extra) in enumerate(ours.items())}
                         if mm2:
                             starters["MirrorMaker 2"] = (f"{tag}m", _mm2_starter(src, dst, f"{tag}m"))
                         for system, (alias, start) in starters.items():

@@ -202,14 +202,27 @@ def make_consumer(cluster: ClusterConfig, group_id: str, overrides: Mapping[str,
     return Consumer(_with_callbacks(consumer_settings(cluster, group_id, overrides, enforced, standing), health))
 
 
-def make_producer(cluster: ClusterConfig, overrides: Mapping[str, str] | None = None,
-                  health: ClusterHealth | None = None, enforced: Mapping[str, str] | None = None) -> Producer:
+def producer_settings(cluster: ClusterConfig, overrides: Mapping[str, str] | None = None,
+                      enforced: Mapping[str, str] | None = None, warn: bool = False) -> dict[str, Any]:
+    """Defaults, then the user's settings, then what the guarantees need (``warn``: say which of the
+    user's settings the guarantees override)."""
     settings: dict[str, Any] = dict(PRODUCER_DEFAULTS)
     settings.update(cluster.client_settings("producer", overrides))
-    _warn_overridden(settings, PRODUCER_ENFORCED, f"{cluster.alias} producer")
+    if warn:
+        _warn_overridden(settings, PRODUCER_ENFORCED, f"{cluster.alias} producer")
     settings.update(PRODUCER_ENFORCED)
     settings.update(enforced or {})
-    return Producer(_with_callbacks(settings, health))
+    return settings
+
+
+def batch_limit_bytes(settings: Mapping[str, Any]) -> int:
+    """The most bytes librdkafka puts in one produce request's batch: min(batch.size, message.max.bytes)."""
+    return min(int(settings.get("batch.size", 1_000_000)), int(settings.get("message.max.bytes", 1_000_000)))
+
+
+def make_producer(cluster: ClusterConfig, overrides: Mapping[str, str] | None = None,
+                  health: ClusterHealth | None = None, enforced: Mapping[str, str] | None = None) -> Producer:
+    return Producer(_with_callbacks(producer_settings(cluster, overrides, enforced, warn=True), health))
 
 
 def make_admin(cluster: ClusterConfig, health: ClusterHealth | None = None,

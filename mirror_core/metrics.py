@@ -120,6 +120,9 @@ class Metrics:
         self.loop_held = Gauge("mirror_loop_held_seconds",
                                "Seconds since the flow's copy loop last published (0 while it publishes; "
                                "waiting on the target, restarting or starting up otherwise)", ("flow",), registry=r)
+        self.parked = Gauge("mirror_parked_records",
+                            "Records read and waiting in the mirror for their partition's batch in flight "
+                            "(replication.one.batch.per.partition)", ("flow",), registry=r)
         self.topics = Gauge("mirror_topics_replicated", "Source topics replicated by the flow", ("flow",),
                             registry=r)
         self.assigned = Gauge("mirror_partitions_assigned", "Source partitions assigned to this instance",

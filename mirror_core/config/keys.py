@@ -174,6 +174,14 @@ KEYS: tuple[KeyDef, ...] = (
            "long round trip (the mirror next to the source) more producers carry more per round trip, but "
            "each can keep a core busy while all its partitions wait (README 'Running across a WAN'). "
            "Exactly-once uses a producer per slot instead."),
+    KeyDef("replication.one.batch.per.partition", lambda raw: _choice(raw, ("auto", "true", "false")), "auto",
+           "Hand the target producer one batch of a partition at a time: the partition's next records wait in "
+           "the mirror until its previous batch is acknowledged (each batch at most batch.size and "
+           "message.max.bytes). librdkafka's idempotent producer has one batch per partition in flight anyway; "
+           "what changes is where the rest waits. In librdkafka's queue, a producer whose partitions all wait "
+           "polls without sleeping (up to a core each over a long round trip); in the mirror, it sleeps, so "
+           "several producers widen the window for their CPU's worth. auto: true when replication.producers "
+           "> 1 (README 'Running across a WAN')."),
     KeyDef("source.start.position", lambda raw: _choice(raw, ("earliest", "latest")), "earliest",
            "Where a new flow starts reading a partition that has no recorded progress."),
 )

@@ -349,6 +349,9 @@ class _Builder:
             batch_max_records=values["replication.batch.max.records"],
             max_in_flight_records=values["replication.max.in.flight.records"],
             producers=values["replication.producers"],
+            one_batch_per_partition=values["replication.one.batch.per.partition"] == "true" or (
+                values["replication.one.batch.per.partition"] == "auto" and values["replication.producers"] > 1
+                and not values["exactly.once.enabled"]),
             start_position=values["source.start.position"],
             emit_checkpoints=values["emit.checkpoints.enabled"],
             checkpoints_interval_s=values["emit.checkpoints.interval.seconds"],

@@ -53,6 +53,7 @@ class Acks:
         self.last_heartbeat_ms = last_heartbeat_ms
 
     def forget(self, st: PartitionState) -> None:
+        st.parked = []  # no longer ours: nothing of it may be produced
         self.active.discard(st)
         self.waiting.discard(st)
         self.rewound.discard(st)
@@ -159,7 +160,7 @@ class Acks:
         else:
             assert failed is not None
             pos = failed.first
-        st.pending.clear()
+        st.drop_unsent()
         st.careful = careful
         st.next = pos
         tp = TopicPartition(st.topic, st.partition, pos)
@@ -201,7 +202,7 @@ class Acks:
         st.paused_reason = reason
         st.gen += 1
         self.rewound.add(st)
-        st.pending.clear()
+        st.drop_unsent()
         self.consumer.pause([st.tp])
         self.metrics.paused.labels(self.flow_name, st.topic, str(st.partition)).set(1)
         self.metrics.errors.labels(self.flow_name, "partition_paused").inc()

@@ -109,8 +109,8 @@ class PartitionState:
     """
 
     __slots__ = ("acked", "backoff", "careful", "committed", "delta", "gen", "is_heartbeat", "map_durable",
-                 "map_gen", "mode", "next", "origin", "partition", "paused_reason", "pending", "producer", "remote",
-                 "retry_at", "slot", "syncs", "syncs_in_flight", "t_next", "topic", "tp")
+                 "map_gen", "mode", "next", "origin", "parked", "partition", "paused_reason", "pending", "producer",
+                 "remote", "retry_at", "slot", "syncs", "syncs_in_flight", "t_next", "topic", "tp")
 
     def __init__(self, topic: str, partition: int, remote: str, resume: int | None, is_heartbeat: bool,
                  producer: Any = None, slot: int | None = None) -> None:
@@ -122,6 +122,8 @@ class PartitionState:
         self.acked: int | None = resume
         self.committed: int | None = resume
         self.pending: deque[Batch] = deque()
+        #: records consumed and not yet handed to the producer (one batch per partition, produce.py)
+        self.parked: list[Any] = []
         self.gen = 0
         self.careful = False
         self.mode = PartitionMode.COPYING
@@ -147,6 +149,17 @@ class PartitionState:
         self.slot = slot
         #: first source offset consumed since assignment: where to rewind when nothing is committed
         self.origin: int | None = resume
+
+    @property
+    def in_flight(self) -> bool:
+        """A batch of this partition is produced and not yet acknowledged (a partition's batches are
+        acknowledged in order, so the newest one tells)."""
+        return bool(self.pending) and self.pending[-1].pending > 0
+
+    def drop_unsent(self) -> None:
+        """Forget batches in flight and parked records: the partition is re-read, or no longer ours."""
+        self.pending.clear()
+        self.parked = []
 
     @property
     def copying(self) -> bool:

@@ -161,13 +161,13 @@ def advance_idle(consumer: Consumer, states: list[PartitionState],
                  log_end_fallback: Callable[[PartitionState], int | None] | None) -> None:
     """Move idle partitions past records the consumer skipped (transaction markers, aborted data).
 
-    Only when everything consumed is acknowledged: the consumer's position is then the next offset
+    Only when everything consumed is acknowledged (none parked): the consumer's position is then the next offset
     to read, and nothing between ``acked`` and it was a record to replicate. The map gets an entry
     for where the target stands there (see PartitionState.map_skipped); when nothing landed since
     assignment, ``log_end_fallback`` may say it (None: no entry can be made, progress waits).
     """
-    idle = [st for st in states if not st.pending and st.acked is not None and st.next == st.acked
-            and not st.careful and st.copying]
+    idle = [st for st in states if not st.pending and not st.parked and st.acked is not None
+            and st.next == st.acked and not st.careful and st.copying]
     if not idle:
         return
     try:

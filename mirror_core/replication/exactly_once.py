@@ -360,7 +360,7 @@ class SlotManager:
                                  "(partition paused; fix the target limit, e.g. max.message.bytes, and restart)")
                 continue
             if pos is None:
-                st.pending.clear()
+                st.drop_unsent()
                 continue
             self.acks.rewind_to(st, pos, careful=st is failed and (record_error or b is not None),
                              backoff=st is failed and not record_error and b is not None and b.err is not None)

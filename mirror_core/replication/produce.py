@@ -28,6 +28,9 @@ from mirror_core.replication.acks import RECORD_ERRORS
 from mirror_core.replication.batch import Batch, PartitionState
 
 PROVENANCE_HEADER = "mirror-core.provenance"
+#: librdkafka's most bytes of framing around one record (RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD) and one header
+#: (two varints); REQUEST_SLACK: the produce request's and batch's own headers (topic name, ids), generously
+RECORD_OVERHEAD, HEADER_OVERHEAD, REQUEST_SLACK = 36, 10, 4096
 DeliveryCallback = Callable[[KafkaError | None, Any], None]
 
 
@@ -69,7 +72,7 @@ def _timestamp(m: Message) -> tuple[int, int]:
 
 class Producing:
     def __init__(self, flow: FlowConfig, track: Callable[[PartitionState], None], target_meta: Consumer,
-                 hooks: ProduceHooks) -> None:
+                 hooks: ProduceHooks, batch_bytes: int | None = None) -> None:
         self.flow = flow
         self.track = track  # the partition has batches in flight (acks.py collects them)
         self.target_meta = target_meta  # watermark look-ups on the target
@@ -77,6 +80,11 @@ class Producing:
         # Remote topics named like the source (identity policy) may have other writers: prove
         # delivery per record instead of per batch.
         self.exact_reports = flow.policy.uses_provenance
+        #: one batch per partition (replication.one.batch.per.partition): the most record bytes (librdkafka's
+        #: estimate) handed over at a time, so that they go in one produce request; None: hand over everything
+        self.batch_bytes = batch_bytes - REQUEST_SLACK if flow.one_batch_per_partition and batch_bytes else None
+        #: partitions with parked records
+        self.parked: set[PartitionState] = set()
 
     def produce_run(self, st: PartitionState, run: list[Message]) -> None:
         """Produce one run of consecutive records of one partition."""
@@ -90,6 +98,15 @@ class Producing:
             run = self.with_provenance(run)
         if st.origin is None and run:
             st.origin = run[0].offset()
+        if self.batch_bytes is not None and not st.careful and not self.exact_reports and run:
+            if st.parked or st.in_flight:
+                self._park(st, run)  # behind the batch in flight (and what waits already)
+                return
+            cut = _fitting(run, self.batch_bytes)
+            if cut < len(run):
+                self._park(st, run[cut:])
+                run = run[:cut]
+                end = run[-1].offset() + 1
         self.hooks.before_produce(st)
         if st.careful:
             self._produce_careful(st, run, end)
@@ -97,6 +114,40 @@ class Producing:
             self._produce_exact(st, run, end)
         else:
             self._produce_batch(st, run, end)
+
+    def _park(self, st: PartitionState, run: list[Message]) -> None:
+        st.parked.extend(run)
+        self.parked.add(st)
+
+    def parked_records(self) -> int:
+        """Records consumed and waiting here for their partition's batch in flight (back-pressure)."""
+        return sum(len(st.parked) for st in self.parked)
+
+    def release(self) -> None:
+        """Hand the producer the next batch of each parked partition whose batch in flight was
+        acknowledged (only after acks.py has collected it: a failed one rewinds and drops the parked)."""
+        if not self.parked:
+            return
+        batch_bytes = self.batch_bytes
+        assert batch_bytes is not None
+        for st in list(self.parked):
+            parked = st.parked
+            if not parked:  # rewound, paused or released since: acks.py dropped them
+                self.parked.discard(st)
+                continue
+            if not st.copying or st.in_flight:
+                continue
+            if st.careful:  # record by record now (produce_run does that)
+                st.parked = []
+                self.parked.discard(st)
+                self.produce_run(st, parked)
+                continue
+            cut = _fitting(parked, batch_bytes)
+            run, st.parked = parked[:cut], parked[cut:]
+            if not st.parked:
+                self.parked.discard(st)
+            self.hooks.before_produce(st)
+            self._produce_batch(st, run, run[-1].offset() + 1)
 
     def _produce_batch(self, st: PartitionState, run: list[Message], end: int) -> None:
         """The hot path: one batch, delivery reports on its first and last records only."""
@@ -255,6 +306,20 @@ class Producing:
             m.set_headers(new_headers)
             out.append(m)
         return out
+
+
+def _fitting(run: list[Message], budget: int) -> int:
+    """How many of ``run``'s first records fit in ``budget`` bytes as librdkafka counts a record on the wire
+    (key, value, headers and at most RECORD_OVERHEAD; rd_kafka_msg_wire_size); at least one."""
+    used = 0
+    for k, m in enumerate(run):
+        value, key, headers = m.value(), m.key(), m.headers()
+        used += RECORD_OVERHEAD + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+        if headers:
+            used += sum(HEADER_OVERHEAD + len(name.encode()) + (len(v) if v is not None else 0) for name, v in headers)
+        if used > budget:
+            return max(k, 1)
+    return len(run)
 
 
 def _source_gaps(run: list[Message]) -> list[tuple[int, int]]:

@@ -29,11 +29,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from mirror_core.authorization import Access, NotAuthorized, check, denied_line, guard
 from mirror_core.clients import (
     ClusterHealth,
+    batch_limit_bytes,
     explain_failure,
     fatal_consumer_error,
     make_admin,
     make_consumer,
     make_producer,
+    producer_settings,
 )
 from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mirror_core.errors import FencedInstance, MirrorError
@@ -58,6 +60,8 @@ log = logging.getLogger(__name__)
 
 #: how long one pass of the loop waits for a record when there is none (it serves the rest meanwhile)
 IDLE_WAIT_S = 0.02
+#: the same while records are parked: an acknowledgement (served by the producers' poll) releases them
+PARKED_WAIT_S = 0.002
 
 
 def instance_id() -> str:
@@ -229,7 +233,8 @@ class FlowReplicator:
             delivery = AtLeastOnce(producers, assignment, acks, committer, target_meta, flow.policy.uses_provenance)
         self._delivery = delivery
         acks.on_failure = delivery.on_failure
-        self._producing = Producing(flow, acks.active.add, target_meta, delivery)
+        self._producing = Producing(flow, acks.active.add, target_meta, delivery,
+                                    batch_limit_bytes(producer_settings(tgt, flow.producer_overrides)))
         if flow.emit_heartbeats:
             self._hb_producer = make_producer(src, health=self.source_health,
                                               enforced={"linger.ms": "0", "message.timeout.ms": "30000"})
@@ -242,13 +247,15 @@ class FlowReplicator:
             self._close(graceful=False)
             return
         consumer, acks, assignment = self._consumer, self._acks, self._assignment
-        delivery, heartbeats = self._delivery, self._heartbeats
+        delivery, heartbeats, producing = self._delivery, self._heartbeats, self._producing
         src = self.config.cluster(self.flow.source)
         assert consumer is not None and acks is not None and assignment is not None and delivery is not None
+        assert producing is not None
         batch_max = self.flow.batch_max_records
         max_in_flight = self.flow.max_in_flight_records
         next_commit = 0.0
         pacer = SendPacer(self.flow.commit_interval_ms / 1000.0)
+        parked_gauge = self.metrics.parked.labels(self.flow.name)
         self.reporter.set_state("running")
         copying_since = time.monotonic()
         log.info("flow %s: replicating (instance %s, group %s)", self.flow.name, self.instance,
@@ -262,10 +269,13 @@ class FlowReplicator:
                     self._emit_heartbeat(heartbeats, now, src)
                 acks.resume_due(now, assignment.owns)
                 delivery.poll()
-                if delivery.in_flight() >= max_in_flight:
-                    delivery.poll_producers(0.05)  # back-pressure: let the target catch up
+                # Parked records (one batch per partition, produce.py) wait for an acknowledgement: the waits
+                # below are short then, so that the next batch goes out soon after it arrives.
+                parked = producing.parked_records()
+                if delivery.in_flight() + parked >= max_in_flight:
+                    delivery.poll_producers(PARKED_WAIT_S if parked else 0.05)  # back-pressure
                 else:
-                    msgs = self._consume(consumer, batch_max)
+                    msgs = self._consume(consumer, batch_max, PARKED_WAIT_S if parked else IDLE_WAIT_S)
                     assignment.raise_callback_error()
                     if msgs:
                         self._dispatch(msgs)
@@ -273,7 +283,9 @@ class FlowReplicator:
                         delivery.send_now()
                     delivery.poll_producers(0)
                 acks.collect()
+                producing.release()
                 if now >= next_commit:
+                    parked_gauge.set(parked)
                     states = list(assignment.states.values())
                     advance_idle(consumer, states, delivery.log_end_fallback())
                     delivery.commit()
@@ -286,14 +298,14 @@ class FlowReplicator:
             self._close(graceful=True)
 
     @staticmethod
-    def _consume(consumer: Consumer, batch_max: int) -> list[Message]:
+    def _consume(consumer: Consumer, batch_max: int, wait_s: float = IDLE_WAIT_S) -> list[Message]:
         """What the consumer holds now, up to ``batch_max`` records; when it holds nothing, wait up to
-        IDLE_WAIT_S for the first record and return as soon as it arrives (``consume(n, t)`` would wait
+        ``wait_s`` for the first record and return as soon as it arrives (``consume(n, t)`` would wait
         the full ``t`` for ``n`` records at light load), with whatever came with it."""
         msgs: list[Message] = consumer.consume(batch_max, 0)
         if msgs:
             return msgs
-        first = consumer.poll(IDLE_WAIT_S)
+        first = consumer.poll(wait_s)
         if first is None:
             return []
         return [first, *consumer.consume(batch_max - 1, 0)] if batch_max > 1 else [first]

@@ -1,0 +1,170 @@
+"""``replication.one.batch.per.partition``: a partition's next records wait in the mirror until its batch in
+flight is acknowledged, and go to the producer in pieces that fit one produce request. Pure logic: a fake
+producer records what it was handed; the WAN suite runs it against brokers (tests/wan/test_flaky_link.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import TIMESTAMP_CREATE_TIME
+
+from mirror_core.config.errors import ConfigError
+from mirror_core.config.loader import parse_text
+from mirror_core.config.model import FlowConfig
+from mirror_core.replication.batch import PartitionState
+from mirror_core.replication.commit import advance_idle
+from mirror_core.replication.produce import RECORD_OVERHEAD, REQUEST_SLACK, Producing, _fitting
+
+BASE = "clusters = dc1, dc2\ndc1.bootstrap.servers = a:1\ndc2.bootstrap.servers = b:2\ndc1->dc2.enabled = true\n"
+
+
+def flow(extra: str = "") -> FlowConfig:
+    return parse_text(BASE + extra, validate_clients=False).flows[0]
+
+
+class Rec:
+    """A consumed record, as much of confluent_kafka.Message as producing reads."""
+
+    def __init__(self, offset: int, size: int, headers: list[tuple[str, bytes]] | None = None) -> None:
+        self._offset, self._value, self._headers = offset, str(offset).encode().ljust(size, b"v"), headers
+
+    def offset(self) -> int:
+        return self._offset
+
+    def value(self) -> bytes:
+        return self._value
+
+    def key(self) -> None:
+        return None
+
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        return self._headers
+
+    def timestamp(self) -> tuple[int, int]:
+        return TIMESTAMP_CREATE_TIME, 1_700_000_000_000 + self._offset
+
+
+class Report:
+    def __init__(self, offset: int) -> None:
+        self._offset = offset
+
+    def offset(self) -> int:
+        return self._offset
+
+
+class FakeProducer:
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def produce(self, *args: Any) -> None:
+        self.calls.append(args)
+
+    def deliver(self) -> None:
+        """Acknowledge everything handed over so far, at target offsets 0, 1, ..."""
+        for i, call in enumerate(self.calls):
+            if call[4] is not None:
+                call[4](None, Report(i))
+
+
+class Hooks:
+    def __init__(self) -> None:
+        self.opened = 0
+
+    def before_produce(self, st: PartitionState) -> None:
+        self.opened += 1
+
+    def after_careful_record(self, st: PartitionState) -> bool:
+        return True
+
+
+def producing(batch_bytes: int, extra: str = "replication.producers = 2\n") -> tuple[Producing, PartitionState,
+                                                                                      FakeProducer]:
+    producer = FakeProducer()
+    st = PartitionState("t", 0, "dc1.t", 0, False, producer=producer)
+    p = Producing(flow(extra), lambda _: None, None, Hooks(), batch_bytes)  # type: ignore[arg-type]
+    return p, st, producer
+
+
+def test_auto_is_on_with_several_producers_at_least_once_only() -> None:
+    assert flow("replication.producers = 2\n").one_batch_per_partition
+    assert not flow().one_batch_per_partition
+    assert not flow("replication.producers = 2\nexactly.once.enabled = true\n").one_batch_per_partition
+    assert flow("replication.one.batch.per.partition = true\n").one_batch_per_partition
+    assert not flow("replication.producers = 4\nreplication.one.batch.per.partition = false\n"
+                    ).one_batch_per_partition
+    with pytest.raises(ConfigError) as err:
+        flow("replication.one.batch.per.partition = sometimes\n")
+    assert "replication.one.batch.per.partition" in str(err.value) and "line 5" in str(err.value)
+
+
+def test_a_piece_fits_the_budget_as_librdkafka_counts_and_holds_at_least_one_record() -> None:
+    run = [Rec(i, 100) for i in range(10)]
+    assert _fitting(run, 10 * (100 + RECORD_OVERHEAD)) == 10
+    assert _fitting(run, 3 * (100 + RECORD_OVERHEAD) + 1) == 3
+    assert _fitting([Rec(0, 5000)], 1000) == 1  # a record larger than the budget still goes, alone
+    with_headers = [Rec(i, 100, [("origin", b"dc1")]) for i in range(4)]
+    assert _fitting(with_headers, 4 * (100 + RECORD_OVERHEAD)) == 3  # headers count too
+
+
+def test_records_wait_for_the_batch_in_flight_then_go_in_order_one_request_at_a_time() -> None:
+    per = 100 + RECORD_OVERHEAD
+    p, st, producer = producing(REQUEST_SLACK + 4 * per)  # four records a request
+    tagged = [Rec(i, 100) for i in range(10)]
+    p.produce_run(st, tagged[:6])  # type: ignore[arg-type]
+    assert len(producer.calls) == 4 and len(st.parked) == 2 and st.next == 4 and st.in_flight
+    p.produce_run(st, tagged[6:])  # type: ignore[arg-type]
+    assert len(producer.calls) == 4 and len(st.parked) == 6, "produced past a batch in flight"
+    assert p.parked_records() == 6
+    p.release()
+    assert len(producer.calls) == 4, "released before the acknowledgement"
+    producer.deliver()
+    assert not st.in_flight
+    p.release()
+    assert len(producer.calls) == 8 and len(st.parked) == 2 and st.next == 8
+    producer.deliver()
+    p.release()
+    assert len(producer.calls) == 10 and not st.parked and not p.parked and st.next == 10
+    produced = [call[1] for call in producer.calls]
+    assert produced == [r.value() for r in tagged]
+    assert [b.first for b in st.pending] == [0, 4, 8] and [b.count for b in st.pending] == [4, 4, 2]
+
+
+def test_a_rewind_or_a_release_drops_what_is_parked() -> None:
+    p, st, producer = producing(REQUEST_SLACK + 2 * (100 + RECORD_OVERHEAD))
+    p.produce_run(st, [Rec(i, 100) for i in range(5)])  # type: ignore[arg-type]
+    assert len(st.parked) == 3
+    st.drop_unsent()  # what acks.py does on a rewind or pause, and on losing the partition
+    producer.deliver()
+    p.release()
+    assert len(producer.calls) == 2 and not p.parked and p.parked_records() == 0
+
+
+def test_off_hands_everything_over_at_once() -> None:
+    p, st, producer = producing(REQUEST_SLACK + 2 * (100 + RECORD_OVERHEAD), extra="")
+    p.produce_run(st, [Rec(i, 100) for i in range(5)])  # type: ignore[arg-type]
+    p.produce_run(st, [Rec(i, 100) for i in range(5, 9)])  # type: ignore[arg-type]
+    assert len(producer.calls) == 9 and not st.parked
+
+
+class Positions:
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+        self.asked = 0
+
+    def position(self, tps: list[Any]) -> list[Any]:
+        self.asked += 1
+        return [type("TP", (), {"offset": self.offset})() for _ in tps]
+
+
+def test_a_partition_with_parked_records_is_not_idle() -> None:
+    """advance_idle moves an idle partition's progress to the consumer's position: with records parked
+    that position is past records not yet copied, so it must not."""
+    p, st, producer = producing(REQUEST_SLACK + 2 * (100 + RECORD_OVERHEAD))
+    p.produce_run(st, [Rec(i, 100) for i in range(5)])  # type: ignore[arg-type]
+    producer.deliver()
+    st.pending.clear()
+    st.acked = st.next = 2  # the first batch landed; three records parked
+    consumer = Positions(5)
+    advance_idle(consumer, [st], None)  # type: ignore[arg-type]
+    assert st.acked == 2 and consumer.asked == 0

@@ -121,7 +121,7 @@ class Metrics:
                                "Seconds since the flow's copy loop last published (0 while it publishes; "
                                "waiting on the target, restarting or starting up otherwise)", ("flow",), registry=r)
         self.parked = Gauge("mirror_parked_records",
-                            "Records read and waiting in the mirror for their partition's batch in flight "
+                            "Records read and waiting in the mirror until the target producer can send them "
                             "(replication.one.batch.per.partition)", ("flow",), registry=r)
         self.topics = Gauge("mirror_topics_replicated", "Source topics replicated by the flow", ("flow",),
                             registry=r)

@@ -171,17 +171,18 @@ KEYS: tuple[KeyDef, ...] = (
            "At-least-once: target producers per flow and process, each with its own connections; a "
            "partition always goes through the same one. librdkafka sends one partition per produce request, "
            "at most 5 in flight per connection (per target broker) and, idempotent, one per partition: over a "
-           "long round trip (the mirror next to the source) more producers carry more per round trip, but "
-           "each can keep a core busy while all its partitions wait (README 'Running across a WAN'). "
+           "long round trip (the mirror next to the source) more producers carry more per round trip; each would "
+           "keep a core busy while all its partitions wait, which replication.one.batch.per.partition (on by "
+           "default with more than one) avoids (README 'Running across a WAN'). "
            "Exactly-once uses a producer per slot instead."),
     KeyDef("replication.one.batch.per.partition", lambda raw: _choice(raw, ("auto", "true", "false")), "auto",
-           "Hand the target producer one batch of a partition at a time: the partition's next records wait in "
-           "the mirror until its previous batch is acknowledged (each batch at most batch.size and "
-           "message.max.bytes). librdkafka's idempotent producer has one batch per partition in flight anyway; "
-           "what changes is where the rest waits. In librdkafka's queue, a producer whose partitions all wait "
-           "polls without sleeping (up to a core each over a long round trip); in the mirror, it sleeps, so "
-           "several producers widen the window for their CPU's worth. auto: true when replication.producers "
-           "> 1 (README 'Running across a WAN')."),
+           "Hand the target producer a partition's records only when it can send them: they wait in the mirror "
+           "while librdkafka's idempotent producer would hold them (5 or more of the partition's records in "
+           "flight: under a backlog, until its batch in flight is acknowledged), and go in pieces that fit one "
+           "produce request (batch.size, message.max.bytes). What changes is where records wait: in "
+           "librdkafka's queue, a producer whose partitions all wait polls without sleeping (up to a core each "
+           "over a long round trip); in the mirror, it sleeps, so several producers widen the window without "
+           "that CPU. auto: true when replication.producers > 1 (README 'Running across a WAN')."),
     KeyDef("source.start.position", lambda raw: _choice(raw, ("earliest", "latest")), "earliest",
            "Where a new flow starts reading a partition that has no recorded progress."),
 )

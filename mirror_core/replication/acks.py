@@ -53,7 +53,7 @@ class Acks:
         self.last_heartbeat_ms = last_heartbeat_ms
 
     def forget(self, st: PartitionState) -> None:
-        st.parked = []  # no longer ours: nothing of it may be produced
+        st.parked.clear()  # no longer ours: nothing of it may be produced
         self.active.discard(st)
         self.waiting.discard(st)
         self.rewound.discard(st)

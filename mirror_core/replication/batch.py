@@ -18,6 +18,9 @@ from typing import Any
 
 from confluent_kafka import KafkaError, TopicPartition
 
+#: librdkafka's RD_KAFKA_IDEMP_MAX_INFLIGHT: requests in flight per partition, which it counts in records
+IDEMP_MAX_INFLIGHT = 5
+
 
 class Batch:
     __slots__ = ("acked_at", "count", "err", "first", "gaps", "gen", "next", "pending", "size", "stamps",
@@ -85,6 +88,40 @@ class Batch:
         return self.count == 0 or self.t_last - self.t_first == self.count - 1
 
 
+class Parked:
+    """Records of one partition read and waiting until the producer can send them (produce.py, one batch per
+    partition).
+    Taken from the front: a list read from ``start``, so a batch taken costs what it holds, not what waits
+    behind it."""
+
+    __slots__ = ("records", "start")
+
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+        self.start = 0
+
+    def __len__(self) -> int:
+        return len(self.records) - self.start
+
+    def extend(self, run: list[Any]) -> None:
+        self.records.extend(run)
+
+    def take(self, n: int) -> list[Any]:
+        """The first ``n`` records, removed."""
+        run = self.records[self.start:self.start + n]
+        self.start += len(run)
+        if self.start >= len(self.records):
+            self.clear()
+        elif self.start > 4096 and 2 * self.start > len(self.records):
+            del self.records[:self.start]  # what is taken stops holding memory (amortised: half at least)
+            self.start = 0
+        return run
+
+    def clear(self) -> None:
+        self.records = []
+        self.start = 0
+
+
 class PartitionMode(Enum):
     """Whether a partition's records may be produced now."""
 
@@ -123,7 +160,7 @@ class PartitionState:
         self.committed: int | None = resume
         self.pending: deque[Batch] = deque()
         #: records consumed and not yet handed to the producer (one batch per partition, produce.py)
-        self.parked: list[Any] = []
+        self.parked = Parked()
         self.gen = 0
         self.careful = False
         self.mode = PartitionMode.COPYING
@@ -151,15 +188,22 @@ class PartitionState:
         self.origin: int | None = resume
 
     @property
-    def in_flight(self) -> bool:
-        """A batch of this partition is produced and not yet acknowledged (a partition's batches are
-        acknowledged in order, so the newest one tells)."""
-        return bool(self.pending) and self.pending[-1].pending > 0
+    def in_flight_full(self) -> bool:
+        """librdkafka's idempotent producer would hold this partition's next batch until an acknowledgement:
+        it lets a partition have at most IDEMP_MAX_INFLIGHT requests in flight less one per record in flight,
+        so 5 records or more in flight hold it (one batch under a backlog; a few small ones at a light load)."""
+        n = 0
+        for b in self.pending:
+            if b.pending > 0:
+                n += b.count
+                if n >= IDEMP_MAX_INFLIGHT:
+                    return True
+        return False
 
     def drop_unsent(self) -> None:
         """Forget batches in flight and parked records: the partition is re-read, or no longer ours."""
         self.pending.clear()
-        self.parked = []
+        self.parked.clear()
 
     @property
     def copying(self) -> bool:

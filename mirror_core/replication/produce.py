@@ -99,8 +99,8 @@ class Producing:
         if st.origin is None and run:
             st.origin = run[0].offset()
         if self.batch_bytes is not None and not st.careful and not self.exact_reports and run:
-            if st.parked or st.in_flight:
-                self._park(st, run)  # behind the batch in flight (and what waits already)
+            if st.parked or st.in_flight_full:
+                self._park(st, run)  # the producer would hold it (and behind what waits already)
                 return
             cut = _fitting(run, self.batch_bytes)
             if cut < len(run):
@@ -120,12 +120,12 @@ class Producing:
         self.parked.add(st)
 
     def parked_records(self) -> int:
-        """Records consumed and waiting here for their partition's batch in flight (back-pressure)."""
+        """Records read and waiting here until the producer can send them (back-pressure)."""
         return sum(len(st.parked) for st in self.parked)
 
     def release(self) -> None:
-        """Hand the producer the next batch of each parked partition whose batch in flight was
-        acknowledged (only after acks.py has collected it: a failed one rewinds and drops the parked)."""
+        """Hand the producer the next piece of each parked partition it can send now (acknowledgements are
+        counted once acks.py has collected them: a failed batch rewinds and drops what is parked)."""
         if not self.parked:
             return
         batch_bytes = self.batch_bytes
@@ -135,16 +135,14 @@ class Producing:
             if not parked:  # rewound, paused or released since: acks.py dropped them
                 self.parked.discard(st)
                 continue
-            if not st.copying or st.in_flight:
+            if not st.copying or st.in_flight_full:
                 continue
             if st.careful:  # record by record now (produce_run does that)
-                st.parked = []
                 self.parked.discard(st)
-                self.produce_run(st, parked)
+                self.produce_run(st, parked.take(len(parked)))
                 continue
-            cut = _fitting(parked, batch_bytes)
-            run, st.parked = parked[:cut], parked[cut:]
-            if not st.parked:
+            run = parked.take(_fitting(parked.records, batch_bytes, parked.start))
+            if not parked:
                 self.parked.discard(st)
             self.hooks.before_produce(st)
             self._produce_batch(st, run, run[-1].offset() + 1)
@@ -308,18 +306,19 @@ class Producing:
         return out
 
 
-def _fitting(run: list[Message], budget: int) -> int:
-    """How many of ``run``'s first records fit in ``budget`` bytes as librdkafka counts a record on the wire
-    (key, value, headers and at most RECORD_OVERHEAD; rd_kafka_msg_wire_size); at least one."""
+def _fitting(run: list[Message], budget: int, start: int = 0) -> int:
+    """How many of ``run``'s records from ``start`` on fit in ``budget`` bytes as librdkafka counts a record on
+    the wire (key, value, headers and at most RECORD_OVERHEAD; rd_kafka_msg_wire_size); at least one."""
     used = 0
-    for k, m in enumerate(run):
+    for k in range(len(run) - start):
+        m = run[start + k]
         value, key, headers = m.value(), m.key(), m.headers()
         used += RECORD_OVERHEAD + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
         if headers:
             used += sum(HEADER_OVERHEAD + len(name.encode()) + (len(v) if v is not None else 0) for name, v in headers)
         if used > budget:
             return max(k, 1)
-    return len(run)
+    return len(run) - start
 
 
 def _source_gaps(run: list[Message]) -> list[tuple[int, int]]:

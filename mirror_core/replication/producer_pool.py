@@ -6,9 +6,11 @@ counts a partition's in-flight *records* against the limit of five requests (lib
 confluentinc/librdkafka#4989 is open). Over a long round trip one producer therefore carries at most five
 batches per target broker per round trip, however much bandwidth the link has. Each producer has its own
 connections, so N producers have up to N times that window; but while all of a producer's partitions wait
-for their responses, its broker thread polls without sleeping (the linger wake-up is set before the
-in-flight check turns the partition away): 0.12-0.27 of a core per producer over 80 ms on a saturated
-2-core machine, more when cores are free (``python -m bench.wan_threads``). A partition always goes through
+for their responses with records queued behind, its broker thread polls without sleeping (the linger
+wake-up is set before the in-flight check turns the partition away): 0.12-0.27 of a core per producer over
+80 ms on a saturated 2-core machine, more when cores are free (``python -m bench.wan_threads``). So with
+several producers the records behind wait in the mirror instead (``replication.one.batch.per.partition``,
+produce.py), and the threads sleep. A partition always goes through
 the same producer (its order and the idempotent producer's sequence numbers are per producer); progress and
 offset-map records go through the first.
 """

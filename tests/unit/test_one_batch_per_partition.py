@@ -12,7 +12,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME
 from mirror_core.config.errors import ConfigError
 from mirror_core.config.loader import parse_text
 from mirror_core.config.model import FlowConfig
-from mirror_core.replication.batch import PartitionState
+from mirror_core.replication.batch import Parked, PartitionState
 from mirror_core.replication.commit import advance_idle
 from mirror_core.replication.produce import RECORD_OVERHEAD, REQUEST_SLACK, Producing, _fitting
 
@@ -109,35 +109,48 @@ def test_a_piece_fits_the_budget_as_librdkafka_counts_and_holds_at_least_one_rec
 
 def test_records_wait_for_the_batch_in_flight_then_go_in_order_one_request_at_a_time() -> None:
     per = 100 + RECORD_OVERHEAD
-    p, st, producer = producing(REQUEST_SLACK + 4 * per)  # four records a request
-    tagged = [Rec(i, 100) for i in range(10)]
-    p.produce_run(st, tagged[:6])  # type: ignore[arg-type]
-    assert len(producer.calls) == 4 and len(st.parked) == 2 and st.next == 4 and st.in_flight
-    p.produce_run(st, tagged[6:])  # type: ignore[arg-type]
-    assert len(producer.calls) == 4 and len(st.parked) == 6, "produced past a batch in flight"
-    assert p.parked_records() == 6
+    p, st, producer = producing(REQUEST_SLACK + 6 * per)  # six records a request
+    tagged = [Rec(i, 100) for i in range(15)]
+    p.produce_run(st, tagged[:8])  # type: ignore[arg-type]
+    assert len(producer.calls) == 6 and len(st.parked) == 2 and st.next == 6 and st.in_flight_full
+    p.produce_run(st, tagged[8:])  # type: ignore[arg-type]
+    assert len(producer.calls) == 6 and len(st.parked) == 9, "produced past a batch in flight"
+    assert p.parked_records() == 9
     p.release()
-    assert len(producer.calls) == 4, "released before the acknowledgement"
+    assert len(producer.calls) == 6, "released before the acknowledgement"
     producer.deliver()
-    assert not st.in_flight
+    assert not st.in_flight_full
     p.release()
-    assert len(producer.calls) == 8 and len(st.parked) == 2 and st.next == 8
+    assert len(producer.calls) == 12 and len(st.parked) == 3 and st.next == 12
     producer.deliver()
     p.release()
-    assert len(producer.calls) == 10 and not st.parked and not p.parked and st.next == 10
+    assert len(producer.calls) == 15 and not st.parked and not p.parked and st.next == 15
     produced = [call[1] for call in producer.calls]
     assert produced == [r.value() for r in tagged]
-    assert [b.first for b in st.pending] == [0, 4, 8] and [b.count for b in st.pending] == [4, 4, 2]
+    assert [b.first for b in st.pending] == [0, 6, 12] and [b.count for b in st.pending] == [6, 6, 3]
+
+
+def test_a_few_records_in_flight_do_not_hold_the_next_ones() -> None:
+    """librdkafka lets a partition with fewer than 5 records in flight send another batch: so does the mirror
+    (a light load keeps several small batches in flight, as without parking)."""
+    p, st, producer = producing(REQUEST_SLACK + 100 * (100 + RECORD_OVERHEAD))
+    p.produce_run(st, [Rec(0, 100), Rec(1, 100)])  # type: ignore[arg-type]
+    p.produce_run(st, [Rec(2, 100), Rec(3, 100)])  # type: ignore[arg-type]
+    assert len(producer.calls) == 4 and not st.parked and not st.in_flight_full
+    p.produce_run(st, [Rec(4, 100)])  # type: ignore[arg-type]
+    assert len(producer.calls) == 5 and st.in_flight_full
+    p.produce_run(st, [Rec(5, 100)])  # type: ignore[arg-type]
+    assert len(producer.calls) == 5 and len(st.parked) == 1
 
 
 def test_a_rewind_or_a_release_drops_what_is_parked() -> None:
-    p, st, producer = producing(REQUEST_SLACK + 2 * (100 + RECORD_OVERHEAD))
-    p.produce_run(st, [Rec(i, 100) for i in range(5)])  # type: ignore[arg-type]
+    p, st, producer = producing(REQUEST_SLACK + 5 * (100 + RECORD_OVERHEAD))
+    p.produce_run(st, [Rec(i, 100) for i in range(8)])  # type: ignore[arg-type]
     assert len(st.parked) == 3
     st.drop_unsent()  # what acks.py does on a rewind or pause, and on losing the partition
     producer.deliver()
     p.release()
-    assert len(producer.calls) == 2 and not p.parked and p.parked_records() == 0
+    assert len(producer.calls) == 5 and not p.parked and p.parked_records() == 0
 
 
 def test_off_hands_everything_over_at_once() -> None:
@@ -160,11 +173,21 @@ class Positions:
 def test_a_partition_with_parked_records_is_not_idle() -> None:
     """advance_idle moves an idle partition's progress to the consumer's position: with records parked
     that position is past records not yet copied, so it must not."""
-    p, st, producer = producing(REQUEST_SLACK + 2 * (100 + RECORD_OVERHEAD))
-    p.produce_run(st, [Rec(i, 100) for i in range(5)])  # type: ignore[arg-type]
+    p, st, producer = producing(REQUEST_SLACK + 5 * (100 + RECORD_OVERHEAD))
+    p.produce_run(st, [Rec(i, 100) for i in range(8)])  # type: ignore[arg-type]
     producer.deliver()
     st.pending.clear()
-    st.acked = st.next = 2  # the first batch landed; three records parked
+    st.acked = st.next = 5  # the first batch landed; three records parked
     consumer = Positions(5)
     advance_idle(consumer, [st], None)  # type: ignore[arg-type]
-    assert st.acked == 2 and consumer.asked == 0
+    assert st.acked == 5 and consumer.asked == 0
+
+
+def test_parked_records_come_off_the_front_in_order_and_stop_holding_memory() -> None:
+    parked = Parked()
+    parked.extend(list(range(10_000)))
+    taken: list[int] = []
+    while parked:
+        taken.extend(parked.take(960))
+        assert len(parked.records) <= 10_000 and (parked.start <= 4096 or 2 * parked.start <= len(parked.records))
+    assert taken == list(range(10_000)) and parked.records == [] and parked.start == 0

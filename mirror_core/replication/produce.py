@@ -30,6 +30,7 @@ from mirror_core.replication.batch import Batch, PartitionState
 PROVENANCE_HEADER = "mirror-core.provenance"
 #: librdkafka's most bytes of framing around one record (RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD) and one header
 #: (two varints); REQUEST_SLACK: the produce request's and batch's own headers (topic name, ids), generously
+#: (a quarter of a batch smaller than 16 KiB)
 RECORD_OVERHEAD, HEADER_OVERHEAD, REQUEST_SLACK = 36, 10, 4096
 DeliveryCallback = Callable[[KafkaError | None, Any], None]
 
@@ -82,7 +83,8 @@ class Producing:
         self.exact_reports = flow.policy.uses_provenance
         #: one batch per partition (replication.one.batch.per.partition): the most record bytes (librdkafka's
         #: estimate) handed over at a time, so that they go in one produce request; None: hand over everything
-        self.batch_bytes = batch_bytes - REQUEST_SLACK if flow.one_batch_per_partition and batch_bytes else None
+        self.batch_bytes = batch_bytes - min(REQUEST_SLACK, batch_bytes // 4) \
+            if flow.one_batch_per_partition and batch_bytes else None
         #: partitions with parked records
         self.parked: set[PartitionState] = set()
 
@@ -123,11 +125,13 @@ class Producing:
         """Records read and waiting here until the producer can send them (back-pressure)."""
         return sum(len(st.parked) for st in self.parked)
 
-    def release(self) -> None:
+    def release(self) -> int:
         """Hand the producer the next piece of each parked partition it can send now (acknowledgements are
-        counted once acks.py has collected them: a failed batch rewinds and drops what is parked)."""
+        counted once acks.py has collected them: a failed batch rewinds and drops what is parked); how many
+        partitions got one."""
         if not self.parked:
-            return
+            return 0
+        released = 0
         batch_bytes = self.batch_bytes
         assert batch_bytes is not None
         for st in list(self.parked):
@@ -137,6 +141,7 @@ class Producing:
                 continue
             if not st.copying or st.in_flight_full:
                 continue
+            released += 1
             if st.careful:  # record by record now (produce_run does that)
                 self.parked.discard(st)
                 self.produce_run(st, parked.take(len(parked)))
@@ -146,6 +151,7 @@ class Producing:
                 self.parked.discard(st)
             self.hooks.before_produce(st)
             self._produce_batch(st, run, run[-1].offset() + 1)
+        return released
 
     def _produce_batch(self, st: PartitionState, run: list[Message], end: int) -> None:
         """The hot path: one batch, delivery reports on its first and last records only."""

@@ -60,7 +60,8 @@ log = logging.getLogger(__name__)
 
 #: how long one pass of the loop waits for a record when there is none (it serves the rest meanwhile)
 IDLE_WAIT_S = 0.02
-#: the same while records are parked: an acknowledgement (served by the producers' poll) releases them
+#: the same while records are parked and the last pass released some: an acknowledgement (served by the
+#: producers' poll) releases more; doubled per pass that releases nothing, up to IDLE_WAIT_S
 PARKED_WAIT_S = 0.002
 
 
@@ -256,6 +257,7 @@ class FlowReplicator:
         next_commit = 0.0
         pacer = SendPacer(self.flow.commit_interval_ms / 1000.0)
         parked_gauge = self.metrics.parked.labels(self.flow.name)
+        parked_wait = PARKED_WAIT_S
         self.reporter.set_state("running")
         copying_since = time.monotonic()
         log.info("flow %s: replicating (instance %s, group %s)", self.flow.name, self.instance,
@@ -270,12 +272,13 @@ class FlowReplicator:
                 acks.resume_due(now, assignment.owns)
                 delivery.poll()
                 # Parked records (one batch per partition, produce.py) wait for an acknowledgement: the waits
-                # below are short then, so that the next batch goes out soon after it arrives.
+                # below are short then, so that the next piece goes out soon after it arrives; they grow again
+                # while nothing is released (a target that does not answer must not make the loop spin).
                 parked = producing.parked_records()
                 if delivery.in_flight() + parked >= max_in_flight:
-                    delivery.poll_producers(PARKED_WAIT_S if parked else 0.05)  # back-pressure
+                    delivery.poll_producers(parked_wait if parked else 0.05)  # back-pressure
                 else:
-                    msgs = self._consume(consumer, batch_max, PARKED_WAIT_S if parked else IDLE_WAIT_S)
+                    msgs = self._consume(consumer, batch_max, parked_wait if parked else IDLE_WAIT_S)
                     assignment.raise_callback_error()
                     if msgs:
                         self._dispatch(msgs)
@@ -283,7 +286,7 @@ class FlowReplicator:
                         delivery.send_now()
                     delivery.poll_producers(0)
                 acks.collect()
-                producing.release()
+                parked_wait = PARKED_WAIT_S if producing.release() else min(2 * parked_wait, IDLE_WAIT_S)
                 if now >= next_commit:
                     parked_gauge.set(parked)
                     states = list(assignment.states.values())
@@ -295,6 +298,7 @@ class FlowReplicator:
                     next_commit = now + self.flow.commit_interval_ms / 1000.0
         finally:
             self._copied_s = time.monotonic() - copying_since  # up to the error, not the close after it
+            parked_gauge.set(0)  # what was parked is dropped with this pipeline (read again by the next)
             self._close(graceful=True)
 
     @staticmethod

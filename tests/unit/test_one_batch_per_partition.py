@@ -16,6 +16,9 @@ from mirror_core.replication.batch import Parked, PartitionState
 from mirror_core.replication.commit import advance_idle
 from mirror_core.replication.produce import RECORD_OVERHEAD, REQUEST_SLACK, Producing, _fitting
 
+#: records large enough that a piece of 5 or more is over 16 KiB (the full REQUEST_SLACK applies)
+SIZE = 3000
+PER = SIZE + RECORD_OVERHEAD
 BASE = "clusters = dc1, dc2\ndc1.bootstrap.servers = a:1\ndc2.bootstrap.servers = b:2\ndc1->dc2.enabled = true\n"
 
 
@@ -108,19 +111,18 @@ def test_a_piece_fits_the_budget_as_librdkafka_counts_and_holds_at_least_one_rec
 
 
 def test_records_wait_for_the_batch_in_flight_then_go_in_order_one_request_at_a_time() -> None:
-    per = 100 + RECORD_OVERHEAD
-    p, st, producer = producing(REQUEST_SLACK + 6 * per)  # six records a request
-    tagged = [Rec(i, 100) for i in range(15)]
+    p, st, producer = producing(REQUEST_SLACK + 6 * PER)  # six records a request
+    tagged = [Rec(i, SIZE) for i in range(15)]
     p.produce_run(st, tagged[:8])  # type: ignore[arg-type]
     assert len(producer.calls) == 6 and len(st.parked) == 2 and st.next == 6 and st.in_flight_full
     p.produce_run(st, tagged[8:])  # type: ignore[arg-type]
     assert len(producer.calls) == 6 and len(st.parked) == 9, "produced past a batch in flight"
     assert p.parked_records() == 9
-    p.release()
+    assert p.release() == 0
     assert len(producer.calls) == 6, "released before the acknowledgement"
     producer.deliver()
     assert not st.in_flight_full
-    p.release()
+    assert p.release() == 1
     assert len(producer.calls) == 12 and len(st.parked) == 3 and st.next == 12
     producer.deliver()
     p.release()
@@ -133,19 +135,19 @@ def test_records_wait_for_the_batch_in_flight_then_go_in_order_one_request_at_a_
 def test_a_few_records_in_flight_do_not_hold_the_next_ones() -> None:
     """librdkafka lets a partition with fewer than 5 records in flight send another batch: so does the mirror
     (a light load keeps several small batches in flight, as without parking)."""
-    p, st, producer = producing(REQUEST_SLACK + 100 * (100 + RECORD_OVERHEAD))
-    p.produce_run(st, [Rec(0, 100), Rec(1, 100)])  # type: ignore[arg-type]
-    p.produce_run(st, [Rec(2, 100), Rec(3, 100)])  # type: ignore[arg-type]
+    p, st, producer = producing(REQUEST_SLACK + 100 * PER)
+    p.produce_run(st, [Rec(0, SIZE), Rec(1, SIZE)])  # type: ignore[arg-type]
+    p.produce_run(st, [Rec(2, SIZE), Rec(3, SIZE)])  # type: ignore[arg-type]
     assert len(producer.calls) == 4 and not st.parked and not st.in_flight_full
-    p.produce_run(st, [Rec(4, 100)])  # type: ignore[arg-type]
+    p.produce_run(st, [Rec(4, SIZE)])  # type: ignore[arg-type]
     assert len(producer.calls) == 5 and st.in_flight_full
-    p.produce_run(st, [Rec(5, 100)])  # type: ignore[arg-type]
+    p.produce_run(st, [Rec(5, SIZE)])  # type: ignore[arg-type]
     assert len(producer.calls) == 5 and len(st.parked) == 1
 
 
 def test_a_rewind_or_a_release_drops_what_is_parked() -> None:
-    p, st, producer = producing(REQUEST_SLACK + 5 * (100 + RECORD_OVERHEAD))
-    p.produce_run(st, [Rec(i, 100) for i in range(8)])  # type: ignore[arg-type]
+    p, st, producer = producing(REQUEST_SLACK + 5 * PER)
+    p.produce_run(st, [Rec(i, SIZE) for i in range(8)])  # type: ignore[arg-type]
     assert len(st.parked) == 3
     st.drop_unsent()  # what acks.py does on a rewind or pause, and on losing the partition
     producer.deliver()
@@ -154,9 +156,9 @@ def test_a_rewind_or_a_release_drops_what_is_parked() -> None:
 
 
 def test_off_hands_everything_over_at_once() -> None:
-    p, st, producer = producing(REQUEST_SLACK + 2 * (100 + RECORD_OVERHEAD), extra="")
-    p.produce_run(st, [Rec(i, 100) for i in range(5)])  # type: ignore[arg-type]
-    p.produce_run(st, [Rec(i, 100) for i in range(5, 9)])  # type: ignore[arg-type]
+    p, st, producer = producing(REQUEST_SLACK + 2 * PER, extra="")
+    p.produce_run(st, [Rec(i, SIZE) for i in range(5)])  # type: ignore[arg-type]
+    p.produce_run(st, [Rec(i, SIZE) for i in range(5, 9)])  # type: ignore[arg-type]
     assert len(producer.calls) == 9 and not st.parked
 
 
@@ -173,8 +175,8 @@ class Positions:
 def test_a_partition_with_parked_records_is_not_idle() -> None:
     """advance_idle moves an idle partition's progress to the consumer's position: with records parked
     that position is past records not yet copied, so it must not."""
-    p, st, producer = producing(REQUEST_SLACK + 5 * (100 + RECORD_OVERHEAD))
-    p.produce_run(st, [Rec(i, 100) for i in range(8)])  # type: ignore[arg-type]
+    p, st, producer = producing(REQUEST_SLACK + 5 * PER)
+    p.produce_run(st, [Rec(i, SIZE) for i in range(8)])  # type: ignore[arg-type]
     producer.deliver()
     st.pending.clear()
     st.acked = st.next = 5  # the first batch landed; three records parked
@@ -191,3 +193,9 @@ def test_parked_records_come_off_the_front_in_order_and_stop_holding_memory() ->
         taken.extend(parked.take(960))
         assert len(parked.records) <= 10_000 and (parked.start <= 4096 or 2 * parked.start <= len(parked.records))
     assert taken == list(range(10_000)) and parked.records == [] and parked.start == 0
+
+
+def test_a_small_batch_size_still_takes_several_records_a_piece() -> None:
+    p, st, producer = producing(2000)  # batch.size 2,000: the request's slack is a quarter of it, not 4 KiB
+    p.produce_run(st, [Rec(i, 100) for i in range(20)])  # type: ignore[arg-type]
+    assert len(producer.calls) == 1500 // (100 + RECORD_OVERHEAD) and len(st.parked) == 20 - len(producer.calls)

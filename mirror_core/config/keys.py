@@ -173,7 +173,7 @@ KEYS: tuple[KeyDef, ...] = (
            "at most 5 in flight per connection (per target broker) and, idempotent, one per partition: over a "
            "long round trip (the mirror next to the source) more producers carry more per round trip; each would "
            "keep a core busy while all its partitions wait, which replication.one.batch.per.partition (on by "
-           "default with more than one) avoids (README 'Running across a WAN'). "
+           "default with more than one, at-least-once) avoids (README 'Running across a WAN'). "
            "Exactly-once uses a producer per slot instead."),
     KeyDef("replication.one.batch.per.partition", lambda raw: _choice(raw, ("auto", "true", "false")), "auto",
            "Hand the target producer a partition's records only when it can send them: they wait in the mirror "
@@ -182,7 +182,8 @@ KEYS: tuple[KeyDef, ...] = (
            "produce request (batch.size, message.max.bytes). What changes is where records wait: in "
            "librdkafka's queue, a producer whose partitions all wait polls without sleeping (up to a core each "
            "over a long round trip); in the mirror, it sleeps, so several producers widen the window without "
-           "that CPU. auto: true when replication.producers > 1 (README 'Running across a WAN'). Not with the "
+           "that CPU. auto: true when replication.producers > 1, at-least-once only (README 'Running across a WAN'). "
+           "Not with the "
            "identity policy, whose remote topics may have other writers (delivery is proved per record there)."),
     KeyDef("source.start.position", lambda raw: _choice(raw, ("earliest", "latest")), "earliest",
            "Where a new flow starts reading a partition that has no recorded progress."),

@@ -62,7 +62,8 @@ def test_long_partition_with_exactly_once_loses_and_duplicates_nothing(dc1, dc2,
     # After 30 s (the gauge is refreshed every 5 s, and a record or two written before the cut may still count)
     worst = min((gauge / max(1, produced) for into, gauge, produced in samples if into >= 30), default=1.0)
     report(test="partition", outage_s=outage, lag_at_heal=lag, produced_during=produced_at_heal - produced_at_cut,
-           stranded=len(stranded), produced=produced_at_heal, aborted=aborted, slots_lost=slots_lost,
+           stranded=len(stranded), produced=produced_at_heal, aborted=aborted,
+           given_up=log_text.count("the commit did not finish within"), slots_lost=slots_lost,
            catch_up_s=took, catch_up_records_per_s=(load.count - copied_at_heal) / took, worst_gauge_share=worst)
     assert worst >= 0.5, f"the lag gauge fell behind the backlog during the cut: {samples}"
     if outage > 30:  # longer than the slot session: the slots were lost, their partitions stranded
@@ -70,7 +71,12 @@ def test_long_partition_with_exactly_once_loses_and_duplicates_nothing(dc1, dc2,
         assert lag >= 0.5 * (produced_at_heal - produced_at_cut), (lag, produced_at_heal - produced_at_cut)
         assert sum(p["lag"] or 0 for p in stranded) >= 0.5 * (produced_at_heal - produced_at_cut), stranded
     if outage > 30:  # transactions open at the cut outlived transaction.timeout.ms: aborted, then resumed
-        assert aborted > 0, "no transaction was aborted across a partition longer than the transaction timeout"
+        # By the mirror when the cut fell in a flush (counted), or, when it fell in a commit, given up and settled
+        # by taking the slot again (README "a transaction left unsettled by a partition"): the test does not
+        # choose which (CI saw the second once, 2026-11-27).
+        given_up = "the commit did not finish within" in log_text or "could not be aborted" in log_text
+        assert aborted > 0 or given_up, "no transaction was aborted or given up across a partition longer than " \
+                                        "the transaction timeout"
     wait_until(lambda: all(p["lag"] == 0 for p in m.partitions() if p["topic"] == t), 60, what="lag 0")
     # Healed: the stranded partitions left /status, and the gauge counts only what the owners report (0).
     wait_until(lambda: not any(f.get("stranded") for f in (m.status() or {}).get("flows", [])), 30,

@@ -182,9 +182,9 @@ KEYS: tuple[KeyDef, ...] = (
            "produce request (batch.size, message.max.bytes). What changes is where records wait: in "
            "librdkafka's queue, a producer whose partitions all wait polls without sleeping (up to a core each "
            "over a long round trip); in the mirror, it sleeps, so several producers widen the window without "
-           "that CPU. auto: true when replication.producers > 1, at-least-once only (README 'Running across a WAN'). "
-           "Not with the "
-           "identity policy, whose remote topics may have other writers (delivery is proved per record there)."),
+           "that CPU. auto: true when replication.producers > 1, at-least-once only (README 'Running across a "
+           "WAN'). Not with the identity policy, whose remote topics may have other writers (delivery is "
+           "proved per record there)."),
     KeyDef("source.start.position", lambda raw: _choice(raw, ("earliest", "latest")), "earliest",
            "Where a new flow starts reading a partition that has no recorded progress."),
 )

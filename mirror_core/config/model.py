@@ -78,7 +78,7 @@ class FlowConfig:
     exactly_once: bool = False
     exactly_once_slots: int = 8
     producers: int = 1
-    #: hand the target producer one batch of a partition at a time (produce.py, Producing.park)
+    #: hand the target producer a partition's records only when it can send them (produce.py, Producing.release)
     one_batch_per_partition: bool = False
     consumer_overrides: Mapping[str, str] = field(default_factory=_frozen, repr=False)
     producer_overrides: Mapping[str, str] = field(default_factory=_frozen, repr=False)

@@ -65,6 +65,12 @@ IDLE_WAIT_S = 0.02
 PARKED_WAIT_S = 0.002
 
 
+def next_parked_wait(wait_s: float, parked: int, released: int) -> float:
+    """The loop's wait for its next pass while records are parked: short again once records move or none
+    wait (the next records parked get the short wait too), doubled per pass that released nothing."""
+    return PARKED_WAIT_S if released or not parked else min(2 * wait_s, IDLE_WAIT_S)
+
+
 def instance_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
@@ -286,7 +292,7 @@ class FlowReplicator:
                         delivery.send_now()
                     delivery.poll_producers(0)
                 acks.collect()
-                parked_wait = PARKED_WAIT_S if producing.release() else min(2 * parked_wait, IDLE_WAIT_S)
+                parked_wait = next_parked_wait(parked_wait, parked, producing.release())
                 if now >= next_commit:
                     parked_gauge.set(parked)
                     states = list(assignment.states.values())

@@ -15,6 +15,7 @@ from mirror_core.config.model import FlowConfig
 from mirror_core.replication.batch import Parked, PartitionState
 from mirror_core.replication.commit import advance_idle
 from mirror_core.replication.produce import RECORD_OVERHEAD, REQUEST_SLACK, Producing, _fitting
+from mirror_core.replication.replicator import IDLE_WAIT_S, PARKED_WAIT_S, next_parked_wait
 
 #: records large enough that a piece of 5 or more is over 16 KiB (the full REQUEST_SLACK applies)
 SIZE = 3000
@@ -199,3 +200,13 @@ def test_a_small_batch_size_still_takes_several_records_a_piece() -> None:
     p, st, producer = producing(2000)  # batch.size 2,000: the request's slack is a quarter of it, not 4 KiB
     p.produce_run(st, [Rec(i, 100) for i in range(20)])  # type: ignore[arg-type]
     assert len(producer.calls) == 1500 // (100 + RECORD_OVERHEAD) and len(st.parked) == 20 - len(producer.calls)
+
+
+def test_the_loops_wait_while_parked_grows_only_while_nothing_moves() -> None:
+    wait = PARKED_WAIT_S
+    for _ in range(10):  # records parked, nothing released (a target that does not answer): up to the idle wait
+        wait = next_parked_wait(wait, parked=100, released=0)
+    assert wait == IDLE_WAIT_S
+    assert next_parked_wait(wait, parked=100, released=3) == PARKED_WAIT_S  # an acknowledgement released some
+    # Nothing parked: short again, so the first records parked later are not served 20 ms late.
+    assert next_parked_wait(IDLE_WAIT_S, parked=0, released=0) == PARKED_WAIT_S

@@ -334,7 +334,7 @@ def run_wan_part(clusters: list[LocalCluster], work: Path, args: Any) -> list[di
     args.wan_load = _load()
     return run_wan(clusters, work, ints[0], ints[1], placements, args.wan_runs, args.wan_records, 2000,
                    args.seconds, args.mm2, args.wan_bandwidth,
-                   names(args.wan_variants) or None)
+                   names(args.wan_variants) or None, args.latency_runs)
 
 
 def run_scenarios(src: str, dst: str, work: Path, args: Any, parts: set[str]) -> dict[str, Any]:

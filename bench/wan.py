@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,12 @@ PLACEMENTS = ("remote-consume", "remote-produce")
 # A new load on a new topic starts with a transient (2026-11-25: a bare consumer saw ~1 s for the first 5-6 s,
 # longer behind the proxy, 7-16 s with a mirror in between): the WAN latency runs skip more than loopback's 5 s.
 WAN_WARMUP_S = 15.0
+# One unmeasured steady-load run (this long, at the first RTT) before the first measured one: on a fresh pair of
+# brokers the JVMs compile the small-request path for ~30 s at 2,000 records/s, and their compiler threads took
+# ~0.5 of this 2-core machine's cores (2026-11-27, by hand: p50 2-5 s during it, 150 ms after). Without it
+# whichever system ran the first latency run of a bench paid for that (the default's p99 at 80 ms: 2.6-6.7 s in
+# all 8 runs of 2026-11-27 10:35-10:56, 408 ms when it was not the first run of the matrix).
+WAN_LATENCY_WARMUP_S = 45.0
 # mirror_core variants: label -> extra config lines (A/B against the product defaults, same link, same run).
 VARIANTS: dict[str, list[str]] = {
     "mirror_core": [],
@@ -54,7 +60,8 @@ class WanResult:
     payload_mb_s: float  # median
     wire_mb_s: float  # median, bytes that crossed the proxy per second of the run
     cpu_s_per_million: float
-    p99_ms: float | None = None
+    p99_ms: float | None = None  # median of p99_runs
+    p99_runs: list[float] = field(default_factory=list)
 
     @property
     def median(self) -> float:
@@ -166,8 +173,10 @@ def backlog_once(system: str, extra: list[str] | None, src: str, dst: str, direc
 
 def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: list[int], placements: list[str],
             runs: int, records: int, rate: int, seconds: float, mm2: bool,
-            bandwidth_kb_s: int | None = None, variants: list[str] | None = None) -> list[dict[str, Any]]:
-    """``variants``: the labels of VARIANTS to run next to the source (default: all)."""
+            bandwidth_kb_s: int | None = None, variants: list[str] | None = None,
+            latency_runs: int = 1) -> list[dict[str, Any]]:
+    """``variants``: the labels of VARIANTS to run next to the source (default: all); ``latency_runs``: steady-load
+    runs per system and cell, interleaved (the p99 reported is their median, with the spread)."""
     unknown = sorted(set(variants or []) - set(VARIANTS))
     if unknown:
         raise SystemExit(f"--wan-variants: unknown {', '.join(unknown)}; choose among {', '.join(VARIANTS)}")
@@ -175,6 +184,7 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
     server = ToxiproxyServer(work / "toxiproxy", free_port())
     link = Link(server.start(), clusters)
     results: list[WanResult] = []
+    warmed = False
     try:
         for size in sizes:
             topic = f"wan{size}"
@@ -205,20 +215,32 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
                     if size == sizes[0]:
                         tag = f"l{rtt}{placement[7]}"
                         ours = chosen if placement == "remote-produce" else {"mirror_core": []}
-                        starters = {label: (f"{tag}o{k}", _ours_starter(src, dst, f"{tag}o{k}", extra))
-                                    for k, (label, extra) in enumerate(ours.items())}
+                        # label -> (alias, extra lines or None for MM2); a fresh alias and topic per run below
+                        systems_l: dict[str, tuple[str, list[str] | None]] = {
+                            label: (f"{tag}o{k}", extra) for k, (label, extra) in enumerate(ours.items())}
                         if mm2:
-                            starters["MirrorMaker 2"] = (f"{tag}m", _mm2_starter(src, dst, f"{tag}m"))
-                        for system, (alias, start) in starters.items():
-                            lat = latency_run(system, start, clusters[0].bootstrap, clusters[1].bootstrap, alias,
-                                              work, rate, seconds, warmup_s=WAN_WARMUP_S)
-                            print(f"wan latency {placement} rtt={rtt} {system}: {lat}", flush=True)
-                            row = next((r for r in results if (r.system, r.placement, r.rtt_ms, r.value_bytes)
-                                        == (system, placement, rtt, size)), None)
-                            if row is None:
-                                row = WanResult(system, placement, rtt, size, bandwidth_kb_s, [], 0.0, 0.0, 0.0)
-                                results.append(row)
-                            row.p99_ms = lat.p99_ms
+                            systems_l["MirrorMaker 2"] = (f"{tag}m", None)
+                        if not warmed:
+                            warm = f"{tag}warm"
+                            latency_run("warm-up", _ours_starter(src, dst, warm, []), clusters[0].bootstrap,
+                                        clusters[1].bootstrap, warm, work, rate, WAN_LATENCY_WARMUP_S - WAN_WARMUP_S,
+                                        warmup_s=WAN_WARMUP_S)
+                            warmed = True
+                        for i in range(latency_runs):
+                            for system, (base, extra) in systems_l.items():
+                                alias = f"{base}n{i}"
+                                start = (_mm2_starter(src, dst, alias) if extra is None
+                                         else _ours_starter(src, dst, alias, extra))
+                                lat = latency_run(system, start, clusters[0].bootstrap, clusters[1].bootstrap,
+                                                  alias, work, rate, seconds, warmup_s=WAN_WARMUP_S)
+                                print(f"wan latency {placement} rtt={rtt} {system}: {lat}", flush=True)
+                                row = next((r for r in results if (r.system, r.placement, r.rtt_ms, r.value_bytes)
+                                            == (system, placement, rtt, size)), None)
+                                if row is None:
+                                    row = WanResult(system, placement, rtt, size, bandwidth_kb_s, [], 0.0, 0.0, 0.0)
+                                    results.append(row)
+                                row.p99_runs.append(lat.p99_ms)
+                                row.p99_ms = statistics.median(row.p99_runs)
     finally:
         server.stop()
     return [{**asdict(r), "median": r.median} for r in results]
@@ -232,7 +254,8 @@ def wan_markdown(rows: list[dict[str, Any]], meta: dict[str, str]) -> str:
              "records for every system. records/s: median of the runs (min-max), 10%-90% of the backlog on "
              "the target. Wire MB/s: bytes that crossed the proxy (both directions, whole run) per record, at "
              f"that rate. p99: steady load of 100-byte records (bench.scenarios.latency_run), the first "
-             f"{WAN_WARMUP_S:.0f} s of it not counted. Bandwidth cap "
+             f"{WAN_WARMUP_S:.0f} s of it not counted, after one unmeasured run of {WAN_LATENCY_WARMUP_S:.0f} s "
+             "that warms the brokers up; with several latency runs: the median (min-max). Bandwidth cap "
              f"(KB/s each way): {(rows[0].get('bandwidth_kb_s') if rows else None) or 'none'}.", "",
              "| placement | RTT ms | value B | system | records/s (median) | min-max | payload MB/s | wire MB/s | "
              "CPU-s per M | p99 ms | vs MM2 | vs own RTT 0 |",
@@ -247,6 +270,8 @@ def wan_markdown(rows: list[dict[str, Any]], meta: dict[str, str]) -> str:
         own = ("system", "placement", "value_bytes")
         base = next((x for x in rows if x["rtt_ms"] == 0 and key(x, *own) == key(r, *own)), None)
         p99 = f"{r['p99_ms']:.0f}" if r.get("p99_ms") is not None else ""
+        if len(r.get("p99_runs") or []) > 1:
+            p99 += f" ({min(r['p99_runs']):.0f}-{max(r['p99_runs']):.0f})"
         if not r["runs"]:  # latency only (--wan-runs 0: no row has backlog runs)
             lines.append(f"| {r['placement']} | {r['rtt_ms']} | {r['value_bytes']} | {r['system']} | — | — | — | — "
                          f"| — | {p99} | | |")

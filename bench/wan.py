@@ -28,7 +28,7 @@ PLACEMENTS = ("remote-consume", "remote-produce")
 WAN_WARMUP_S = 15.0
 # One unmeasured steady-load run (this long, at the first RTT) before the first measured one: on a fresh pair of
 # brokers the JVMs compile the small-request path for ~30 s at 2,000 records/s, and their compiler threads took
-# ~0.5 of this 2-core machine's cores (2026-11-27, by hand: p50 2-5 s during it, 150 ms after). Without it
+# ~0.5 of a core on this 2-core machine (2026-11-27, by hand: p50 2-5 s during it, 150 ms after). Without it
 # whichever system ran the first latency run of a bench paid for that (the default's p99 at 80 ms: 2.6-6.7 s in
 # all 8 runs of 2026-11-27 10:35-10:56, 408 ms when it was not the first run of the matrix).
 WAN_LATENCY_WARMUP_S = 45.0
@@ -220,7 +220,7 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
                             label: (f"{tag}o{k}", extra) for k, (label, extra) in enumerate(ours.items())}
                         if mm2:
                             systems_l["MirrorMaker 2"] = (f"{tag}m", None)
-                        if not warmed:
+                        if not warmed and latency_runs > 0:
                             warm = f"{tag}warm"
                             latency_run("warm-up", _ours_starter(src, dst, warm, []), clusters[0].bootstrap,
                                         clusters[1].bootstrap, warm, work, rate, WAN_LATENCY_WARMUP_S - WAN_WARMUP_S,
@@ -239,8 +239,9 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
                                 if row is None:
                                     row = WanResult(system, placement, rtt, size, bandwidth_kb_s, [], 0.0, 0.0, 0.0)
                                     results.append(row)
-                                row.p99_runs.append(lat.p99_ms)
-                                row.p99_ms = statistics.median(row.p99_runs)
+                                if lat.p99_ms == lat.p99_ms:  # NaN: too few samples for a p99, not a figure
+                                    row.p99_runs.append(lat.p99_ms)
+                                    row.p99_ms = statistics.median(row.p99_runs)
     finally:
         server.stop()
     return [{**asdict(r), "median": r.median} for r in results]

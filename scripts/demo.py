@@ -21,6 +21,7 @@ from rich.text import Text
 
 from mirror_core.config.loader import load_config
 from mirror_core.devcluster.dev_env import dev_clusters, dev_home
+from mirror_core.devcluster.local_cluster import ClusterStartError
 from mirror_core.status import collect_status, status_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,8 +82,15 @@ def main() -> int:
     console = Console()
     clusters = dev_clusters()
     console.print("[bold]mirror_core demo[/bold]: starting local clusters dc1 and dc2 (Apache Kafka, KRaft)...")
-    for c in clusters:
-        c.start()
+    for i, c in enumerate(clusters):
+        try:
+            c.start()
+        except ClusterStartError as exc:  # a port taken, a broker that exits: leave nothing running
+            for done in clusters[:i + 1]:
+                done.stop()
+            console.print(f"[red]demo: {exc}; no cluster left running (MIRROR_CORE_DEV_PORT_OFFSET shifts the "
+                          "demo's ports)[/red]")
+            return 1
         console.print(f"  {c.name}: {c.bootstrap}")
     bootstraps = {c.name: c.bootstrap for c in clusters}
     config_path = demo_config(bootstraps)

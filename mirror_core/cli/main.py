@@ -128,6 +128,7 @@ def _security(settings: Mapping[str, str]) -> str:
 def cmd_dev(args: argparse.Namespace) -> int:
     from mirror_core.devcluster import dev_env
     from mirror_core.devcluster.kafka_dist import ensure_kafka
+    from mirror_core.devcluster.local_cluster import ClusterStartError, LocalCluster
     from mirror_core.devcluster.toxiproxy import ToxiproxyError
     from mirror_core.devcluster.wan_spec import WanSpecError, parse_wan_spec
 
@@ -143,11 +144,22 @@ def cmd_dev(args: argparse.Namespace) -> int:
     except WanSpecError as exc:
         print(f"mirror-core: {exc}", file=sys.stderr)
         return 2
+    started_here: list[LocalCluster] = []
     for c in clusters:
         if args.action == "up":
             started = time.monotonic()
             was_running = c.is_running()
-            c.start()
+            try:
+                c.start()
+            except ClusterStartError as exc:
+                # A port taken, a broker that exits: stop what this command started, so it changes nothing.
+                for done in (*started_here, c):
+                    done.stop()
+                undone = f"; stopped again: {', '.join(x.name for x in started_here)}" if started_here else ""
+                print(f"mirror-core: dev up: {exc}{undone}", file=sys.stderr)
+                return 1
+            if not was_running:
+                started_here.append(c)
             note = "already running" if was_running else f"started in {time.monotonic() - started:.1f}s"
             print(f"{c.name}: bootstrap {c.bootstrap} ({note}; logs {c.log_file})")
         elif args.action == "down":

@@ -4,6 +4,8 @@ reused the number of a stale PID file (a broker killed without its PID file bein
 from __future__ import annotations
 
 import os
+import random
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -69,3 +71,23 @@ def test_the_broker_it_started_is_still_stopped(tmp_path: Path) -> None:
         for p in (mine, theirs):
             p.kill()
             p.wait()
+
+
+def test_dev_up_that_cannot_start_a_cluster_leaves_nothing_running(tmp_path: Path) -> None:
+    """dc2's port is taken: `dev up` says so in one line, exits 1 and stops dc1, which it had started."""
+    offset = random.randrange(100, 3600, 10)  # below the ephemeral range, as in test_demo
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 29092 + offset))
+    taken.listen()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "mirror_core", "dev", "up"], capture_output=True, text=True,
+                              cwd=REPO, timeout=180, env={**os.environ, "MIRROR_CORE_DEV_HOME": str(tmp_path),
+                                                          "MIRROR_CORE_DEV_PORT_OFFSET": str(offset)})
+    finally:
+        taken.close()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("dc1: bootstrap")  # the precondition: dc1 was started by this command
+    assert proc.stderr == (f"mirror-core: dev up: cluster dc2: port {29092 + offset} is already in use; "
+                           "stopped again: dc1\n")
+    dc1 = LocalCluster.load(tmp_path / "dc1")
+    assert dc1.pid() is None and not dc1.is_running()

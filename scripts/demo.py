@@ -20,7 +20,7 @@ from rich.live import Live
 from rich.text import Text
 
 from mirror_core.config.loader import load_config
-from mirror_core.devcluster.dev_env import dev_clusters, dev_home
+from mirror_core.devcluster.dev_env import dev_clusters, dev_home, start_clusters
 from mirror_core.devcluster.local_cluster import ClusterStartError
 from mirror_core.status import collect_status, status_table
 
@@ -82,16 +82,11 @@ def main() -> int:
     console = Console()
     clusters = dev_clusters()
     console.print("[bold]mirror_core demo[/bold]: starting local clusters dc1 and dc2 (Apache Kafka, KRaft)...")
-    for i, c in enumerate(clusters):
-        try:
-            c.start()
-        except ClusterStartError as exc:  # a port taken, a broker that exits: leave nothing running
-            for done in clusters[:i + 1]:
-                done.stop()
-            console.print(f"[red]demo: {exc}; no cluster left running (MIRROR_CORE_DEV_PORT_OFFSET shifts the "
-                          "demo's ports)[/red]")
-            return 1
-        console.print(f"  {c.name}: {c.bootstrap}")
+    try:
+        start_clusters(clusters, lambda c, _running, _s: console.print(f"  {c.name}: {c.bootstrap}"))
+    except ClusterStartError as exc:  # a port taken, a broker that exits: what the demo started is stopped
+        console.print(f"[red]demo: {exc} (MIRROR_CORE_DEV_PORT_OFFSET shifts the demo's ports)[/red]")
+        return 1
     bootstraps = {c.name: c.bootstrap for c in clusters}
     config_path = demo_config(bootstraps)
     config = load_config(config_path)

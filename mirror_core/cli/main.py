@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import sys
-import time
 from collections.abc import Mapping, Sequence
 
 from mirror_core import __version__
@@ -144,29 +143,23 @@ def cmd_dev(args: argparse.Namespace) -> int:
     except WanSpecError as exc:
         print(f"mirror-core: {exc}", file=sys.stderr)
         return 2
-    started_here: list[LocalCluster] = []
-    for c in clusters:
-        if args.action == "up":
-            started = time.monotonic()
-            was_running = c.is_running()
-            try:
-                c.start()
-            except ClusterStartError as exc:
-                # A port taken, a broker that exits: stop what this command started, so it changes nothing.
-                for done in (*started_here, c):
-                    done.stop()
-                undone = f"; stopped again: {', '.join(x.name for x in started_here)}" if started_here else ""
-                print(f"mirror-core: dev up: {exc}{undone}", file=sys.stderr)
-                return 1
-            if not was_running:
-                started_here.append(c)
-            note = "already running" if was_running else f"started in {time.monotonic() - started:.1f}s"
+    if args.action == "up":
+        def up(c: LocalCluster, was_running: bool, seconds: float) -> None:
+            note = "already running" if was_running else f"started in {seconds:.1f}s"
             print(f"{c.name}: bootstrap {c.bootstrap} ({note}; logs {c.log_file})")
-        elif args.action == "down":
-            print(f"{c.name}: {'stopped' if c.stop() else 'was not running'}")
-        else:
-            state = "running" if c.is_running() else "stopped"
-            print(f"{c.name}: {state}, bootstrap {c.bootstrap}, data {c.base_dir}")
+
+        try:
+            dev_env.start_clusters(clusters, up)
+        except ClusterStartError as exc:  # what this command started is stopped again: it changes nothing
+            print(f"mirror-core: dev up: {exc}", file=sys.stderr)
+            return 1
+    else:
+        for c in clusters:
+            if args.action == "down":
+                print(f"{c.name}: {'stopped' if c.stop() else 'was not running'}")
+            else:
+                state = "running" if c.is_running() else "stopped"
+                print(f"{c.name}: {state}, bootstrap {c.bootstrap}, data {c.base_dir}")
     if spec is not None:
         try:
             print(dev_env.start_wan(wan, spec))

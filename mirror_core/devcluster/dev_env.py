@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-from mirror_core.devcluster.local_cluster import LocalCluster
+from mirror_core.devcluster.local_cluster import ClusterStartError, LocalCluster
 from mirror_core.devcluster.toxiproxy import ToxiproxyServer
 from mirror_core.devcluster.wan_spec import WanSpec, WanSpecError
 
@@ -30,6 +32,25 @@ def dev_cluster(name: str, index: int) -> LocalCluster:
 
 def dev_clusters(names: tuple[str, ...] = DEFAULT_CLUSTERS) -> list[LocalCluster]:
     return [dev_cluster(n, i) for i, n in enumerate(names)]
+
+
+def start_clusters(clusters: list[LocalCluster], started: Callable[[LocalCluster, bool, float], None]) -> None:
+    """Start each cluster in turn, calling ``started(cluster, was_running, seconds)`` after each. When one cannot
+    start (a port taken, a broker that exits) stop it and the ones this call started, so nothing is left
+    running that was not before, and raise ClusterStartError saying which were stopped again."""
+    ours: list[LocalCluster] = []
+    for c in clusters:
+        t0, was_running = time.monotonic(), c.is_running()
+        try:
+            c.start()
+        except ClusterStartError as exc:
+            for done in (*ours, c):
+                done.stop()
+            undone = f"; stopped again: {', '.join(x.name for x in ours)}" if ours else ""
+            raise ClusterStartError(f"{exc}{undone}") from exc
+        if not was_running:
+            ours.append(c)
+        started(c, was_running, time.monotonic() - t0)
 
 
 # `dev up --wan`: the cluster's WAN listener binds port+2 and is advertised on port+3, where toxiproxy listens.

@@ -9,6 +9,7 @@ end-to-end latency at a steady load. The mirror_core variants are A/B tests of o
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from dataclasses import asdict, dataclass, field
@@ -239,7 +240,7 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
                                 if row is None:
                                     row = WanResult(system, placement, rtt, size, bandwidth_kb_s, [], 0.0, 0.0, 0.0)
                                     results.append(row)
-                                if lat.p99_ms == lat.p99_ms:  # NaN: too few samples for a p99, not a figure
+                                if not math.isnan(lat.p99_ms):  # too few samples for a p99: not a figure
                                     row.p99_runs.append(lat.p99_ms)
                                     row.p99_ms = statistics.median(row.p99_runs)
     finally:

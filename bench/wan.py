@@ -42,6 +42,7 @@ VARIANTS: dict[str, list[str]] = {
     "mirror_core + 4 MiB socket buffers": ["target.producer.socket.send.buffer.bytes = 4194304",
                                            "target.producer.socket.receive.buffer.bytes = 4194304"],
     "mirror_core + one batch per partition": ["replication.one.batch.per.partition = true"],
+    "mirror_core + 1 producer": ["replication.producers = 1"],  # the default before auto (2026-11-27)
     "mirror_core + 2 producers": ["replication.producers = 2"],
     "mirror_core + 4 producers": ["replication.producers = 4"],
     "mirror_core + 8 producers": ["replication.producers = 8"],

@@ -96,6 +96,16 @@ DEFAULT_CONFIG_EXCLUDE = (
     r"unclean\.leader\.election\.enable, min\.insync\.replicas"
 )
 
+def _producers(raw: str) -> int | None:
+    """``replication.producers``: a count, or None for ``auto`` (chosen at run time, producer_pool.py)."""
+    if raw.strip().lower() == "auto":
+        return None
+    try:
+        return int_between(1, 32)(raw)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (or auto)") from None
+
+
 KEYS: tuple[KeyDef, ...] = (
     KeyDef("clusters", parse_list, "", "Comma-separated cluster aliases (required).", scope="global"),
     KeyDef("enabled", parse_bool, "false",
@@ -167,13 +177,15 @@ KEYS: tuple[KeyDef, ...] = (
            "Records fetched per consume call on the hot path."),
     KeyDef("replication.max.in.flight.records", int_between(1000, 100_000_000), "500000",
            "Records produced but not yet acknowledged before fetching pauses (back-pressure)."),
-    KeyDef("replication.producers", int_between(1, 32), "1",
-           "At-least-once: target producers per flow and process, each with its own connections; a "
+    KeyDef("replication.producers", _producers, "auto",
+           "At-least-once: target producers per flow and process (1-32), each with its own connections; a "
            "partition always goes through the same one. librdkafka sends one partition per produce request, "
            "at most 5 in flight per connection (per target broker) and, idempotent, one per partition: over a "
-           "long round trip (the mirror next to the source) more producers carry more per round trip; each would "
-           "keep a core busy while all its partitions wait, which replication.one.batch.per.partition (on by "
-           "default with more than one, at-least-once) avoids (README 'Running across a WAN'). "
+           "long round trip (the mirror next to the source) more producers carry more per round trip. auto: at "
+           "each start of the pipeline the mirror times metadata requests to the target and uses 4 producers "
+           "when the fastest takes 20 ms or more, else 1 (logged, and in /status under 'producers'). "
+           "replication.one.batch.per.partition (on by default with more than one) keeps their threads from "
+           "spinning while their partitions wait (README 'Running across a WAN'). "
            "Exactly-once uses a producer per slot instead."),
     KeyDef("replication.one.batch.per.partition", lambda raw: _choice(raw, ("auto", "true", "false")), "auto",
            "Hand the target producer a partition's records only when it can send them: they wait in the mirror "
@@ -182,9 +194,9 @@ KEYS: tuple[KeyDef, ...] = (
            "produce request (batch.size, message.max.bytes). What changes is where records wait: in "
            "librdkafka's queue, a producer whose partitions all wait polls without sleeping (up to a core each "
            "over a long round trip); in the mirror, it sleeps, so several producers widen the window without "
-           "that CPU. auto: true when replication.producers > 1, at-least-once only (README 'Running across a "
-           "WAN'). Not with the identity policy, whose remote topics may have other writers (delivery is "
-           "proved per record there)."),
+           "that CPU. auto: true when the flow has more than one producer (replication.producers), at-least-once "
+           "only (README 'Running across a WAN'). Not with the identity policy, whose remote topics may have "
+           "other writers (delivery is proved per record there)."),
     KeyDef("source.start.position", lambda raw: _choice(raw, ("earliest", "latest")), "earliest",
            "Where a new flow starts reading a partition that has no recorded progress."),
 )

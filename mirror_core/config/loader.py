@@ -312,7 +312,7 @@ class _Builder:
                 values[name] = self.parse_value(name, globals_.get(name))
 
         pool = chosen.get("replication.producers") or globals_.get("replication.producers")
-        if values["exactly.once.enabled"] and values["replication.producers"] > 1 and pool is not None:
+        if values["exactly.once.enabled"] and (values["replication.producers"] or 1) > 1 and pool is not None:
             # Said, not silently dropped: exactly-once has one transactional producer per slot.
             self.warn(f"{self.where(pool)}: '{pool.key}' = {values['replication.producers']} has no effect on flow "
                       f"{src}->{dst}, which is exactly-once (one transactional producer per slot: raise "
@@ -349,9 +349,7 @@ class _Builder:
             batch_max_records=values["replication.batch.max.records"],
             max_in_flight_records=values["replication.max.in.flight.records"],
             producers=values["replication.producers"],
-            one_batch_per_partition=values["replication.one.batch.per.partition"] == "true" or (
-                values["replication.one.batch.per.partition"] == "auto" and values["replication.producers"] > 1
-                and not values["exactly.once.enabled"]),
+            one_batch_per_partition={"true": True, "false": False}.get(values["replication.one.batch.per.partition"]),
             start_position=values["source.start.position"],
             emit_checkpoints=values["emit.checkpoints.enabled"],
             checkpoints_interval_s=values["emit.checkpoints.interval.seconds"],

@@ -77,9 +77,11 @@ class FlowConfig:
     sync_group_offsets_interval_s: float = 60.0
     exactly_once: bool = False
     exactly_once_slots: int = 8
-    producers: int = 1
-    #: hand the target producer a partition's records only when it can send them (produce.py, Producing.release)
-    one_batch_per_partition: bool = False
+    #: target producers (at-least-once); None: auto, chosen at each pipeline start (producer_pool.choose_producers)
+    producers: int | None = None
+    #: hand the target producer a partition's records only when it can send them (produce.py, Producing.release);
+    #: None: auto, on with more than one producer (producer_pool.choose_producers)
+    one_batch_per_partition: bool | None = None
     consumer_overrides: Mapping[str, str] = field(default_factory=_frozen, repr=False)
     producer_overrides: Mapping[str, str] = field(default_factory=_frozen, repr=False)
 

@@ -73,7 +73,7 @@ def _timestamp(m: Message) -> tuple[int, int]:
 
 class Producing:
     def __init__(self, flow: FlowConfig, track: Callable[[PartitionState], None], target_meta: Consumer,
-                 hooks: ProduceHooks, batch_bytes: int | None = None) -> None:
+                 hooks: ProduceHooks, batch_bytes: int | None = None, one_batch_per_partition: bool = False) -> None:
         self.flow = flow
         self.track = track  # the partition has batches in flight (acks.py collects them)
         self.target_meta = target_meta  # watermark look-ups on the target
@@ -84,7 +84,7 @@ class Producing:
         #: one batch per partition (replication.one.batch.per.partition): the most record bytes (librdkafka's
         #: estimate) handed over at a time, so that they go in one produce request; None: hand over everything
         self.batch_bytes = batch_bytes - min(REQUEST_SLACK, batch_bytes // 4) \
-            if flow.one_batch_per_partition and batch_bytes else None
+            if one_batch_per_partition and batch_bytes else None
         #: partitions with parked records
         self.parked: set[PartitionState] = set()
 

@@ -50,6 +50,7 @@ from mirror_core.replication.heartbeats import HeartbeatEmitter, ensure_heartbea
 from mirror_core.replication.lag_watch import LagWatch
 from mirror_core.replication.pacing import SendPacer
 from mirror_core.replication.produce import Producing
+from mirror_core.replication.producer_pool import ProducerChoice, choose_producers, measure_round_trip
 from mirror_core.replication.reporting import Reporter
 from mirror_core.replication.retry import MAX_PROBE_INTERVAL_S, Backoff, ThrottledLine
 from mirror_core.replication.topics import TopicManager
@@ -234,19 +235,39 @@ class FlowReplicator:
             slots = SlotManager(flow, tgt, self.metrics, self.target_health, assignment, acks, committer,
                                 self.membership)
             delivery = ExactlyOnce(slots, assignment)
+            one_batch = bool(flow.one_batch_per_partition)  # auto: off (one producer per slot)
         else:
+            choice = self._choose_producers(target_meta)
             producers = [make_producer(tgt, flow.producer_overrides, self.target_health)
-                         for _ in range(flow.producers)]
+                         for _ in range(choice.count)]
             delivery = AtLeastOnce(producers, assignment, acks, committer, target_meta, flow.policy.uses_provenance)
+            one_batch = choice.one_batch_per_partition
         self._delivery = delivery
         acks.on_failure = delivery.on_failure
         self._producing = Producing(flow, acks.active.add, target_meta, delivery,
-                                    batch_limit_bytes(producer_settings(tgt, flow.producer_overrides)))
+                                    batch_limit_bytes(producer_settings(tgt, flow.producer_overrides)), one_batch)
         if flow.emit_heartbeats:
             self._hb_producer = make_producer(src, health=self.source_health,
                                               enforced={"linger.ms": "0", "message.timeout.ms": "30000"})
             self._heartbeats = HeartbeatEmitter(self._hb_producer, flow.source, flow.target,
                                                 flow.heartbeats_interval_s)
+
+    def _choose_producers(self, target_meta: Consumer) -> ProducerChoice:
+        """``replication.producers`` for this pipeline: as set, or (auto) from the round trip to the target,
+        measured now since the mirror may have moved (or the route changed) since the last start."""
+        flow = self.flow
+        round_trip: float | None = None
+        if flow.producers is None:
+            try:
+                round_trip = measure_round_trip(target_meta, flow.progress_topic)
+            except KafkaException as exc:
+                raise MirrorError(f"the target did not answer the metadata requests that measure its round trip "
+                                  f"(replication.producers = auto): {exc.args[0]}") from exc
+        choice = choose_producers(flow, round_trip)
+        log.info("flow %s: %d target producer%s, one batch per partition %s (%s)", flow.name, choice.count,
+                 "" if choice.count == 1 else "s", "on" if choice.one_batch_per_partition else "off", choice.reason)
+        self.reporter.set_producers(choice.entry())
+        return choice
 
     def _run_once(self) -> None:
         self._setup()

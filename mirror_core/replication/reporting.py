@@ -72,6 +72,11 @@ class Reporter:
         with self._lock:  # the lag watch replaces the snapshot too: neither may lose the other's change
             self.status = {**self.status, "state": state, **({"partitions": []} if owns_nothing else {})}
 
+    def set_producers(self, entry: dict[str, object]) -> None:
+        """The target producers this pipeline chose (producer_pool.ProducerChoice.entry), kept until the next."""
+        with self._lock:
+            self.status = {**self.status, "producers": entry}
+
     def report(self, kind: str, event: dict[str, Any]) -> None:
         """Count an error of ``kind`` and keep ``event`` among the last ones shown in /status."""
         self.metrics.errors.labels(self.flow_name, kind).inc()
@@ -240,4 +245,5 @@ class Reporter:
             "source_reachable": source.reachable,
             "target_reachable": target.reachable,
             "last_heartbeat_ms": last_heartbeat_ms or None,
+            "producers": self.status.get("producers"),
         }

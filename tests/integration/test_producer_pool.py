@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from typing import Any
 
 from tests.integration.conftest import flow_lines
-from tests.kafka_harness import create_topic, end_offsets, produce_sequence, producer_ids, read_all, wait_until
+from tests.kafka_harness import (
+    MirrorProcess,
+    create_topic,
+    end_offsets,
+    produce_sequence,
+    producer_ids,
+    read_all,
+    wait_until,
+)
 
 PARTITIONS = 6
 
@@ -19,6 +28,8 @@ def test_partitions_spread_over_producers_in_order_and_a_restart_adds_no_duplica
     lines = flow_lines(name, "replication.producers = 3")
     m = start_mirror(lines)
     wait_until(lambda: sum(end_offsets(dc2, remote).values()) == 6000, 90, what="first backlog copied")
+    assert producers_shown(m) == {"count": 3, "one_batch_per_partition": True, "round_trip_ms": None,
+                                  "reason": "replication.producers set"}
     # A graceful stop while records stream in: nothing copied twice by the restart, whichever producer
     # carried it. (On loopback the acknowledgements come within a millisecond, so this does not single out
     # a flush that skipped producers 2 and 3 — removing them from AtLeastOnce.flush still passed here.)
@@ -51,8 +62,12 @@ def test_partitions_spread_over_producers_in_order_and_a_restart_adds_no_duplica
     assert not streaming.is_alive() and not failures, f"the source writer did not finish cleanly: {failures}"
     total = written[0]
     assert total >= 18_000, f"only {total} records written: the stop did not happen while records streamed in"
-    start_mirror(lines, name="mirror-2")
+    # The second process with the default (auto): loopback is no WAN, so one producer.
+    second = start_mirror(flow_lines(name), name="mirror-2")
     wait_until(lambda: sum(end_offsets(dc2, remote).values()) >= total, 90, what="the rest copied")
+    auto = producers_shown(second)
+    assert auto["count"] == 1 and not auto["one_batch_per_partition"] and auto["round_trip_ms"] < 20, auto
+    assert auto["reason"].startswith("auto: round trip to the target") and "< 20 ms" in auto["reason"], auto
 
     records = read_all(dc2, remote)
     seqs = [int(dict(r.headers)["seq"] or b"-1") for r in records]
@@ -66,3 +81,11 @@ def test_partitions_spread_over_producers_in_order_and_a_restart_adds_no_duplica
     assert set(ids) == set(range(PARTITIONS)) and all(1 <= len(v) <= 2 for v in ids.values()), ids
     first_process = {min(v) for v in ids.values()}
     assert len(first_process) == 3, f"partitions spread over {len(first_process)} producers, not 3: {ids}"
+
+
+def producers_shown(m: MirrorProcess) -> dict[str, Any]:
+    """The target producers the mirror's flow chose, as /status shows them."""
+    flows = (m.status() or {}).get("flows", [])
+    assert flows and flows[0].get("producers"), f"/status shows no producers: {m.status()}"
+    shown: dict[str, Any] = flows[0]["producers"]
+    return shown

@@ -15,6 +15,7 @@ from mirror_core.config.model import FlowConfig
 from mirror_core.replication.batch import Parked, PartitionState
 from mirror_core.replication.commit import advance_idle
 from mirror_core.replication.produce import RECORD_OVERHEAD, REQUEST_SLACK, Producing, _fitting
+from mirror_core.replication.producer_pool import choose_producers
 from mirror_core.replication.replicator import IDLE_WAIT_S, PARKED_WAIT_S, next_parked_wait
 
 #: records large enough that a piece of 5 or more is over 16 KiB (the full REQUEST_SLACK applies)
@@ -86,17 +87,21 @@ def producing(batch_bytes: int, extra: str = "replication.producers = 2\n") -> t
                                                                                       FakeProducer]:
     producer = FakeProducer()
     st = PartitionState("t", 0, "dc1.t", 0, False, producer=producer)
-    p = Producing(flow(extra), lambda _: None, None, Hooks(), batch_bytes)  # type: ignore[arg-type]
+    f = flow(extra)
+    one_batch = choose_producers(f, 0.0).one_batch_per_partition  # 0.0: auto chooses as on loopback
+    p = Producing(f, lambda _: None, None, Hooks(), batch_bytes, one_batch)  # type: ignore[arg-type]
     return p, st, producer
 
 
 def test_auto_is_on_with_several_producers_at_least_once_only() -> None:
-    assert flow("replication.producers = 2\n").one_batch_per_partition
-    assert not flow().one_batch_per_partition
-    assert not flow("replication.producers = 2\nexactly.once.enabled = true\n").one_batch_per_partition
-    assert flow("replication.one.batch.per.partition = true\n").one_batch_per_partition
-    assert not flow("replication.producers = 4\nreplication.one.batch.per.partition = false\n"
-                    ).one_batch_per_partition
+    def on(extra: str, round_trip_s: float = 0.0) -> bool:
+        return choose_producers(flow(extra), round_trip_s).one_batch_per_partition
+
+    assert on("replication.producers = 2\n") and not on("")
+    assert on("", round_trip_s=0.08)  # auto chose 4 producers over a WAN
+    assert not on("replication.producers = 2\nexactly.once.enabled = true\n")
+    assert on("replication.one.batch.per.partition = true\n")
+    assert not on("replication.producers = 4\nreplication.one.batch.per.partition = false\n")
     with pytest.raises(ConfigError) as err:
         flow("replication.one.batch.per.partition = sometimes\n")
     assert "replication.one.batch.per.partition" in str(err.value) and "line 5" in str(err.value)

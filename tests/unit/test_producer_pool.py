@@ -1,8 +1,27 @@
 from __future__ import annotations
 
+import time
 from collections import Counter
 
-from mirror_core.replication.producer_pool import producer_for
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from mirror_core.config.errors import ConfigError
+from mirror_core.config.loader import parse_text
+from mirror_core.config.model import FlowConfig
+from mirror_core.replication.producer_pool import (
+    WAN_PRODUCERS,
+    WAN_ROUND_TRIP_S,
+    choose_producers,
+    measure_round_trip,
+    producer_for,
+)
+
+BASE = "clusters = dc1, dc2\ndc1.bootstrap.servers = a:1\ndc2.bootstrap.servers = b:2\ndc1->dc2.enabled = true\n"
+
+
+def flow(extra: str = "") -> FlowConfig:
+    return parse_text(BASE + extra, validate_clients=False).flows[0]
 
 
 def test_one_producer_carries_everything() -> None:
@@ -14,3 +33,51 @@ def test_a_topics_partitions_spread_evenly_and_each_keeps_its_producer() -> None
     spread = Counter(producer_for(pool, "orders", k) for k in range(8))
     assert spread == Counter({"a": 2, "b": 2, "c": 2, "d": 2})
     assert all(producer_for(pool, "orders", k) == producer_for(pool, "orders", k) for k in range(8))
+
+
+def test_auto_is_the_default_and_takes_4_producers_from_a_round_trip_of_20_ms() -> None:
+    assert flow().producers is None
+    loopback, lan, wan = (choose_producers(flow(), rtt) for rtt in (0.0004, WAN_ROUND_TRIP_S - 0.001,
+                                                                    WAN_ROUND_TRIP_S))
+    assert (loopback.count, lan.count, wan.count) == (1, 1, WAN_PRODUCERS) and WAN_PRODUCERS == 4
+    assert not loopback.one_batch_per_partition and wan.one_batch_per_partition
+    assert wan.round_trip_s == WAN_ROUND_TRIP_S and "20.0 ms >= 20 ms" in wan.reason
+    assert wan.entry() == {"count": 4, "one_batch_per_partition": True, "round_trip_ms": 20.0,
+                           "reason": "auto: round trip to the target 20.0 ms >= 20 ms"}
+    with pytest.raises(ValueError, match="measured round trip"):
+        choose_producers(flow(), None)
+
+
+def test_a_count_that_is_set_wins_over_the_round_trip() -> None:
+    for written in ("1", " 1 "):
+        choice = choose_producers(flow(f"replication.producers = {written}\n"), 0.15)
+        assert (choice.count, choice.one_batch_per_partition, choice.round_trip_s) == (1, False, None)
+    assert choose_producers(flow("replication.producers = AUTO\n"), 0.15).count == WAN_PRODUCERS
+    assert choose_producers(flow("replication.producers = 8\n"), 0.0).count == 8
+
+
+@pytest.mark.parametrize("written", ["0", "33", "four", "-1"])
+def test_a_bad_count_names_the_key_and_line_and_says_auto(written: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        flow(f"replication.producers = {written}\n")
+    assert "replication.producers" in str(err.value) and "line 5" in str(err.value) and "auto" in str(err.value)
+
+
+class Meta:
+    """list_topics as a consumer answers it: after the given delays, or with an error (None)."""
+
+    def __init__(self, delays: list[float | None]) -> None:
+        self.delays = delays
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        delay = self.delays.pop(0)
+        if delay is None:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        time.sleep(delay)
+
+
+def test_the_round_trip_is_the_fastest_answer_after_the_first_and_errors_do_not_count() -> None:
+    rtt = measure_round_trip(Meta([0.3, 0.05, None, 0.03]), "p")  # type: ignore[arg-type]
+    assert 0.03 <= rtt < 0.045  # the first (connecting, 0.3 s) and the failed one do not count
+    with pytest.raises(KafkaException):
+        measure_round_trip(Meta([None, None, None, None]), "p")  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from mirror_core.devcluster.toxiproxy import Toxic
+from tests.integration.test_producer_pool import producers_shown
 from tests.integration.test_resilience import BackgroundProducer
 from tests.kafka_harness import copied_by, create_topic, metric, produce_sequence, read_all, wait_until
 from tests.wan.conftest import seconds
@@ -82,21 +83,26 @@ def test_bandwidth_below_the_write_rate_lag_grows_then_drains(dc1, dc2, name, wa
 
 @pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
 def test_records_parked_for_one_batch_per_partition_survive_resets(dc1, dc2, name, wan, wan_mirror, mode):
-    """Over 80 ms with ``replication.one.batch.per.partition`` (on by default with several producers; set
-    for exactly-once) a partition's records wait in the mirror while its batch is in flight, and connection
-    resets hit that link meanwhile. Nothing lost, order kept, duplicates counted (0 with exactly-once)."""
+    """Over 80 ms with ``replication.one.batch.per.partition`` (on by default with several producers, which
+    ``replication.producers = auto`` chooses over this link; set for exactly-once) a partition's records wait
+    in the mirror while its batch is in flight, and connection resets hit that link meanwhile. Nothing lost,
+    order kept, duplicates counted (0 with exactly-once)."""
     t = f"{name}.parked"
     create_topic(dc1, t, 4)
     wan.toxic(Toxic.latency(40, 1))
     wan.toxic(Toxic.latency(40, 1, "upstream"))
     m = wan_mirror("dc2.producer.request.timeout.ms = 2000", "dc2.producer.message.timeout.ms = 4000",
-                   *(["replication.producers = 2"] if mode == "at-least-once" else
+                   *([] if mode == "at-least-once" else
                      ["exactly.once.enabled = true", "replication.one.batch.per.partition = true"]))
     parked: list[float] = []
     resets, end = 0, time.monotonic() + seconds("WAN_FLAKY_SECONDS", 30)
     with BackgroundProducer(dc1, t, 4, rate_per_s=4000) as load:
         wait_until(lambda: sum(copied_by(m, t).values()) > 200, 60, what="copying before the resets")
         errors_before = metric(m, "mirror_errors_total") or 0.0
+        if mode == "at-least-once":  # the default (auto) measured the link and chose 4 producers
+            chosen = producers_shown(m)
+            assert chosen["count"] == 4 and chosen["one_batch_per_partition"] and chosen["round_trip_ms"] >= 70, \
+                chosen
         while time.monotonic() < end:
             for _ in range(9):
                 parked.append(metric(m, "mirror_parked_records") or 0.0)

@@ -1,9 +1,10 @@
 """Catch-up after a long partition, against the link's own throughput (issue 17: at least 90 %).
 
 The mirror runs next to the source (the fault suite's placement); the target is behind a toxiproxy link
-of ``--rtt`` ms with a ``--cap`` KB/s bandwidth toxic each way. Toxiproxy caps each connection, and an
-at-least-once mirror_core sends its records over one producer connection, so the link's throughput is
-measured the same way first: a bare producer with the mirror's producer settings writes ``--link-records``
+of ``--rtt`` ms with a ``--cap`` KB/s bandwidth toxic each way. Toxiproxy caps each connection, so the mirror
+sends its records over one producer connection (``replication.producers = 1``: over this link ``auto`` would
+choose 4, and four capped connections would be four links), and the link's throughput is measured the same
+way first: a bare producer with the mirror's producer settings writes ``--link-records``
 records of the same size through the link, and its rate is records over the time until the last
 acknowledgement. Then a steady load (``--rate`` records/s of ``--value-bytes``) on the source, the mirror
 copying it, the link disabled for ``--outage`` seconds while the load goes on, and the heal. The catch-up
@@ -68,7 +69,8 @@ def catch_up(link: Link, source: LocalCluster, target: LocalCluster, work: Path,
     written_so_far, copied = EndWatcher(source.bootstrap, topic), EndWatcher(target.bootstrap, f"{alias}.{topic}")
 
     with SteadyLoad(source.bootstrap, topic, PARTITIONS, rate, value):
-        procs, _ = start_mirror_core(source.bootstrap, target.bootstrap_for("WAN"), topic, 1, alias, work, [])
+        procs, _ = start_mirror_core(source.bootstrap, target.bootstrap_for("WAN"), topic, 1, alias, work,
+                                     ["replication.producers = 1"])  # one capped connection, as the bare producer
         try:
             deadline = time.monotonic() + 120
             while copied() < rate * 10:  # copying the load before the cut

@@ -4,7 +4,8 @@ every process on the machine, while one backlog is copied across a toxiproxy lin
     python -m bench.wan_threads <rtt_ms> <records> <value_bytes> <partitions> ['<config line>' ...]
 
 One run per call (fresh clusters): a backlog of text records over ``partitions``, then the mirror with the
-product defaults plus the given lines (e.g. ``'replication.producers = 4'``), the target behind the link
+product defaults plus the given lines (e.g. ``'replication.producers = 1'``: over the link the default ``auto``
+chooses 4), the target behind the link
 (RTT/2 each way, 1 % jitter, as ``--only wan``). Once 10 % of the backlog is on the target it samples ~7 s:
 the target's growth, each mirror thread's CPU (``/proc/<pid>/task``) and ``top``'s per-process view. With
 ``WAN_THREADS_PERF=1`` it then records the mirror for 5 s with ``perf`` and prints the busiest symbols of its

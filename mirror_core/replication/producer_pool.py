@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -56,16 +56,9 @@ class ProducerChoice:
     """The target producers of one pipeline (at-least-once), chosen at its start."""
     count: int
     one_batch_per_partition: bool
-    #: the measured round trip to the target (``replication.producers = auto``); None: the count was set
+    reason: str
+    #: the measured round trip to the target (``replication.producers = auto``); None: not measured
     round_trip_s: float | None = None
-
-    @property
-    def reason(self) -> str:
-        if self.round_trip_s is None:
-            return "replication.producers set"
-        side = ">=" if self.round_trip_s >= WAN_ROUND_TRIP_S else "<"
-        return (f"auto: round trip to the target {self.round_trip_s * 1000:.1f} ms {side} "
-                f"{WAN_ROUND_TRIP_S * 1000:.0f} ms")
 
     def entry(self) -> dict[str, object]:
         """For /status."""
@@ -74,41 +67,60 @@ class ProducerChoice:
                 "reason": self.reason}
 
 
+def _parking_applies(flow: FlowConfig) -> bool:
+    """Whether one batch per partition can apply: not with the identity policy, whose records are proved
+    delivered one by one (produce.py), and not when it is switched off."""
+    return not flow.policy.uses_provenance and flow.one_batch_per_partition is not False
+
+
+def needs_round_trip(flow: FlowConfig) -> bool:
+    """Whether choose_producers would use a measured round trip."""
+    return flow.producers is None and not flow.exactly_once and _parking_applies(flow)
+
+
 def choose_producers(flow: FlowConfig, round_trip_s: float | None) -> ProducerChoice:
-    """``flow.producers`` when set; with ``auto`` (None), WAN_PRODUCERS when ``round_trip_s`` (measured) is
-    WAN_ROUND_TRIP_S or more, else 1. One batch per partition when set, else (``auto``) with more than one
-    producer, at-least-once only (exactly-once has a producer per slot)."""
+    """``flow.producers`` when set. With ``auto`` (None): WAN_PRODUCERS when the measured ``round_trip_s`` is
+    WAN_ROUND_TRIP_S or more, else 1; 1 also when it could not be measured (None), and when one batch per
+    partition cannot apply, without which each producer's thread spins while its partitions wait (18-26 CPU-s
+    per M records at 80 ms). One batch per partition when set, else (``auto``) with more than one producer,
+    at-least-once only (exactly-once has a producer per slot)."""
+    measured = None
     if flow.producers is not None:
-        count, measured = flow.producers, None
+        count, reason = flow.producers, "replication.producers set"
+    elif not _parking_applies(flow):
+        count, reason = 1, ("auto: 1, since one batch per partition does not apply (identity policy, or "
+                            "replication.one.batch.per.partition = false)")
+    elif round_trip_s is None:
+        count, reason = 1, "auto: the target did not answer the round-trip probe; 1 until the next start"
     else:
-        if round_trip_s is None:
-            raise ValueError("replication.producers = auto needs the measured round trip")
         count, measured = (WAN_PRODUCERS if round_trip_s >= WAN_ROUND_TRIP_S else 1), round_trip_s
+        side = ">=" if round_trip_s >= WAN_ROUND_TRIP_S else "<"
+        reason = f"auto: round trip to the target {round_trip_s * 1000:.1f} ms {side} {WAN_ROUND_TRIP_S * 1000:.0f} ms"
     one_batch = flow.one_batch_per_partition if flow.one_batch_per_partition is not None else (
         count > 1 and not flow.exactly_once)
-    return ProducerChoice(count, one_batch, measured)
+    return ProducerChoice(count, one_batch and not flow.policy.uses_provenance, reason, measured)
 
 
-def measure_round_trip(meta: Consumer, topic: str, timeout_s: float = 10.0,
-                       samples: int = ROUND_TRIP_SAMPLES) -> float:
+def measure_round_trip(meta: Consumer, topic: str, stopped: Callable[[], bool], budget_s: float = 10.0,
+                       samples: int = ROUND_TRIP_SAMPLES) -> float | None:
     """Seconds for the fastest of ``samples`` metadata requests for ``topic`` (after one that opens the
-    connection). A request that fails or times out does not count; raises the last error when none answered."""
-    best: float | None = None
-    error: KafkaException | None = None
+    connection), all within ``budget_s``. A request that fails or times out does not count; None when none
+    answered (or the first, connecting one did not, or ``stopped``)."""
+    deadline = time.monotonic() + budget_s
     try:
-        meta.list_topics(topic, timeout=timeout_s)
-    except KafkaException as exc:
-        error = exc
+        meta.list_topics(topic, timeout=budget_s)
+    except KafkaException:
+        return None
+    best: float | None = None
     for _ in range(samples):
+        left = deadline - time.monotonic()
+        if left <= 0 or stopped():
+            break
         began = time.monotonic()
         try:
-            meta.list_topics(topic, timeout=timeout_s)
-        except KafkaException as exc:
-            error = exc
+            meta.list_topics(topic, timeout=left)
+        except KafkaException:
             continue
         took = time.monotonic() - began
         best = took if best is None else min(best, took)
-    if best is None:
-        assert error is not None
-        raise error
     return best

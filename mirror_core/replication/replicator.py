@@ -50,7 +50,12 @@ from mirror_core.replication.heartbeats import HeartbeatEmitter, ensure_heartbea
 from mirror_core.replication.lag_watch import LagWatch
 from mirror_core.replication.pacing import SendPacer
 from mirror_core.replication.produce import Producing
-from mirror_core.replication.producer_pool import ProducerChoice, choose_producers, measure_round_trip
+from mirror_core.replication.producer_pool import (
+    ProducerChoice,
+    choose_producers,
+    measure_round_trip,
+    needs_round_trip,
+)
 from mirror_core.replication.reporting import Reporter
 from mirror_core.replication.retry import MAX_PROBE_INTERVAL_S, Backoff, ThrottledLine
 from mirror_core.replication.topics import TopicManager
@@ -112,6 +117,8 @@ class FlowReplicator:
         self._assignment: Assignment | None = None
         self._producing: Producing | None = None
         self._delivery: Delivery | None = None
+        #: the round trip to the target for replication.producers = auto (None: not measured yet)
+        self._round_trip: float | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
     def run(self) -> None:
@@ -236,6 +243,8 @@ class FlowReplicator:
                                 self.membership)
             delivery = ExactlyOnce(slots, assignment)
             one_batch = bool(flow.one_batch_per_partition)  # auto: off (one producer per slot)
+            self.reporter.set_producers({"count": None, "one_batch_per_partition": one_batch, "round_trip_ms": None,
+                                         "reason": "exactly-once: a transactional producer per slot"})
         else:
             choice = self._choose_producers(target_meta)
             producers = [make_producer(tgt, flow.producer_overrides, self.target_health)
@@ -254,18 +263,16 @@ class FlowReplicator:
 
     def _choose_producers(self, target_meta: Consumer) -> ProducerChoice:
         """``replication.producers`` for this pipeline: as set, or (auto) from the round trip to the target,
-        measured now since the mirror may have moved (or the route changed) since the last start."""
+        measured at the first pipeline start that gets an answer and kept for the process's life (a round
+        trip near the threshold must not flip the count at every restart)."""
         flow = self.flow
-        round_trip: float | None = None
-        if flow.producers is None:
-            try:
-                round_trip = measure_round_trip(target_meta, flow.progress_topic)
-            except KafkaException as exc:
-                raise MirrorError(f"the target did not answer the metadata requests that measure its round trip "
-                                  f"(replication.producers = auto): {exc.args[0]}") from exc
-        choice = choose_producers(flow, round_trip)
-        log.info("flow %s: %d target producer%s, one batch per partition %s (%s)", flow.name, choice.count,
-                 "" if choice.count == 1 else "s", "on" if choice.one_batch_per_partition else "off", choice.reason)
+        if self._round_trip is None and needs_round_trip(flow):
+            self._round_trip = measure_round_trip(target_meta, flow.progress_topic, self.stop.is_set)
+        choice = choose_producers(flow, self._round_trip)
+        unmeasured = needs_round_trip(flow) and self._round_trip is None
+        log.log(logging.WARNING if unmeasured else logging.INFO,
+                "flow %s: %d target producer%s, one batch per partition %s (%s)", flow.name, choice.count,
+                "" if choice.count == 1 else "s", "on" if choice.one_batch_per_partition else "off", choice.reason)
         self.reporter.set_producers(choice.entry())
         return choice
 

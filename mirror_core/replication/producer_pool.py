@@ -39,9 +39,11 @@ def producer_for(producers: Sequence[P], topic: str, partition: int) -> P:
 
 
 #: ``replication.producers = auto``: a round trip to the target of at least this long counts as a WAN (the mirror
-#: next to the source). Below it one producer carries more per CPU-second (on loopback 4 producers copied 2,000
-#: partitions 9 % slower); at 20 ms and above 4 were no worse than one, and faster from 80 ms (README 'Running
-#: across a WAN'). Loopback and a LAN answer a metadata request in well under 5 ms, even on a loaded host.
+#: next to the source). A judgment between two measurements, not a measured crossover: on loopback one producer
+#: copied 2,000 partitions 9 % faster (one run each, before one batch per partition), and at 80 and 150 ms 4
+#: producers with one batch per partition carried 1.2-1.45x one producer's rate; in between it is unmeasured with
+#: parking (at 20 ms, before parking, 4 made 0.86x one's rate with 1 KiB). Loopback and a LAN answer a metadata
+#: request in a few ms.
 WAN_ROUND_TRIP_S = 0.020
 #: producers ``auto`` chooses over a WAN: 4 brought the p99 next to the source below MirrorMaker 2's and 1.4x
 #: its throughput at 80 ms; 8 were no faster (bench --only wan, 2026-11-27)
@@ -102,25 +104,28 @@ def choose_producers(flow: FlowConfig, round_trip_s: float | None) -> ProducerCh
 
 
 def measure_round_trip(meta: Consumer, topic: str, stopped: Callable[[], bool], budget_s: float = 10.0,
-                       samples: int = ROUND_TRIP_SAMPLES) -> float | None:
+                       samples: int = ROUND_TRIP_SAMPLES,
+                       clock: Callable[[], float] = time.monotonic) -> float | None:
     """Seconds for the fastest of ``samples`` metadata requests for ``topic`` (after one that opens the
     connection), all within ``budget_s``. A request that fails or times out does not count; None when none
     answered (or the first, connecting one did not, or ``stopped``)."""
-    deadline = time.monotonic() + budget_s
+    if stopped():
+        return None
+    deadline = clock() + budget_s
     try:
         meta.list_topics(topic, timeout=budget_s)
     except KafkaException:
         return None
     best: float | None = None
     for _ in range(samples):
-        left = deadline - time.monotonic()
+        left = deadline - clock()
         if left <= 0 or stopped():
             break
-        began = time.monotonic()
+        began = clock()
         try:
             meta.list_topics(topic, timeout=left)
         except KafkaException:
             continue
-        took = time.monotonic() - began
+        took = clock() - began
         best = took if best is None else min(best, took)
     return best

@@ -117,7 +117,8 @@ class FlowReplicator:
         self._assignment: Assignment | None = None
         self._producing: Producing | None = None
         self._delivery: Delivery | None = None
-        #: the round trip to the target for replication.producers = auto (None: not measured yet)
+        #: the round trip to the target for replication.producers = auto (None: not measured yet); kept for this
+        #: run of the flow (the service makes a new FlowReplicator when the flow is started again)
         self._round_trip: float | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -242,9 +243,12 @@ class FlowReplicator:
             slots = SlotManager(flow, tgt, self.metrics, self.target_health, assignment, acks, committer,
                                 self.membership)
             delivery = ExactlyOnce(slots, assignment)
-            one_batch = bool(flow.one_batch_per_partition)  # auto: off (one producer per slot)
+            # auto: off (a producer per slot); never with the identity policy (produce.py proves each record)
+            one_batch = bool(flow.one_batch_per_partition) and not flow.policy.uses_provenance
             self.reporter.set_producers({"count": None, "one_batch_per_partition": one_batch, "round_trip_ms": None,
                                          "reason": "exactly-once: a transactional producer per slot"})
+            log.info("flow %s: exactly-once, a transactional producer per slot, one batch per partition %s",
+                     flow.name, "on" if one_batch else "off")
         else:
             choice = self._choose_producers(target_meta)
             producers = [make_producer(tgt, flow.producer_overrides, self.target_health)
@@ -263,12 +267,14 @@ class FlowReplicator:
 
     def _choose_producers(self, target_meta: Consumer) -> ProducerChoice:
         """``replication.producers`` for this pipeline: as set, or (auto) from the round trip to the target,
-        measured at the first pipeline start that gets an answer and kept for the process's life (a round
-        trip near the threshold must not flip the count at every restart)."""
+        measured at the first pipeline start of this flow's run that gets an answer and kept for that run (a
+        round trip near the threshold must not flip the count at every restart)."""
         flow = self.flow
-        if self._round_trip is None and needs_round_trip(flow):
+        if self._round_trip is None and needs_round_trip(flow) and not self.stop.is_set():
             self._round_trip = measure_round_trip(target_meta, flow.progress_topic, self.stop.is_set)
         choice = choose_producers(flow, self._round_trip)
+        if self.stop.is_set():  # stopping: _run_once closes the pipeline; no warning about an unmeasured link
+            return choice
         unmeasured = needs_round_trip(flow) and self._round_trip is None
         log.log(logging.WARNING if unmeasured else logging.INFO,
                 "flow %s: %d target producer%s, one batch per partition %s (%s)", flow.name, choice.count,

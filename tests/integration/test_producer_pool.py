@@ -81,6 +81,8 @@ def test_partitions_spread_over_producers_in_order_and_a_restart_adds_no_duplica
     assert set(ids) == set(range(PARTITIONS)) and all(1 <= len(v) <= 2 for v in ids.values()), ids
     first_process = {min(v) for v in ids.values()}
     assert len(first_process) == 3, f"partitions spread over {len(first_process)} producers, not 3: {ids}"
+    second_process = {max(v) for v in ids.values()} - first_process
+    assert len(second_process) == 1, f"the second process (auto, loopback) wrote through {second_process}: {ids}"
 
 
 def producers_shown(m: MirrorProcess) -> dict[str, Any]:

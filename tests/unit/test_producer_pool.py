@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import pytest
@@ -83,46 +82,62 @@ def test_a_bad_count_names_the_key_and_line_and_says_auto(written: str) -> None:
 
 
 class Meta:
-    """list_topics as a consumer answers it: after the given delays, or with an error (None)."""
+    """list_topics as a consumer answers it: after the given delays on a fake clock, or with an error after 1 s
+    (None)."""
 
     def __init__(self, delays: list[float | None]) -> None:
         self.delays = delays
+        self.now = 100.0
+
+    def clock(self) -> float:
+        return self.now
 
     def list_topics(self, topic: str, timeout: float) -> None:
-        delay = self.delays.pop(0)
+        delay = self.delays.pop(0)  # an unexpected request: IndexError
         if delay is None:
+            self.now += 1.0
             raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
-        time.sleep(delay)
+        self.now += delay
+
+
+def measure(meta: Meta, stopped: bool = False, budget_s: float = 10.0) -> float | None:
+    return measure_round_trip(meta, "p", lambda: stopped, budget_s, clock=meta.clock)  # type: ignore[arg-type]
 
 
 def test_the_round_trip_is_the_fastest_answer_after_the_first_and_errors_do_not_count() -> None:
-    never = lambda: False  # noqa: E731
-    rtt = measure_round_trip(Meta([0.0, 0.05, None, 0.03]), "p", never)  # type: ignore[arg-type]
-    assert rtt is not None and 0.03 <= rtt < 0.045  # the failed one does not count
-    connecting_is_not_timed = measure_round_trip(Meta([0.0, 0.06, 0.05, 0.07]), "p", never)  # type: ignore[arg-type]
-    assert connecting_is_not_timed is not None and connecting_is_not_timed >= 0.05
-    assert measure_round_trip(Meta([None]), "p", never) is None  # type: ignore[arg-type]  # no connection: no samples
-    assert measure_round_trip(Meta([0.0, None, None, None]), "p", never) is None  # type: ignore[arg-type]
-    assert measure_round_trip(Meta([0.0]), "p", lambda: True) is None  # type: ignore[arg-type]  # stopping
+    assert measure(Meta([0.0, 0.05, None, 0.03])) == pytest.approx(0.03)  # a failure does not count
+    slow = Meta([0.0, 0.05, 9.99, 0.03])
+    assert measure(slow) == pytest.approx(0.05) and slow.delays == [0.03]  # the 10 s budget ran out first
+    assert measure(Meta([0.0, 0.05, 0.04, 0.03])) == pytest.approx(0.03)
+    assert measure(Meta([0.5, 0.06, 0.05, 0.07])) == pytest.approx(0.05)  # the connecting one is not timed
+    assert measure(Meta([None])) is None  # no connection: no samples (the list would run out)
+    assert measure(Meta([0.0, None, None, None])) is None
+    assert measure(Meta([]), stopped=True) is None  # stopping: not one request
 
 
 def test_the_replicator_measures_once_shows_the_choice_and_measures_again_only_after_no_answer(
-        caplog: pytest.LogCaptureFixture) -> None:
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     import threading
 
     from mirror_core.metrics import Metrics
-    from mirror_core.replication.replicator import FlowReplicator
+    from mirror_core.replication import replicator as module
 
     config = parse_text(BASE, validate_clients=False, environ={})
-    replicator = FlowReplicator(config, config.flows[0], Metrics(), threading.Event())
-    meta = Meta([None])  # the target does not answer at the first start
+    stop = threading.Event()
+    replicator = module.FlowReplicator(config, config.flows[0], Metrics(), stop)
+    answers: list[float | None] = [None, 0.025]  # no answer at the first start, 25 ms at the next
+    monkeypatch.setattr(module, "measure_round_trip", lambda meta, topic, stopped: answers.pop(0))
+    meta = object()
     with caplog.at_level("INFO"):
         assert replicator._choose_producers(meta).count == 1  # type: ignore[arg-type]
     assert any(r.levelname == "WARNING" and "did not answer" in r.getMessage() for r in caplog.records)
     assert replicator.reporter.status["producers"]["reason"].startswith("auto: the target did not answer")
-    meta.delays = [0.0, 0.03, 0.025, 0.04]  # the next start: 25 ms
     assert replicator._choose_producers(meta).count == WAN_PRODUCERS  # type: ignore[arg-type]
-    shown = replicator.reporter.status["producers"]
-    assert shown["count"] == WAN_PRODUCERS and shown["one_batch_per_partition"] and 25 <= shown["round_trip_ms"] < 40
-    meta.delays = []  # later starts keep the measured round trip (a second measurement would pop an empty list)
+    assert replicator.reporter.status["producers"] == {
+        "count": WAN_PRODUCERS, "one_batch_per_partition": True, "round_trip_ms": 25.0,
+        "reason": "auto: round trip to the target 25.0 ms >= 20 ms"}
+    # Later starts keep it (a second measurement would pop an empty list), and a stopping one measures nothing.
     assert replicator._choose_producers(meta).count == WAN_PRODUCERS  # type: ignore[arg-type]
+    fresh = module.FlowReplicator(config, config.flows[0], Metrics(), stop)
+    stop.set()
+    assert fresh._choose_producers(meta).count == 1 and "producers" not in fresh.reporter.status  # type: ignore[arg-type]

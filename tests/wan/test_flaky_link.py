@@ -10,7 +10,15 @@ import pytest
 from mirror_core.devcluster.toxiproxy import Toxic
 from tests.integration.test_producer_pool import producers_shown
 from tests.integration.test_resilience import BackgroundProducer
-from tests.kafka_harness import copied_by, create_topic, metric, produce_sequence, read_all, wait_until
+from tests.kafka_harness import (
+    copied_by,
+    create_topic,
+    metric,
+    produce_sequence,
+    producer_ids,
+    read_all,
+    wait_until,
+)
 from tests.wan.conftest import seconds
 from tests.wan_harness import WanLink, catch_up, delivered_in_order, report
 
@@ -82,7 +90,7 @@ def test_bandwidth_below_the_write_rate_lag_grows_then_drains(dc1, dc2, name, wa
 
 
 @pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
-def test_records_parked_for_one_batch_per_partition_survive_resets(dc1, dc2, name, wan, wan_mirror, mode):
+def test_records_parked_for_one_batch_per_partition_survive_resets(clusters, dc1, dc2, name, wan, wan_mirror, mode):
     """Over 80 ms with ``replication.one.batch.per.partition`` (on by default with several producers, which
     ``replication.producers = auto`` chooses over this link; set for exactly-once) a partition's records wait
     in the mirror while its batch is in flight, and connection resets hit that link meanwhile. Nothing lost,
@@ -99,9 +107,14 @@ def test_records_parked_for_one_batch_per_partition_survive_resets(dc1, dc2, nam
     with BackgroundProducer(dc1, t, 4, rate_per_s=4000) as load:
         wait_until(lambda: sum(copied_by(m, t).values()) > 200, 60, what="copying before the resets")
         errors_before = metric(m, "mirror_errors_total") or 0.0
-        if mode == "at-least-once":  # the default (auto) measured the link and chose 4 producers
-            chosen = producers_shown(m)
+        chosen = producers_shown(m)
+        if mode == "at-least-once":  # the default (auto) measured the link and chose 4 producers, and uses them
             assert chosen["count"] == 4 and chosen["one_batch_per_partition"] and chosen["round_trip_ms"] >= 70, \
+                chosen
+            ids = producer_ids(clusters["dc2"], f"dc1.{t}")
+            assert len(set().union(*ids.values())) == 4, f"the 4 partitions were written by producers {ids}"
+        else:
+            assert chosen["count"] is None and chosen["one_batch_per_partition"] and "per slot" in chosen["reason"], \
                 chosen
         while time.monotonic() < end:
             for _ in range(9):

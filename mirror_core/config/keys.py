@@ -183,7 +183,7 @@ KEYS: tuple[KeyDef, ...] = (
            "at most 5 in flight per connection (per target broker) and, idempotent, one per partition: over a "
            "long round trip (the mirror next to the source) more producers carry more per round trip. auto: when "
            "the flow starts the mirror times metadata requests to the target (again at the next pipeline start "
-           "if none answered) and uses 4 producers when the fastest takes 20 ms or more, else 1; 1 where "
+           "if none answered) and uses 4 producers when the fastest takes 70 ms or more, else 1; 1 where "
            "one.batch.per.partition cannot apply (logged, and in /status under 'producers'). "
            "replication.one.batch.per.partition (on by default with more than one) keeps their threads from "
            "spinning while their partitions wait (README 'Running across a WAN'). "

@@ -38,13 +38,13 @@ def producer_for(producers: Sequence[P], topic: str, partition: int) -> P:
     return producers[(zlib.crc32(topic.encode()) + partition) % len(producers)]
 
 
-#: ``replication.producers = auto``: a round trip to the target of at least this long counts as a WAN (the mirror
-#: next to the source). A judgment between two measurements, not a measured crossover: on loopback one producer
-#: copied 2,000 partitions 9 % faster (one run each, before one batch per partition), and at 80 and 150 ms 4
-#: producers with one batch per partition carried 1.2-1.45x one producer's rate; in between it is unmeasured with
-#: parking (at 20 ms, before parking, 4 made 0.86x one's rate with 1 KiB). Loopback and a LAN answer a metadata
-#: request in a few ms.
-WAN_ROUND_TRIP_S = 0.020
+#: ``replication.producers = auto``: a round trip to the target of at least this long is a long-haul WAN (the
+#: mirror next to the source), where 4 producers with one batch per partition won: at 80 and 150 ms they carried
+#: 1.19x / 1.42x one producer's rate of 1 KiB records at about half its p99. Below it they did not win: at 20, 40
+#: and 60 ms one producer copied 100 B 1.04-1.22x faster; with 1 KiB 4 were 6 % / 5 % faster at 20 / 60 ms and one
+#: 1.57x faster at 40 ms (2 runs each, 2026-11-27, bench --only wan); on loopback one was 1.10x faster (2,000
+#: partitions). Between 60 and 80 ms: not measured.
+WAN_ROUND_TRIP_S = 0.070
 #: producers ``auto`` chooses over a WAN: 4 brought the p99 next to the source below MirrorMaker 2's and 1.4x
 #: its throughput at 80 ms; 8 were no faster (bench --only wan, 2026-11-27)
 WAN_PRODUCERS = 4

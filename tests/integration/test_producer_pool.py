@@ -66,8 +66,8 @@ def test_partitions_spread_over_producers_in_order_and_a_restart_adds_no_duplica
     second = start_mirror(flow_lines(name), name="mirror-2")
     wait_until(lambda: sum(end_offsets(dc2, remote).values()) >= total, 90, what="the rest copied")
     auto = producers_shown(second)
-    assert auto["count"] == 1 and not auto["one_batch_per_partition"] and 0 < auto["round_trip_ms"] < 20, auto
-    assert auto["reason"].startswith("auto: round trip to the target") and "< 20 ms" in auto["reason"], auto
+    assert auto["count"] == 1 and not auto["one_batch_per_partition"] and 0 < auto["round_trip_ms"] < 70, auto
+    assert auto["reason"].startswith("auto: round trip to the target") and "< 70 ms" in auto["reason"], auto
 
     records = read_all(dc2, remote)
     seqs = [int(dict(r.headers)["seq"] or b"-1") for r in records]

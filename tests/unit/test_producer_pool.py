@@ -35,15 +35,16 @@ def test_a_topics_partitions_spread_evenly_and_each_keeps_its_producer() -> None
     assert all(producer_for(pool, "orders", k) == producer_for(pool, "orders", k) for k in range(8))
 
 
-def test_auto_is_the_default_and_takes_4_producers_from_a_round_trip_of_20_ms() -> None:
+def test_auto_is_the_default_and_takes_4_producers_from_a_round_trip_of_70_ms() -> None:
     assert flow().producers is None
-    loopback, lan, wan = (choose_producers(flow(), rtt) for rtt in (0.0004, WAN_ROUND_TRIP_S - 0.001,
-                                                                    WAN_ROUND_TRIP_S))
-    assert (loopback.count, lan.count, wan.count) == (1, 1, WAN_PRODUCERS) and WAN_PRODUCERS == 4
+    loopback, short, wan = (choose_producers(flow(), rtt) for rtt in (0.0004, WAN_ROUND_TRIP_S - 0.001,
+                                                                      WAN_ROUND_TRIP_S))
+    assert WAN_ROUND_TRIP_S == 0.070 and "69.0 ms < 70 ms" in short.reason
+    assert (loopback.count, short.count, wan.count) == (1, 1, WAN_PRODUCERS) and WAN_PRODUCERS == 4
     assert not loopback.one_batch_per_partition and wan.one_batch_per_partition
-    assert wan.round_trip_s == WAN_ROUND_TRIP_S and "20.0 ms >= 20 ms" in wan.reason
-    assert wan.entry() == {"count": 4, "one_batch_per_partition": True, "round_trip_ms": 20.0,
-                           "reason": "auto: round trip to the target 20.0 ms >= 20 ms"}
+    assert wan.round_trip_s == WAN_ROUND_TRIP_S and "70.0 ms >= 70 ms" in wan.reason
+    assert wan.entry() == {"count": 4, "one_batch_per_partition": True, "round_trip_ms": 70.0,
+                           "reason": "auto: round trip to the target 70.0 ms >= 70 ms"}
     unanswered = choose_producers(flow(), None)
     assert (unanswered.count, unanswered.round_trip_s) == (1, None) and "did not answer" in unanswered.reason
 
@@ -125,7 +126,7 @@ def test_the_replicator_measures_once_shows_the_choice_and_measures_again_only_a
     config = parse_text(BASE, validate_clients=False, environ={})
     stop = threading.Event()
     replicator = module.FlowReplicator(config, config.flows[0], Metrics(), stop)
-    answers: list[float | None] = [None, 0.025]  # no answer at the first start, 25 ms at the next
+    answers: list[float | None] = [None, 0.08]  # no answer at the first start, 80 ms at the next
     monkeypatch.setattr(module, "measure_round_trip", lambda meta, topic, stopped: answers.pop(0))
     meta = object()
     with caplog.at_level("INFO"):
@@ -134,8 +135,8 @@ def test_the_replicator_measures_once_shows_the_choice_and_measures_again_only_a
     assert replicator.reporter.status["producers"]["reason"].startswith("auto: the target did not answer")
     assert replicator._choose_producers(meta).count == WAN_PRODUCERS  # type: ignore[arg-type]
     assert replicator.reporter.status["producers"] == {
-        "count": WAN_PRODUCERS, "one_batch_per_partition": True, "round_trip_ms": 25.0,
-        "reason": "auto: round trip to the target 25.0 ms >= 20 ms"}
+        "count": WAN_PRODUCERS, "one_batch_per_partition": True, "round_trip_ms": 80.0,
+        "reason": "auto: round trip to the target 80.0 ms >= 70 ms"}
     # Later starts keep it (a second measurement would pop an empty list), and a stopping one measures nothing.
     assert replicator._choose_producers(meta).count == WAN_PRODUCERS  # type: ignore[arg-type]
     fresh = module.FlowReplicator(config, config.flows[0], Metrics(), stop)

@@ -96,6 +96,7 @@ DEFAULT_CONFIG_EXCLUDE = (
     r"unclean\.leader\.election\.enable, min\.insync\.replicas"
 )
 
+
 def _producers(raw: str) -> int | None:
     """``replication.producers``: a count, or None for ``auto`` (chosen at run time, producer_pool.py)."""
     if raw.strip().lower() == "auto":

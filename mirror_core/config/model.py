@@ -77,7 +77,7 @@ class FlowConfig:
     sync_group_offsets_interval_s: float = 60.0
     exactly_once: bool = False
     exactly_once_slots: int = 8
-    #: target producers (at-least-once); None: auto, chosen at each pipeline start (producer_pool.choose_producers)
+    #: target producers (at-least-once); None: auto, from the round trip when the flow starts (producer_pool.py)
     producers: int | None = None
     #: hand the target producer a partition's records only when it can send them (produce.py, Producing.release);
     #: None: auto, on with more than one producer (producer_pool.choose_producers)

@@ -17,6 +17,7 @@ offset-map records go through the first.
 
 from __future__ import annotations
 
+import logging
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -28,6 +29,7 @@ from confluent_kafka import Consumer, KafkaException
 from mirror_core.config.model import FlowConfig
 
 P = TypeVar("P")
+log = logging.getLogger(__name__)
 
 
 def producer_for(producers: Sequence[P], topic: str, partition: int) -> P:
@@ -55,8 +57,9 @@ ROUND_TRIP_SAMPLES = 3
 
 @dataclass(frozen=True)
 class ProducerChoice:
-    """The target producers of one pipeline (at-least-once), chosen at its start."""
-    count: int
+    """The target producers of one pipeline, chosen at its start."""
+    #: None: exactly-once, a transactional producer per slot (exactly_once.py)
+    count: int | None
     one_batch_per_partition: bool
     reason: str
     #: the measured round trip to the target (``replication.producers = auto``); None: not measured
@@ -101,6 +104,46 @@ def choose_producers(flow: FlowConfig, round_trip_s: float | None) -> ProducerCh
     one_batch = flow.one_batch_per_partition if flow.one_batch_per_partition is not None else (
         count > 1 and not flow.exactly_once)
     return ProducerChoice(count, one_batch and not flow.policy.uses_provenance, reason, measured)
+
+
+def exactly_once_choice(flow: FlowConfig) -> ProducerChoice:
+    """Exactly-once: a transactional producer per slot; one batch per partition only when set (auto: off), and
+    never with the identity policy, whose records produce.py proves delivered one by one."""
+    return ProducerChoice(None, bool(flow.one_batch_per_partition) and not flow.policy.uses_provenance,
+                          "exactly-once: a transactional producer per slot")
+
+
+RoundTripProbe = Callable[[Consumer, str, Callable[[], bool]], "float | None"]
+
+
+class ProducerChooser:
+    """Chooses the target producers at each pipeline start of one run of a flow. With ``auto`` the round trip to
+    the target is measured at the first start that gets an answer and kept for the run: a round trip near
+    WAN_ROUND_TRIP_S must not flip the count at every restart. A stopping flow does not measure."""
+
+    def __init__(self, flow: FlowConfig, stopped: Callable[[], bool], probe: RoundTripProbe | None = None) -> None:
+        self._flow = flow
+        self._stopped = stopped
+        self._probe: RoundTripProbe = probe or measure_round_trip
+        #: the measured round trip (None: not measured yet)
+        self.round_trip_s: float | None = None
+
+    def choose(self, target_meta: Consumer) -> ProducerChoice:
+        """This pipeline's producers, logged (a warning when auto got no answer) unless the flow is stopping."""
+        flow = self._flow
+        if flow.exactly_once:
+            choice = exactly_once_choice(flow)
+        else:
+            if self.round_trip_s is None and needs_round_trip(flow) and not self._stopped():
+                self.round_trip_s = self._probe(target_meta, flow.progress_topic, self._stopped)
+            choice = choose_producers(flow, self.round_trip_s)
+        if not self._stopped():
+            unanswered = needs_round_trip(flow) and self.round_trip_s is None
+            what = "exactly-once" if choice.count is None else \
+                f"{choice.count} target producer{'' if choice.count == 1 else 's'}"
+            log.log(logging.WARNING if unanswered else logging.INFO, "flow %s: %s, one batch per partition %s (%s)",
+                    flow.name, what, "on" if choice.one_batch_per_partition else "off", choice.reason)
+        return choice
 
 
 def measure_round_trip(meta: Consumer, topic: str, stopped: Callable[[], bool], budget_s: float = 10.0,

@@ -50,12 +50,7 @@ from mirror_core.replication.heartbeats import HeartbeatEmitter, ensure_heartbea
 from mirror_core.replication.lag_watch import LagWatch
 from mirror_core.replication.pacing import SendPacer
 from mirror_core.replication.produce import Producing
-from mirror_core.replication.producer_pool import (
-    ProducerChoice,
-    choose_producers,
-    measure_round_trip,
-    needs_round_trip,
-)
+from mirror_core.replication.producer_pool import ProducerChooser
 from mirror_core.replication.reporting import Reporter
 from mirror_core.replication.retry import MAX_PROBE_INTERVAL_S, Backoff, ThrottledLine
 from mirror_core.replication.topics import TopicManager
@@ -117,9 +112,9 @@ class FlowReplicator:
         self._assignment: Assignment | None = None
         self._producing: Producing | None = None
         self._delivery: Delivery | None = None
-        #: the round trip to the target for replication.producers = auto (None: not measured yet); kept for this
-        #: run of the flow (the service makes a new FlowReplicator when the flow is started again)
-        self._round_trip: float | None = None
+        #: replication.producers; keeps auto's measured round trip for this run of the flow (the service makes a
+        #: new FlowReplicator when the flow is started again)
+        self._producer_choice = ProducerChooser(flow, self.stop.is_set)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def run(self) -> None:
@@ -237,50 +232,28 @@ class FlowReplicator:
         committer = ProgressCommitter(progress, OffsetMapWriter(offset_syncs_topic(flow.source), self.metrics,
                                                                 flow.name), self.metrics, flow.name,
                                       assignment.topic_ids.get, tgt)
+        choice = self._producer_choice.choose(target_meta)
         delivery: Delivery
-        if flow.exactly_once:
+        if choice.count is None:
             # Each owned slot has its own transactional producer (see exactly_once.py).
             slots = SlotManager(flow, tgt, self.metrics, self.target_health, assignment, acks, committer,
                                 self.membership)
             delivery = ExactlyOnce(slots, assignment)
-            # auto: off (a producer per slot); never with the identity policy (produce.py proves each record)
-            one_batch = bool(flow.one_batch_per_partition) and not flow.policy.uses_provenance
-            self.reporter.set_producers({"count": None, "one_batch_per_partition": one_batch, "round_trip_ms": None,
-                                         "reason": "exactly-once: a transactional producer per slot"})
-            log.info("flow %s: exactly-once, a transactional producer per slot, one batch per partition %s",
-                     flow.name, "on" if one_batch else "off")
         else:
-            choice = self._choose_producers(target_meta)
-            producers = [make_producer(tgt, flow.producer_overrides, self.target_health)
-                         for _ in range(choice.count)]
+            producers = [make_producer(tgt, flow.producer_overrides, self.target_health) for _ in range(choice.count)]
             delivery = AtLeastOnce(producers, assignment, acks, committer, target_meta, flow.policy.uses_provenance)
-            one_batch = choice.one_batch_per_partition
+        if not self.stop.is_set():
+            self.reporter.set_producers(choice.entry())
         self._delivery = delivery
         acks.on_failure = delivery.on_failure
         self._producing = Producing(flow, acks.active.add, target_meta, delivery,
-                                    batch_limit_bytes(producer_settings(tgt, flow.producer_overrides)), one_batch)
+                                    batch_limit_bytes(producer_settings(tgt, flow.producer_overrides)),
+                                    choice.one_batch_per_partition)
         if flow.emit_heartbeats:
             self._hb_producer = make_producer(src, health=self.source_health,
                                               enforced={"linger.ms": "0", "message.timeout.ms": "30000"})
             self._heartbeats = HeartbeatEmitter(self._hb_producer, flow.source, flow.target,
                                                 flow.heartbeats_interval_s)
-
-    def _choose_producers(self, target_meta: Consumer) -> ProducerChoice:
-        """``replication.producers`` for this pipeline: as set, or (auto) from the round trip to the target,
-        measured at the first pipeline start of this flow's run that gets an answer and kept for that run (a
-        round trip near the threshold must not flip the count at every restart)."""
-        flow = self.flow
-        if self._round_trip is None and needs_round_trip(flow) and not self.stop.is_set():
-            self._round_trip = measure_round_trip(target_meta, flow.progress_topic, self.stop.is_set)
-        choice = choose_producers(flow, self._round_trip)
-        if self.stop.is_set():  # stopping: _run_once closes the pipeline; no warning about an unmeasured link
-            return choice
-        unmeasured = needs_round_trip(flow) and self._round_trip is None
-        log.log(logging.WARNING if unmeasured else logging.INFO,
-                "flow %s: %d target producer%s, one batch per partition %s (%s)", flow.name, choice.count,
-                "" if choice.count == 1 else "s", "on" if choice.one_batch_per_partition else "off", choice.reason)
-        self.reporter.set_producers(choice.entry())
-        return choice
 
     def _run_once(self) -> None:
         self._setup()

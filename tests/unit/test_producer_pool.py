@@ -11,7 +11,9 @@ from mirror_core.config.model import FlowConfig
 from mirror_core.replication.producer_pool import (
     WAN_PRODUCERS,
     WAN_ROUND_TRIP_S,
+    ProducerChooser,
     choose_producers,
+    exactly_once_choice,
     measure_round_trip,
     needs_round_trip,
     producer_for,
@@ -116,29 +118,36 @@ def test_the_round_trip_is_the_fastest_answer_after_the_first_and_errors_do_not_
     assert measure(Meta([]), stopped=True) is None  # stopping: not one request
 
 
-def test_the_replicator_measures_once_shows_the_choice_and_measures_again_only_after_no_answer(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    import threading
-
-    from mirror_core.metrics import Metrics
-    from mirror_core.replication import replicator as module
-
-    config = parse_text(BASE, validate_clients=False, environ={})
-    stop = threading.Event()
-    replicator = module.FlowReplicator(config, config.flows[0], Metrics(), stop)
+def test_the_chooser_measures_once_logs_the_choice_and_measures_again_only_after_no_answer(
+        caplog: pytest.LogCaptureFixture) -> None:
     answers: list[float | None] = [None, 0.08]  # no answer at the first start, 80 ms at the next
-    monkeypatch.setattr(module, "measure_round_trip", lambda meta, topic, stopped: answers.pop(0))
+    stopping = False
+    chooser = ProducerChooser(flow(), lambda: stopping, lambda meta, topic, stopped: answers.pop(0))
     meta = object()
     with caplog.at_level("INFO"):
-        assert replicator._choose_producers(meta).count == 1  # type: ignore[arg-type]
+        assert chooser.choose(meta).count == 1  # type: ignore[arg-type]
     assert any(r.levelname == "WARNING" and "did not answer" in r.getMessage() for r in caplog.records)
-    assert replicator.reporter.status["producers"]["reason"].startswith("auto: the target did not answer")
-    assert replicator._choose_producers(meta).count == WAN_PRODUCERS  # type: ignore[arg-type]
-    assert replicator.reporter.status["producers"] == {
-        "count": WAN_PRODUCERS, "one_batch_per_partition": True, "round_trip_ms": 80.0,
-        "reason": "auto: round trip to the target 80.0 ms >= 70 ms"}
+    choice = chooser.choose(meta)  # type: ignore[arg-type]
+    assert choice.entry() == {"count": WAN_PRODUCERS, "one_batch_per_partition": True, "round_trip_ms": 80.0,
+                              "reason": "auto: round trip to the target 80.0 ms >= 70 ms"}
+    assert any("4 target producers, one batch per partition on" in r.getMessage() for r in caplog.records)
     # Later starts keep it (a second measurement would pop an empty list), and a stopping one measures nothing.
-    assert replicator._choose_producers(meta).count == WAN_PRODUCERS  # type: ignore[arg-type]
-    fresh = module.FlowReplicator(config, config.flows[0], Metrics(), stop)
-    stop.set()
-    assert fresh._choose_producers(meta).count == 1 and "producers" not in fresh.reporter.status  # type: ignore[arg-type]
+    assert chooser.choose(meta).count == WAN_PRODUCERS  # type: ignore[arg-type]
+    caplog.clear()
+    stopping = True
+    fresh = ProducerChooser(flow(), lambda: stopping, lambda meta, topic, stopped: answers.pop(0))
+    assert fresh.choose(meta).count == 1 and not caplog.records  # type: ignore[arg-type]
+
+
+def test_exactly_once_has_a_producer_per_slot_and_measures_nothing() -> None:
+    def probe(meta: object, topic: str, stopped: object) -> float:
+        raise AssertionError("exactly-once measured the round trip")
+
+    assert ProducerChooser(flow("exactly.once.enabled = true\n"), lambda: False, probe).choose(
+        object()).entry() == {  # type: ignore[arg-type]
+        "count": None, "one_batch_per_partition": False, "round_trip_ms": None,
+        "reason": "exactly-once: a transactional producer per slot"}
+    parked = flow("exactly.once.enabled = true\nreplication.one.batch.per.partition = true\n")
+    assert exactly_once_choice(parked).one_batch_per_partition
+    assert not exactly_once_choice(flow("exactly.once.enabled = true\nreplication.one.batch.per.partition = true\n"
+                                        + identity_line())).one_batch_per_partition

@@ -162,11 +162,30 @@ def latency_run(system: str, start: Starter | None, src: str, dst: str, alias: s
         reader.join(10)
     finally:
         stop(procs)
+    _dump_samples(alias, samples, load_start_ms + warmup_s * 1000)
     # The first ``warmup_s`` seconds of load warm up brokers, JITs and connections: not measured.
     latencies = sorted(lat for ts, lat in samples if ts >= load_start_ms + warmup_s * 1000)
     q = statistics.quantiles(latencies, n=100) if len(latencies) > 100 else [float("nan")] * 99
     return LatencyResult(system, rate, len(latencies), round(q[49], 1), round(q[98], 1),
                          round(latencies[-1], 1) if latencies else float("nan"), run, load)
+
+
+def _dump_samples(alias: str, samples: list[tuple[int, float]], measured_from_ms: float) -> None:
+    """With BENCH_LATENCY_SAMPLES=<dir>: each second's record count, p50, p99 and max of one latency run, to see
+    where in the run a tail falls (diagnosis by hand; the bench's figures do not depend on it)."""
+    where = os.environ.get("BENCH_LATENCY_SAMPLES")
+    if not where or not samples:
+        return
+    by_second: dict[int, list[float]] = {}
+    for ts, lat in samples:
+        by_second.setdefault(int((ts - measured_from_ms) // 1000), []).append(lat)
+    lines = ["second\trecords\tp50_ms\tp99_ms\tmax_ms"]
+    for second, lats in sorted(by_second.items()):
+        lats.sort()
+        lines.append(f"{second}\t{len(lats)}\t{lats[len(lats) // 2]:.0f}\t{lats[int(len(lats) * 0.99)]:.0f}"
+                     f"\t{lats[-1]:.0f}")
+    Path(where).mkdir(parents=True, exist_ok=True)
+    (Path(where) / f"{alias}.tsv").write_text("\n".join(lines) + "\n")
 
 
 def _read(bootstrap: str, topic: str) -> dict[int, list[tuple[int, int]]]:

@@ -162,7 +162,7 @@ def latency_run(system: str, start: Starter | None, src: str, dst: str, alias: s
         reader.join(10)
     finally:
         stop(procs)
-    _dump_samples(alias, samples, load_start_ms + warmup_s * 1000)
+    _dump_samples(system, alias, samples, load_start_ms + warmup_s * 1000)
     # The first ``warmup_s`` seconds of load warm up brokers, JITs and connections: not measured.
     latencies = sorted(lat for ts, lat in samples if ts >= load_start_ms + warmup_s * 1000)
     q = statistics.quantiles(latencies, n=100) if len(latencies) > 100 else [float("nan")] * 99
@@ -170,16 +170,19 @@ def latency_run(system: str, start: Starter | None, src: str, dst: str, alias: s
                          round(latencies[-1], 1) if latencies else float("nan"), run, load)
 
 
-def _dump_samples(alias: str, samples: list[tuple[int, float]], measured_from_ms: float) -> None:
+def _dump_samples(system: str, alias: str, samples: list[tuple[int, float]], measured_from_ms: float) -> None:
     """With BENCH_LATENCY_SAMPLES=<dir>: each second's record count, p50, p99 and max of one latency run, to see
-    where in the run a tail falls (diagnosis by hand; the bench's figures do not depend on it)."""
+    where in the run a tail falls (diagnosis by hand; the bench's figures do not depend on it). Second 0 is the
+    first measured one: the negative seconds are the warm-up, which the figures leave out, and the records
+    that arrive after the load stopped are in the last seconds. One file per run, ``<alias>.tsv`` (the alias
+    is unique within a bench run; a second bench run into the same directory replaces its files)."""
     where = os.environ.get("BENCH_LATENCY_SAMPLES")
     if not where or not samples:
         return
     by_second: dict[int, list[float]] = {}
     for ts, lat in samples:
         by_second.setdefault(int((ts - measured_from_ms) // 1000), []).append(lat)
-    lines = ["second\trecords\tp50_ms\tp99_ms\tmax_ms"]
+    lines = [f"# {system} ({alias})", "second\trecords\tp50_ms\tp99_ms\tmax_ms"]
     for second, lats in sorted(by_second.items()):
         lats.sort()
         lines.append(f"{second}\t{len(lats)}\t{lats[len(lats) // 2]:.0f}\t{lats[int(len(lats) * 0.99)]:.0f}"

@@ -113,23 +113,27 @@ def exactly_once_choice(flow: FlowConfig) -> ProducerChoice:
                           "exactly-once: a transactional producer per slot")
 
 
-RoundTripProbe = Callable[[Consumer, str, Callable[[], bool]], "float | None"]
+RoundTripProbe = Callable[[Consumer, str, Callable[[], bool]], float | None]
 
 
 class ProducerChooser:
     """Chooses the target producers at each pipeline start of one run of a flow. With ``auto`` the round trip to
     the target is measured at the first start that gets an answer and kept for the run: a round trip near
-    WAN_ROUND_TRIP_S must not flip the count at every restart. A stopping flow does not measure."""
+    WAN_ROUND_TRIP_S must not flip the count at every restart. A stopping flow does not measure, and neither logs
+    nor shows its choice."""
 
-    def __init__(self, flow: FlowConfig, stopped: Callable[[], bool], probe: RoundTripProbe | None = None) -> None:
+    def __init__(self, flow: FlowConfig, stopped: Callable[[], bool], show: Callable[[dict[str, object]], None],
+                 probe: RoundTripProbe | None = None) -> None:
         self._flow = flow
         self._stopped = stopped
+        self._show = show  # /status (Reporter.set_producers)
         self._probe: RoundTripProbe = probe or measure_round_trip
         #: the measured round trip (None: not measured yet)
         self.round_trip_s: float | None = None
 
     def choose(self, target_meta: Consumer) -> ProducerChoice:
-        """This pipeline's producers, logged (a warning when auto got no answer) unless the flow is stopping."""
+        """This pipeline's producers, logged (a warning when auto got no answer) and shown unless the flow is
+        stopping."""
         flow = self._flow
         if flow.exactly_once:
             choice = exactly_once_choice(flow)
@@ -137,12 +141,17 @@ class ProducerChooser:
             if self.round_trip_s is None and needs_round_trip(flow) and not self._stopped():
                 self.round_trip_s = self._probe(target_meta, flow.progress_topic, self._stopped)
             choice = choose_producers(flow, self.round_trip_s)
-        if not self._stopped():
-            unanswered = needs_round_trip(flow) and self.round_trip_s is None
-            what = "exactly-once" if choice.count is None else \
-                f"{choice.count} target producer{'' if choice.count == 1 else 's'}"
-            log.log(logging.WARNING if unanswered else logging.INFO, "flow %s: %s, one batch per partition %s (%s)",
-                    flow.name, what, "on" if choice.one_batch_per_partition else "off", choice.reason)
+        if self._stopped():  # the pipeline is closed at once: nothing to say about it
+            return choice
+        unanswered = needs_round_trip(flow) and self.round_trip_s is None
+        parking = "on" if choice.one_batch_per_partition else "off"
+        if choice.count is None:
+            log.info("flow %s: %s, one batch per partition %s", flow.name, choice.reason, parking)
+        else:
+            log.log(logging.WARNING if unanswered else logging.INFO, "flow %s: %d target producer%s, one batch per "
+                    "partition %s (%s)", flow.name, choice.count, "" if choice.count == 1 else "s", parking,
+                    choice.reason)
+        self._show(choice.entry())
         return choice
 
 

@@ -114,7 +114,7 @@ class FlowReplicator:
         self._delivery: Delivery | None = None
         #: replication.producers; keeps auto's measured round trip for this run of the flow (the service makes a
         #: new FlowReplicator when the flow is started again)
-        self._producer_choice = ProducerChooser(flow, self.stop.is_set)
+        self._producer_choice = ProducerChooser(flow, self.stop.is_set, self.reporter.set_producers)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def run(self) -> None:
@@ -242,8 +242,6 @@ class FlowReplicator:
         else:
             producers = [make_producer(tgt, flow.producer_overrides, self.target_health) for _ in range(choice.count)]
             delivery = AtLeastOnce(producers, assignment, acks, committer, target_meta, flow.policy.uses_provenance)
-        if not self.stop.is_set():
-            self.reporter.set_producers(choice.entry())
         self._delivery = delivery
         acks.on_failure = delivery.on_failure
         self._producing = Producing(flow, acks.active.add, target_meta, delivery,

@@ -118,32 +118,59 @@ def test_the_round_trip_is_the_fastest_answer_after_the_first_and_errors_do_not_
     assert measure(Meta([]), stopped=True) is None  # stopping: not one request
 
 
-def test_the_chooser_measures_once_logs_the_choice_and_measures_again_only_after_no_answer(
+def test_the_chooser_measures_once_logs_and_shows_the_choice_and_measures_again_only_after_no_answer(
         caplog: pytest.LogCaptureFixture) -> None:
     answers: list[float | None] = [None, 0.08]  # no answer at the first start, 80 ms at the next
+    shown: list[dict[str, object]] = []
     stopping = False
-    chooser = ProducerChooser(flow(), lambda: stopping, lambda meta, topic, stopped: answers.pop(0))
+    chooser = ProducerChooser(flow(), lambda: stopping, shown.append, lambda meta, topic, stopped: answers.pop(0))
     meta = object()
     with caplog.at_level("INFO"):
         assert chooser.choose(meta).count == 1  # type: ignore[arg-type]
-    assert any(r.levelname == "WARNING" and "did not answer" in r.getMessage() for r in caplog.records)
-    choice = chooser.choose(meta)  # type: ignore[arg-type]
-    assert choice.entry() == {"count": WAN_PRODUCERS, "one_batch_per_partition": True, "round_trip_ms": 80.0,
-                              "reason": "auto: round trip to the target 80.0 ms >= 70 ms"}
-    assert any("4 target producers, one batch per partition on" in r.getMessage() for r in caplog.records)
-    # Later starts keep it (a second measurement would pop an empty list), and a stopping one measures nothing.
-    assert chooser.choose(meta).count == WAN_PRODUCERS  # type: ignore[arg-type]
-    caplog.clear()
-    stopping = True
-    fresh = ProducerChooser(flow(), lambda: stopping, lambda meta, topic, stopped: answers.pop(0))
-    assert fresh.choose(meta).count == 1 and not caplog.records  # type: ignore[arg-type]
+        assert [r.levelname for r in caplog.records if "did not answer" in r.getMessage()] == ["WARNING"]
+        assert str(shown[-1]["reason"]).startswith("auto: the target did not answer")
+        caplog.clear()
+        assert chooser.choose(meta).count == WAN_PRODUCERS  # type: ignore[arg-type]
+        assert shown[-1] == {"count": WAN_PRODUCERS, "one_batch_per_partition": True, "round_trip_ms": 80.0,
+                             "reason": "auto: round trip to the target 80.0 ms >= 70 ms"}
+        assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+            ("INFO", "flow dc1->dc2: 4 target producers, one batch per partition on (auto: round trip to the target "
+                     "80.0 ms >= 70 ms)")]
+        # Later starts keep it (a second measurement would pop an empty list), and a stopping one measures nothing,
+        # says nothing and shows nothing.
+        assert chooser.choose(meta).count == WAN_PRODUCERS  # type: ignore[arg-type]
+        caplog.clear()
+        shown.clear()
+        stopping = True
+        fresh = ProducerChooser(flow(), lambda: stopping, shown.append, lambda meta, topic, stopped: answers.pop(0))
+        assert fresh.choose(meta).count == 1 and not caplog.records and not shown  # type: ignore[arg-type]
+
+
+def test_the_replicator_shows_its_choice_in_status_and_a_stopping_one_measures_nothing() -> None:
+    import threading
+
+    from mirror_core.metrics import Metrics
+    from mirror_core.replication.replicator import FlowReplicator
+
+    config = parse_text(BASE, validate_clients=False, environ={})
+    stop = threading.Event()
+    replicator = FlowReplicator(config, config.flows[0], Metrics(), stop)
+    chooser = replicator._producer_choice
+    chooser._probe = lambda meta, topic, stopped: 0.08
+    assert chooser.choose(object()).count == WAN_PRODUCERS  # type: ignore[arg-type]
+    assert replicator.reporter.status["producers"]["round_trip_ms"] == 80.0
+    stop.set()  # the replicator's own stop event is what the chooser asks
+    fresh = FlowReplicator(config, config.flows[0], Metrics(), stop)
+    fresh._producer_choice._probe = lambda meta, topic, stopped: pytest.fail("a stopping flow measured")
+    assert fresh._producer_choice.choose(object()).count == 1  # type: ignore[arg-type]
+    assert "producers" not in fresh.reporter.status
 
 
 def test_exactly_once_has_a_producer_per_slot_and_measures_nothing() -> None:
     def probe(meta: object, topic: str, stopped: object) -> float:
         raise AssertionError("exactly-once measured the round trip")
 
-    assert ProducerChooser(flow("exactly.once.enabled = true\n"), lambda: False, probe).choose(
+    assert ProducerChooser(flow("exactly.once.enabled = true\n"), lambda: False, lambda entry: None, probe).choose(
         object()).entry() == {  # type: ignore[arg-type]
         "count": None, "one_batch_per_partition": False, "round_trip_ms": None,
         "reason": "exactly-once: a transactional producer per slot"}

@@ -39,6 +39,7 @@ VARIANTS: dict[str, list[str]] = {
     "mirror_core + lz4": ["target.producer.compression.type = lz4"],
     "mirror_core + zstd": ["target.producer.compression.type = zstd"],
     "mirror_core + linger.ms=100": ["target.producer.linger.ms = 100"],
+    "mirror_core + linger.ms=2": ["target.producer.linger.ms = 2"],  # parked batches wait the linger (README)
     "mirror_core + 4 MiB socket buffers": ["target.producer.socket.send.buffer.bytes = 4194304",
                                            "target.producer.socket.receive.buffer.bytes = 4194304"],
     "mirror_core + one batch per partition": ["replication.one.batch.per.partition = true"],

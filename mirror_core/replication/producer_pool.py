@@ -84,11 +84,16 @@ def needs_round_trip(flow: FlowConfig) -> bool:
 
 
 def choose_producers(flow: FlowConfig, round_trip_s: float | None) -> ProducerChoice:
-    """``flow.producers`` when set. With ``auto`` (None): WAN_PRODUCERS when the measured ``round_trip_s`` is
-    WAN_ROUND_TRIP_S or more, else 1; 1 also when it could not be measured (None), and when one batch per
-    partition cannot apply, without which each producer's thread spins while its partitions wait (18-26 CPU-s
-    per M records at 80 ms). One batch per partition when set, else (``auto``) with more than one producer,
-    at-least-once only (exactly-once has a producer per slot)."""
+    """Exactly-once: a transactional producer per slot (count None), one batch per partition only when set.
+    At-least-once: ``flow.producers`` when set. With ``auto`` (None): WAN_PRODUCERS when the measured
+    ``round_trip_s`` is WAN_ROUND_TRIP_S or more, else 1; 1 also when it could not be measured (None), and when
+    one batch per partition cannot apply, without which each producer's thread spins while its partitions wait
+    (18-26 CPU-s per M records at 80 ms). One batch per partition when set, else (``auto``) with more than one
+    producer. Never with the identity policy, whose records produce.py proves delivered one by one."""
+    no_provenance = not flow.policy.uses_provenance
+    if flow.exactly_once:
+        return ProducerChoice(None, bool(flow.one_batch_per_partition) and no_provenance,
+                              "exactly-once: a transactional producer per slot")
     measured = None
     if flow.producers is not None:
         count, reason = flow.producers, "replication.producers set"
@@ -101,16 +106,8 @@ def choose_producers(flow: FlowConfig, round_trip_s: float | None) -> ProducerCh
         count, measured = (WAN_PRODUCERS if round_trip_s >= WAN_ROUND_TRIP_S else 1), round_trip_s
         side = ">=" if round_trip_s >= WAN_ROUND_TRIP_S else "<"
         reason = f"auto: round trip to the target {round_trip_s * 1000:.1f} ms {side} {WAN_ROUND_TRIP_S * 1000:.0f} ms"
-    one_batch = flow.one_batch_per_partition if flow.one_batch_per_partition is not None else (
-        count > 1 and not flow.exactly_once)
-    return ProducerChoice(count, one_batch and not flow.policy.uses_provenance, reason, measured)
-
-
-def exactly_once_choice(flow: FlowConfig) -> ProducerChoice:
-    """Exactly-once: a transactional producer per slot; one batch per partition only when set (auto: off), and
-    never with the identity policy, whose records produce.py proves delivered one by one."""
-    return ProducerChoice(None, bool(flow.one_batch_per_partition) and not flow.policy.uses_provenance,
-                          "exactly-once: a transactional producer per slot")
+    one_batch = flow.one_batch_per_partition if flow.one_batch_per_partition is not None else count > 1
+    return ProducerChoice(count, one_batch and no_provenance, reason, measured)
 
 
 RoundTripProbe = Callable[[Consumer, str, Callable[[], bool]], float | None]
@@ -135,12 +132,9 @@ class ProducerChooser:
         """This pipeline's producers, logged (a warning when auto got no answer) and shown unless the flow is
         stopping."""
         flow = self._flow
-        if flow.exactly_once:
-            choice = exactly_once_choice(flow)
-        else:
-            if self.round_trip_s is None and needs_round_trip(flow) and not self._stopped():
-                self.round_trip_s = self._probe(target_meta, flow.progress_topic, self._stopped)
-            choice = choose_producers(flow, self.round_trip_s)
+        if self.round_trip_s is None and needs_round_trip(flow) and not self._stopped():
+            self.round_trip_s = self._probe(target_meta, flow.progress_topic, self._stopped)
+        choice = choose_producers(flow, self.round_trip_s)
         if self._stopped():  # the pipeline is closed at once: nothing to say about it
             return choice
         unanswered = needs_round_trip(flow) and self.round_trip_s is None

@@ -13,7 +13,6 @@ from mirror_core.replication.producer_pool import (
     WAN_ROUND_TRIP_S,
     ProducerChooser,
     choose_producers,
-    exactly_once_choice,
     measure_round_trip,
     needs_round_trip,
     producer_for,
@@ -175,6 +174,6 @@ def test_exactly_once_has_a_producer_per_slot_and_measures_nothing() -> None:
         "count": None, "one_batch_per_partition": False, "round_trip_ms": None,
         "reason": "exactly-once: a transactional producer per slot"}
     parked = flow("exactly.once.enabled = true\nreplication.one.batch.per.partition = true\n")
-    assert exactly_once_choice(parked).one_batch_per_partition
-    assert not exactly_once_choice(flow("exactly.once.enabled = true\nreplication.one.batch.per.partition = true\n"
-                                        + identity_line())).one_batch_per_partition
+    assert choose_producers(parked, None).one_batch_per_partition
+    assert not choose_producers(flow("exactly.once.enabled = true\nreplication.one.batch.per.partition = true\n"
+                                    + identity_line()), None).one_batch_per_partition

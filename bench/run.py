@@ -334,7 +334,7 @@ def run_wan_part(clusters: list[LocalCluster], work: Path, args: Any) -> list[di
     args.wan_load = _load()
     return run_wan(clusters, work, ints[0], ints[1], placements, args.wan_runs, args.wan_records, 2000,
                    args.seconds, args.mm2, args.wan_bandwidth,
-                   names(args.wan_variants) or None, args.latency_runs)
+                   names(args.wan_variants) or None, args.latency_runs, args.wan_target_batch_bytes)
 
 
 def run_scenarios(src: str, dst: str, work: Path, args: Any, parts: set[str]) -> dict[str, Any]:
@@ -495,6 +495,9 @@ def main() -> int:
     parser.add_argument("--wan-placements", default="remote-consume,remote-produce",
                         help="wan: where the mirror runs (remote-consume: next to the target)")
     parser.add_argument("--wan-bandwidth", type=int, help="wan: a bandwidth cap, KB/s each way (default none)")
+    parser.add_argument("--wan-target-batch-bytes", type=int,
+                        help="wan: the target broker takes record batches this large (message.max.bytes) and "
+                             "MirrorMaker 2 sends them (batch.size, max.request.size); default: the broker's 1 MiB")
     parser.add_argument("--wan-variants", default="",
                         help="wan: comma-separated mirror_core variants next to the source (default: all; "
                              "labels as in bench/wan.py VARIANTS, e.g. 'mirror_core,mirror_core + 4 producers')")
@@ -606,6 +609,9 @@ def main() -> int:
         from bench.wan import wan_markdown
 
         meta["load"] = f"{args.wan_load}, after: {_load()}"
+        if args.wan_target_batch_bytes:
+            meta["target_batch_bytes"] = f"{args.wan_target_batch_bytes} (MirrorMaker 2: batch.size and " \
+                                         "max.request.size the same)"
         wan_md = wan_markdown(extra_results["wan"], meta)
         (out / f"wan-{stamp}.md").write_text(wan_md)
         print(wan_md)

@@ -135,10 +135,24 @@ def endpoints(placement: str, clusters: list[LocalCluster]) -> tuple[str, str]:
     return src.bootstrap, dst.bootstrap_for("WAN")
 
 
-def _mm2_starter(src: str, dst: str, alias: str) -> Any:
+def _mm2_starter(src: str, dst: str, alias: str, extra: dict[str, str] | None = None) -> Any:
     from bench.mm2 import start_mm2
 
-    return lambda topic, wd: [start_mm2(src, dst, alias, topic, wd)]
+    return lambda topic, wd: [start_mm2(src, dst, alias, topic, wd, extra)]
+
+
+def allow_target_batches(target: LocalCluster, limit: int) -> dict[str, str]:
+    """Let the target's broker take record batches up to ``limit`` bytes (message.max.bytes, set dynamically);
+    MirrorMaker 2's producer settings to use them (its batch.size and max.request.size)."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    broker = str(next(iter(admin.list_topics(timeout=30).brokers)))
+    entry = ConfigEntry("message.max.bytes", str(limit), incremental_operation=AlterConfigOpType.SET)
+    for fut in admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, broker,
+                                                               incremental_configs=[entry])]).values():
+        fut.result(30)
+    return {"target.producer.batch.size": str(limit), "target.producer.max.request.size": str(limit)}
 
 
 def _ours_starter(src: str, dst: str, alias: str, extra: list[str]) -> Any:
@@ -148,7 +162,8 @@ def _ours_starter(src: str, dst: str, alias: str, extra: list[str]) -> Any:
 
 
 def backlog_once(system: str, extra: list[str] | None, src: str, dst: str, direct_dst: str, topic: str, n: int,
-                 size: int, alias: str, work: Path, link: Link) -> tuple[float, float, float, float]:
+                 size: int, alias: str, work: Path, link: Link,
+                 mm2_extra: dict[str, str] | None = None) -> tuple[float, float, float, float]:
     """(records/s, payload MB/s, wire MB/s, CPU-s per million) of one backlog run."""
     from bench.run import measure_backlog
 
@@ -159,7 +174,7 @@ def backlog_once(system: str, extra: list[str] | None, src: str, dst: str, direc
         from bench.mm2 import start_mm2
         from bench.run import end_total
 
-        proc = start_mm2(src, dst, alias, topic, work)
+        proc = start_mm2(src, dst, alias, topic, work, mm2_extra)
         watcher = Consumer({"bootstrap.servers": direct_dst, "group.id": f"w-{alias}", "log_level": "0"})
         try:
             r = measure_backlog([proc], lambda: end_total(watcher, f"{alias}.{topic}") > 0, direct_dst,
@@ -177,13 +192,15 @@ def backlog_once(system: str, extra: list[str] | None, src: str, dst: str, direc
 def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: list[int], placements: list[str],
             runs: int, records: int, rate: int, seconds: float, mm2: bool,
             bandwidth_kb_s: int | None = None, variants: list[str] | None = None,
-            latency_runs: int = 1) -> list[dict[str, Any]]:
+            latency_runs: int = 1, target_batch_bytes: int | None = None) -> list[dict[str, Any]]:
     """``variants``: the labels of VARIANTS to run next to the source (default: all); ``latency_runs``: steady-load
-    runs per system and cell, interleaved (the p99 reported is their median, with the spread)."""
+    runs per system and cell, interleaved (the p99 reported is their median, with the spread);
+    ``target_batch_bytes``: the target takes batches this large, and MirrorMaker 2 is told to send them."""
     unknown = sorted(set(variants or []) - set(VARIANTS))
     if unknown:
         raise SystemExit(f"--wan-variants: unknown {', '.join(unknown)}; choose among {', '.join(VARIANTS)}")
     chosen = {k: v for k, v in VARIANTS.items() if not variants or k in variants}
+    mm2_extra = allow_target_batches(clusters[1], target_batch_bytes) if target_batch_bytes else None
     server = ToxiproxyServer(work / "toxiproxy", free_port())
     link = Link(server.start(), clusters)
     results: list[WanResult] = []
@@ -204,7 +221,7 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
                         for k, (system, extra) in enumerate(systems.items()):
                             alias = f"w{size}r{rtt}{placement[7]}{k}n{i}"
                             samples[system].append(backlog_once(system, extra, src, dst, clusters[1].bootstrap,
-                                                                topic, n, size, alias, work, link))
+                                                                topic, n, size, alias, work, link, mm2_extra))
                             print(f"wan {placement} rtt={rtt} {size}B {system}: {samples[system][-1]}", flush=True)
                     for system, rows in samples.items():
                         if not rows:  # --wan-runs 0: latency only
@@ -232,7 +249,7 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
                         for i in range(latency_runs):
                             for system, (base, extra) in systems_l.items():
                                 alias = f"{base}n{i}"
-                                start = (_mm2_starter(src, dst, alias) if extra is None
+                                start = (_mm2_starter(src, dst, alias, mm2_extra) if extra is None
                                          else _ours_starter(src, dst, alias, extra))
                                 lat = latency_run(system, start, clusters[0].bootstrap, clusters[1].bootstrap,
                                                   alias, work, rate, seconds, warmup_s=WAN_WARMUP_S)
@@ -260,7 +277,8 @@ def wan_markdown(rows: list[dict[str, Any]], meta: dict[str, str]) -> str:
              f"that rate. p99: steady load of 100-byte records (bench.scenarios.latency_run), the first "
              f"{WAN_WARMUP_S:.0f} s of it not counted, after one unmeasured run of {WAN_LATENCY_WARMUP_S:.0f} s "
              "that warms the brokers up; with several latency runs: the median (min-max). Bandwidth cap "
-             f"(KB/s each way): {(rows[0].get('bandwidth_kb_s') if rows else None) or 'none'}.", "",
+             f"(KB/s each way): {(rows[0].get('bandwidth_kb_s') if rows else None) or 'none'}. Target broker's "
+             f"message.max.bytes: {meta.get('target_batch_bytes') or 'default (1 MiB)'}.", "",
              "| placement | RTT ms | value B | system | records/s (median) | min-max | payload MB/s | wire MB/s | "
              "CPU-s per M | p99 ms | vs MM2 | vs own RTT 0 |",
              "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|"]

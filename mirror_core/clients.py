@@ -203,10 +203,11 @@ def make_consumer(cluster: ClusterConfig, group_id: str, overrides: Mapping[str,
 
 
 def producer_settings(cluster: ClusterConfig, overrides: Mapping[str, str] | None = None,
-                      enforced: Mapping[str, str] | None = None, warn: bool = False) -> dict[str, Any]:
-    """Defaults, then the user's settings, then what the guarantees need (``warn``: say which of the
-    user's settings the guarantees override)."""
-    settings: dict[str, Any] = dict(PRODUCER_DEFAULTS)
+                      enforced: Mapping[str, str] | None = None, warn: bool = False,
+                      defaults: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Defaults (``defaults`` over the usual ones), then the user's settings, then what the guarantees need
+    (``warn``: say which of the user's settings the guarantees override)."""
+    settings: dict[str, Any] = {**PRODUCER_DEFAULTS, **(defaults or {})}
     settings.update(cluster.client_settings("producer", overrides))
     if warn:
         _warn_overridden(settings, PRODUCER_ENFORCED, f"{cluster.alias} producer")
@@ -221,8 +222,9 @@ def batch_limit_bytes(settings: Mapping[str, Any]) -> int:
 
 
 def make_producer(cluster: ClusterConfig, overrides: Mapping[str, str] | None = None,
-                  health: ClusterHealth | None = None, enforced: Mapping[str, str] | None = None) -> Producer:
-    return Producer(_with_callbacks(producer_settings(cluster, overrides, enforced, warn=True), health))
+                  health: ClusterHealth | None = None, enforced: Mapping[str, str] | None = None,
+                  defaults: Mapping[str, str] | None = None) -> Producer:
+    return Producer(_with_callbacks(producer_settings(cluster, overrides, enforced, True, defaults), health))
 
 
 def make_admin(cluster: ClusterConfig, health: ClusterHealth | None = None,

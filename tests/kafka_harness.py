@@ -15,7 +15,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,18 +151,29 @@ def end_offsets(bootstrap: str, topic: str, isolation: str = "read_committed") -
         c.close()
 
 
-def producer_ids(cluster: LocalCluster, topic: str) -> dict[int, set[int]]:
-    """Per partition, the producer ids of the record batches the broker stored (read from its log
-    segments: the batch header's producerId; the clients do not expose it)."""
-    out: dict[int, set[int]] = {}
+def stored_batches(cluster: LocalCluster, topic: str) -> Iterator[tuple[int, bytes]]:
+    """(partition, the record batch's bytes) of every batch the broker stored for ``topic``, read from its log
+    segments (what the clients do not expose: batch boundaries, the batch header)."""
     for seg in sorted((cluster.base_dir / "data").glob(f"{topic}-*/*.log")):
         partition = int(seg.parent.name.rsplit("-", 1)[1])
-        data, pos, ids = seg.read_bytes(), 0, out.setdefault(partition, set())
+        data, pos = seg.read_bytes(), 0
         while pos + 61 <= len(data):
             length = struct.unpack(">i", data[pos + 8:pos + 12])[0]
-            ids.add(struct.unpack(">q", data[pos + 43:pos + 51])[0])
+            yield partition, data[pos:pos + 12 + length]
             pos += 12 + length
+
+
+def producer_ids(cluster: LocalCluster, topic: str) -> dict[int, set[int]]:
+    """Per partition, the producer ids of the record batches the broker stored (the header's producerId)."""
+    out: dict[int, set[int]] = {}
+    for partition, batch in stored_batches(cluster, topic):
+        out.setdefault(partition, set()).add(struct.unpack(">q", batch[43:51])[0])
     return out
+
+
+def batch_sizes(cluster: LocalCluster, topic: str) -> list[int]:
+    """The size in bytes of every record batch the broker stored for ``topic`` (what max.message.bytes limits)."""
+    return [len(batch) for _, batch in stored_batches(cluster, topic)]
 
 
 def read_all(bootstrap: str, topic: str, isolation: str = "read_committed", timeout: float = 60) -> list[Rec]:

@@ -53,6 +53,14 @@ PRODUCER_DEFAULTS = {
     "compression.type": "none",
     "reconnect.backoff.max.ms": "1000",
 }
+#: Over PRODUCER_DEFAULTS when one batch per partition applies at-least-once (replication.one.batch.per.partition):
+#: the mirror then cuts each partition's pieces to what its remote topic accepts (max.message.bytes on the
+#: target, replication/produce.py), so a target that takes bigger batches gets them. Over a long round trip that
+#: is the rate: a partition gets one batch per round trip (README "Running across a WAN").
+PARKED_PRODUCER_DEFAULTS = {
+    "batch.size": str(8 << 20),
+    "message.max.bytes": str(8 << 20),
+}
 PRODUCER_ENFORCED = {
     # Nothing is acknowledged to the progress store before every in-sync replica has it, and the
     # producer never reorders or duplicates on retry.

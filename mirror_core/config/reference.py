@@ -10,6 +10,7 @@ import sys
 from mirror_core.config.client_defaults import (
     CONSUMER_DEFAULTS,
     CONSUMER_ENFORCED,
+    PARKED_PRODUCER_DEFAULTS,
     PRODUCER_DEFAULTS,
     PRODUCER_ENFORCED,
     STANDING_CONSUMER_DEFAULTS,
@@ -60,6 +61,8 @@ def render_reference() -> str:
     out += [f"| source consumer | `{k}` | `{v}` |" for k, v in CONSUMER_DEFAULTS.items()]
     out += [f"| replicating consumer | `{k}` | `{v}` |" for k, v in STANDING_CONSUMER_DEFAULTS.items()]
     out += [f"| target producer | `{k}` | `{v}` |" for k, v in PRODUCER_DEFAULTS.items()]
+    out += [f"| target producer, one batch per partition (at-least-once) | `{k}` | `{v}` |"
+            for k, v in PARKED_PRODUCER_DEFAULTS.items()]
     out += ["", "Enforced (the delivery guarantees depend on them; user values are replaced):", "",
             "| client | setting | value |", "|---|---|---|"]
     out += [f"| source consumer | `{k}` | `{v}` |" for k, v in CONSUMER_ENFORCED.items()]

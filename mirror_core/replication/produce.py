@@ -9,8 +9,9 @@ to pinpoint a record the target refuses). A full local queue is waited out in on
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from confluent_kafka import (
@@ -27,11 +28,15 @@ from mirror_core.kafka_io import log_end
 from mirror_core.replication.acks import RECORD_ERRORS
 from mirror_core.replication.batch import Batch, PartitionState
 
+log = logging.getLogger(__name__)
+
 PROVENANCE_HEADER = "mirror-core.provenance"
 #: librdkafka's most bytes of framing around one record (RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD) and one header
 #: (two varints); REQUEST_SLACK: the produce request's and batch's own headers (topic name, ids), generously
 #: (a quarter of a batch smaller than 16 KiB)
 RECORD_OVERHEAD, HEADER_OVERHEAD, REQUEST_SLACK = 36, 10, 4096
+#: Kafka's default message.max.bytes: what a remote topic is taken to accept until the target says
+BROKER_DEFAULT_LIMIT = 1048588
 DeliveryCallback = Callable[[KafkaError | None, Any], None]
 
 
@@ -81,12 +86,50 @@ class Producing:
         # Remote topics named like the source (identity policy) may have other writers: prove
         # delivery per record instead of per batch.
         self.exact_reports = flow.policy.uses_provenance
+        #: the most bytes librdkafka puts in one batch (batch.size, message.max.bytes)
+        self.client_limit = batch_bytes
+        self.one_batch_per_partition = one_batch_per_partition and bool(batch_bytes)
         #: one batch per partition (replication.one.batch.per.partition): the most record bytes (librdkafka's
-        #: estimate) handed over at a time, so that they go in one produce request; None: hand over everything
-        self.batch_bytes = batch_bytes - min(REQUEST_SLACK, batch_bytes // 4) \
-            if one_batch_per_partition and batch_bytes else None
+        #: estimate) handed over at a time, so that they go in one produce request, for a remote topic whose
+        #: limit is not known (yet): what a broker takes by default; None: hand over everything
+        self.batch_bytes = _budget(min(batch_bytes, BROKER_DEFAULT_LIMIT)) \
+            if self.one_batch_per_partition and batch_bytes else None
+        #: per remote topic whose limit is known (:meth:`set_topic_limits`): its budget, as batch_bytes
+        self.budgets: dict[str, int | None] = {}
+        self._unknown: set[str] = set()  # remote topics whose limit the target did not give (said once)
         #: partitions with parked records
         self.parked: set[PartitionState] = set()
+
+    def set_topic_limits(self, limits: dict[str, int]) -> None:
+        """The largest batch each remote topic accepts (its max.message.bytes on the target). A topic that takes
+        less than librdkafka would put in a batch gets one batch per partition, cut to its limit: librdkafka
+        does not split a batch the target refuses as too large (each would be replayed record by record)."""
+        for remote, limit in limits.items():
+            if self.client_limit is not None and limit < self.client_limit:
+                self.budgets[remote] = _budget(limit)
+            elif self.one_batch_per_partition and self.client_limit is not None:
+                self.budgets[remote] = _budget(self.client_limit)
+            else:
+                self.budgets[remote] = None  # librdkafka's own limit keeps its batches within the topic's
+
+    def learn_limits(self, ready: Iterable[str], describe: Callable[[list[str]], dict[str, int]]) -> None:
+        """Read the limits of the remote topics of ``ready`` source topics not known yet, in one request (a topic
+        the target did not answer for is asked again next time)."""
+        new = [remote for remote in map(self.flow.remote_topic, ready) if remote not in self.budgets]
+        if not new:
+            return
+        limits = describe(new)
+        self.set_topic_limits(limits)
+        for remote in sorted(set(new) - set(limits) - self._unknown):
+            self._unknown.add(remote)
+            log.info("flow %s: max.message.bytes of remote topic %s unknown (the target did not say; DescribeConfigs "
+                     "on it?): batches of up to %s bytes meanwhile; asked again at each topic refresh",
+                     self.flow.name, remote, self.client_limit if self.batch_bytes is None else
+                     min(self.client_limit or 0, BROKER_DEFAULT_LIMIT))
+
+    def budget(self, remote: str) -> int | None:
+        """The most record bytes a partition of ``remote`` may have with librdkafka at a time; None: no limit."""
+        return self.budgets.get(remote, self.batch_bytes)
 
     def produce_run(self, st: PartitionState, run: list[Message]) -> None:
         """Produce one run of consecutive records of one partition."""
@@ -100,11 +143,15 @@ class Producing:
             run = self.with_provenance(run)
         if st.origin is None and run:
             st.origin = run[0].offset()
-        if self.batch_bytes is not None and not st.careful and not self.exact_reports and run:
+        budget = self.budget(st.remote)
+        if budget is not None and not st.careful and not self.exact_reports and run:
             if st.parked or st.in_flight_full:
                 self._park(st, run)  # the producer would hold it (and behind what waits already)
                 return
-            cut = _fitting(run, self.batch_bytes)
+            cut = _room_for(st, run, budget)
+            if cut == 0:
+                self._park(st, run)
+                return
             if cut < len(run):
                 self._park(st, run[cut:])
                 run = run[:cut]
@@ -132,8 +179,6 @@ class Producing:
         if not self.parked:
             return 0
         released = 0
-        batch_bytes = self.batch_bytes
-        assert batch_bytes is not None
         for st in list(self.parked):
             parked = st.parked
             if not parked:  # rewound, paused or released since: acks.py dropped them
@@ -141,12 +186,17 @@ class Producing:
                 continue
             if not st.copying or st.in_flight_full:
                 continue
-            released += 1
             if st.careful:  # record by record now (produce_run does that)
+                released += 1
                 self.parked.discard(st)
                 self.produce_run(st, parked.take(len(parked)))
                 continue
-            run = parked.take(_fitting(parked.records, batch_bytes, parked.start))
+            budget = self.budget(st.remote)
+            take = len(parked) if budget is None else _room_for(st, parked.records, budget, parked.start)
+            if take == 0:
+                continue
+            released += 1
+            run = parked.take(take)
             if not parked:
                 self.parked.discard(st)
             self.hooks.before_produce(st)
@@ -312,9 +362,26 @@ class Producing:
         return out
 
 
-def _fitting(run: list[Message], budget: int, start: int = 0) -> int:
+def _budget(limit: int) -> int:
+    """Record bytes to hand over for one batch of at most ``limit`` bytes: the request's and batch's own headers
+    left out (REQUEST_SLACK, a quarter of a limit under 16 KiB)."""
+    return limit - min(REQUEST_SLACK, limit // 4)
+
+
+def _room_for(st: PartitionState, run: list[Message], budget: int, start: int = 0) -> int:
+    """How many of ``run``'s records (from ``start``) may join what ``st`` has with librdkafka now: a batch is
+    made of records not yet acknowledged, so those in flight count against the budget. 0 when the next record
+    does not fit beside them; with nothing in flight, at least one (a record the target refuses goes alone)."""
+    in_flight = sum(b.size + b.count * RECORD_OVERHEAD for b in st.pending if b.pending > 0)
+    if not in_flight:
+        return _fitting(run, budget, start)
+    return _fitting(run, budget - in_flight, start, at_least_one=False) if budget > in_flight else 0
+
+
+def _fitting(run: list[Message], budget: int, start: int = 0, at_least_one: bool = True) -> int:
     """How many of ``run``'s records from ``start`` on fit in ``budget`` bytes as librdkafka counts a record on
-    the wire (key, value, headers and at most RECORD_OVERHEAD; rd_kafka_msg_wire_size); at least one."""
+    the wire (key, value, headers and at most RECORD_OVERHEAD; rd_kafka_msg_wire_size); at least one unless
+    ``at_least_one`` is False."""
     used = 0
     for k in range(len(run) - start):
         m = run[start + k]
@@ -323,7 +390,7 @@ def _fitting(run: list[Message], budget: int, start: int = 0) -> int:
         if headers:
             used += sum(HEADER_OVERHEAD + len(name.encode()) + (len(v) if v is not None else 0) for name, v in headers)
         if used > budget:
-            return max(k, 1)
+            return max(k, 1) if at_least_one else k
     return len(run) - start
 
 

@@ -26,6 +26,7 @@ from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaException
 
+from mirror_core.config.client_defaults import PARKED_PRODUCER_DEFAULTS
 from mirror_core.config.model import FlowConfig
 
 P = TypeVar("P")
@@ -64,6 +65,12 @@ class ProducerChoice:
     reason: str
     #: the measured round trip to the target (``replication.producers = auto``); None: not measured
     round_trip_s: float | None = None
+
+    def producer_defaults(self) -> dict[str, str]:
+        """Settings under the user's for the pipeline's at-least-once producers."""
+        if self.count is None or not self.one_batch_per_partition:
+            return {}
+        return dict(PARKED_PRODUCER_DEFAULTS)
 
     def entry(self) -> dict[str, object]:
         """For /status."""

@@ -240,12 +240,14 @@ class FlowReplicator:
                                 self.membership)
             delivery = ExactlyOnce(slots, assignment)
         else:
-            producers = [make_producer(tgt, flow.producer_overrides, self.target_health) for _ in range(choice.count)]
+            producers = [make_producer(tgt, flow.producer_overrides, self.target_health,
+                                       defaults=choice.producer_defaults()) for _ in range(choice.count)]
             delivery = AtLeastOnce(producers, assignment, acks, committer, target_meta, flow.policy.uses_provenance)
         self._delivery = delivery
         acks.on_failure = delivery.on_failure
         self._producing = Producing(flow, acks.active.add, target_meta, delivery,
-                                    batch_limit_bytes(producer_settings(tgt, flow.producer_overrides)),
+                                    batch_limit_bytes(producer_settings(tgt, flow.producer_overrides,
+                                                                        defaults=choice.producer_defaults())),
                                     choice.one_batch_per_partition)
         if flow.emit_heartbeats:
             self._hb_producer = make_producer(src, health=self.source_health,
@@ -269,6 +271,11 @@ class FlowReplicator:
         pacer = SendPacer(self.flow.commit_interval_ms / 1000.0)
         parked_gauge = self.metrics.parked.labels(self.flow.name)
         parked_wait = PARKED_WAIT_S
+
+        def on_topics(ready: dict[str, int]) -> None:
+            producing.learn_limits(ready, assignment.topics.configs.remote_limits)  # before their records come
+            delivery.on_topics(ready)
+
         self.reporter.set_state("running")
         copying_since = time.monotonic()
         log.info("flow %s: replicating (instance %s, group %s)", self.flow.name, self.instance,
@@ -277,7 +284,7 @@ class FlowReplicator:
             while not self.stop.is_set():
                 now = time.monotonic()
                 if now >= assignment.next_refresh:
-                    assignment.refresh(now, delivery.on_topics)
+                    assignment.refresh(now, on_topics)
                 if heartbeats is not None:
                     self._emit_heartbeat(heartbeats, now, src)
                 acks.resume_due(now, assignment.owns)

@@ -215,3 +215,65 @@ def test_the_loops_wait_while_parked_grows_only_while_nothing_moves() -> None:
     assert next_parked_wait(wait, parked=100, released=3) == PARKED_WAIT_S  # an acknowledgement released some
     # Nothing parked: short again, so the first records parked later are not served 20 ms late.
     assert next_parked_wait(IDLE_WAIT_S, parked=0, released=0) == PARKED_WAIT_S
+
+
+def test_a_remote_topic_that_takes_less_than_a_librdkafka_batch_gets_pieces_of_its_limit() -> None:
+    """librdkafka does not split a batch the target refuses as too large: a remote topic whose max.message.bytes
+    is below the producer's batch limit has its partitions' records handed over a batch at a time, cut to it."""
+    p, st, producer = producing(1 << 20, extra="")  # one producer on loopback: no parking of its own
+    p.produce_run(st, [Rec(i, SIZE) for i in range(5)])  # type: ignore[arg-type]
+    assert len(producer.calls) == 5 and not st.parked, "no limit known yet: everything handed over"
+    producer.deliver()
+    st.pending.clear()
+    p.set_topic_limits({"dc1.t": 65536, "dc1.big": 2 << 20})
+    assert p.budget("dc1.big") is None and p.budget("dc1.other") is None
+    assert p.budget("dc1.t") == 65536 - REQUEST_SLACK
+    p.produce_run(st, [Rec(i, SIZE) for i in range(5, 105)])  # type: ignore[arg-type]
+    per_piece = (65536 - REQUEST_SLACK) // PER
+    assert len(producer.calls) == 5 + per_piece and len(st.parked) == 100 - per_piece
+    producer.deliver()
+    assert p.release() == 1 and len(producer.calls) == 5 + 2 * per_piece
+    sent = [call[1] for call in producer.calls]
+    assert sent == [Rec(i, SIZE).value() for i in range(5 + 2 * per_piece)]
+
+
+def test_records_in_flight_count_against_the_limit() -> None:
+    """A few records in flight do not hold the next ones (librdkafka may send another batch), but librdkafka
+    may put them in one batch with the next: the piece handed over beside them is cut so that both fit."""
+    p, st, producer = producing(1 << 20, extra="")
+    p.set_topic_limits({"dc1.t": 5 * PER + REQUEST_SLACK})  # five records a batch
+    p.produce_run(st, [Rec(0, SIZE), Rec(1, SIZE)])  # type: ignore[arg-type]
+    assert len(producer.calls) == 2 and not st.in_flight_full
+    p.produce_run(st, [Rec(i, SIZE) for i in range(2, 8)])  # type: ignore[arg-type]
+    assert len(producer.calls) == 5 and len(st.parked) == 3, "three more fit beside the two in flight"
+    p2, st2, producer2 = producing(1 << 20, extra="")
+    p2.set_topic_limits({"dc1.t": 2 * PER + REQUEST_SLACK // 2 + 100})  # a quarter at most is slack: 2 records
+    p2.produce_run(st2, [Rec(0, SIZE), Rec(1, SIZE)])  # type: ignore[arg-type]
+    p2.produce_run(st2, [Rec(2, SIZE)])  # type: ignore[arg-type]
+    assert len(producer2.calls) == 2 and len(st2.parked) == 1, "a record that does not fit beside them waits"
+    assert p2.release() == 0
+    producer2.deliver()
+    assert p2.release() == 1 and len(producer2.calls) == 3
+
+
+def test_limits_are_read_once_per_remote_topic_and_again_when_unanswered() -> None:
+    p, _, _ = producing(1 << 20, extra="")
+    asked: list[list[str]] = []
+
+    def describe(remotes: list[str]) -> dict[str, int]:
+        asked.append(remotes)
+        return {r: 65536 for r in remotes if r != "dc1.b"}  # the target does not answer for dc1.b
+
+    p.learn_limits({"a": 1, "b": 1}, describe)
+    p.learn_limits({"a": 1, "b": 1, "c": 3}, describe)
+    assert asked == [["dc1.a", "dc1.b"], ["dc1.b", "dc1.c"]]
+    assert p.budget("dc1.a") == p.budget("dc1.c") == 65536 - REQUEST_SLACK and p.budget("dc1.b") is None
+
+
+def test_parked_batches_grow_to_the_topics_limit_and_stay_at_a_brokers_default_until_it_is_known() -> None:
+    p, _, _ = producing(8 << 20)  # parked producers: librdkafka's limit raised to 8 MiB (PARKED_PRODUCER_DEFAULTS)
+    assert p.budget("dc1.x") == 1048588 - REQUEST_SLACK, "unknown: what a broker takes by default"
+    p.set_topic_limits({"dc1.x": 4_000_000, "dc1.y": 16 << 20, "dc1.z": 65536})
+    assert p.budget("dc1.x") == 4_000_000 - REQUEST_SLACK
+    assert p.budget("dc1.y") == (8 << 20) - REQUEST_SLACK, "never past librdkafka's own limit"
+    assert p.budget("dc1.z") == 65536 - REQUEST_SLACK

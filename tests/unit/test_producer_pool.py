@@ -5,6 +5,8 @@ from collections import Counter
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from mirror_core.clients import producer_settings
+from mirror_core.config.client_defaults import PARKED_PRODUCER_DEFAULTS
 from mirror_core.config.errors import ConfigError
 from mirror_core.config.loader import parse_text
 from mirror_core.config.model import FlowConfig
@@ -177,3 +179,17 @@ def test_exactly_once_has_a_producer_per_slot_and_measures_nothing() -> None:
     assert choose_producers(parked, None).one_batch_per_partition
     assert not choose_producers(flow("exactly.once.enabled = true\nreplication.one.batch.per.partition = true\n"
                                     + identity_line()), None).one_batch_per_partition
+
+
+def test_parked_producers_take_batches_as_large_as_the_remote_topics_accept() -> None:
+    """With one batch per partition the mirror cuts each piece to its remote topic's limit, so librdkafka's own
+    limit is raised under the user's settings; without it, and exactly-once, the usual defaults stay."""
+    wan = choose_producers(flow(), 0.08)
+    big = PARKED_PRODUCER_DEFAULTS["batch.size"]
+    assert wan.count == 4 and wan.producer_defaults() == {"batch.size": big, "message.max.bytes": big}
+    assert choose_producers(flow(), 0.001).producer_defaults() == {}
+    assert choose_producers(flow("exactly.once.enabled = true\nreplication.one.batch.per.partition = true\n"),
+                            None).producer_defaults() == {}
+    cluster = parse_text(BASE + "dc2.producer.batch.size = 65536\n", validate_clients=False).clusters["dc2"]
+    settings = producer_settings(cluster, {}, defaults=wan.producer_defaults())
+    assert settings["batch.size"] == "65536" and settings["message.max.bytes"] == big, "the user's setting wins"

@@ -204,6 +204,17 @@ def read_all(bootstrap: str, topic: str, isolation: str = "read_committed", time
     return sorted(out, key=lambda r: (r.partition, r.offset))
 
 
+
+def assert_same_records(src: str, dst: str, topic: str, remote: str) -> None:
+    """Every record of ``topic`` on ``src`` is on ``remote`` on ``dst``: same partition, key, value, headers,
+    timestamp, in the same order."""
+    source, target = read_all(src, topic), read_all(dst, remote)
+    assert len(target) == len(source) > 0
+    for s, t in zip(source, target, strict=True):
+        assert (t.partition, t.key, t.value, t.headers, t.timestamp) == (s.partition, s.key, s.value, s.headers,
+                                                                        s.timestamp)
+
+
 def write_config(path: Path, clusters: dict[str, str], lines: Iterable[str]) -> Path:
     text = [f"clusters = {', '.join(clusters)}"]
     text += [f"{alias}.bootstrap.servers = {bs}" for alias, bs in clusters.items()]

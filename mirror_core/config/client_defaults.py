@@ -53,6 +53,9 @@ PRODUCER_DEFAULTS = {
     "compression.type": "none",
     "reconnect.backoff.max.ms": "1000",
 }
+#: Kafka's default message.max.bytes (brokers; topics' max.message.bytes): the largest record batch a topic takes
+#: unless set otherwise
+KAFKA_DEFAULT_MESSAGE_MAX_BYTES = 1048588
 #: Over PRODUCER_DEFAULTS when one batch per partition applies at-least-once (replication.one.batch.per.partition):
 #: the mirror then cuts each partition's pieces to what its remote topic accepts (max.message.bytes on the
 #: target, replication/produce.py), so a target that takes bigger batches gets them. Over a long round trip that

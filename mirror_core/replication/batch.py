@@ -24,14 +24,16 @@ IDEMP_MAX_INFLIGHT = 5
 
 class Batch:
     __slots__ = ("acked_at", "count", "err", "first", "gaps", "gen", "next", "pending", "size", "stamps",
-                 "t_first", "t_last", "ts_last")
+                 "t_first", "t_last", "ts_last", "wire")
 
     def __init__(self, gen: int, first: int) -> None:
         self.gen = gen
         self.first = first  # source offset of the first record in the run
         self.next = first  # source offset after the run (next to read)
         self.count = 0
-        self.size = 0
+        self.size = 0  # key and value bytes
+        #: bytes as librdkafka counts them (headers and record overhead too), where a batch limit applies; else 0
+        self.wire = 0
         self.pending = 0  # delivery callbacks still expected
         self.t_first = -1
         self.t_last = -1

@@ -65,9 +65,13 @@ class Delivery(Protocol):
 
 class AtLeastOnce:
     def __init__(self, producers: list[Producer], assignment: Assignment, acks: Acks, committer: ProgressCommitter,
-                 target_meta: Consumer, exact_reports: bool) -> None:
+                 target_meta: Consumer, exact_reports: bool, internal: Producer | None = None) -> None:
         self.producers = producers  # records of a partition always through the same one (producer_pool.py)
-        self.producer = producers[0]  # also progress and offset-map records
+        #: progress and offset-map records: ``internal`` when the data producers' batches may outgrow what the
+        #: single-partition internal topics take (one batch per partition raises their limit), else the first
+        self.producer = internal or producers[0]
+        #: every producer polled, flushed and purged here
+        self.clients = producers if internal is None else [*producers, internal]
         self.assignment = assignment
         self.acks = acks
         self.committer = committer
@@ -78,14 +82,14 @@ class AtLeastOnce:
         pass
 
     def in_flight(self) -> int:
-        return sum(len(p) for p in self.producers)
+        return sum(len(p) for p in self.clients)
 
     def poll_producers(self, timeout: float) -> None:
-        if len(self.producers) == 1:
+        if len(self.clients) == 1:
             self.producer.poll(timeout)
             return
-        busiest = max(self.producers, key=len)  # the wait is for the one holding most records
-        for p in self.producers:
+        busiest = max(self.clients, key=len)  # the wait is for the one holding most records
+        for p in self.clients:
             if p is not busiest:
                 p.poll(0)
         busiest.poll(timeout)
@@ -93,7 +97,7 @@ class AtLeastOnce:
     def send_now(self) -> None:
         # flush() lifts linger.ms only while it runs, and flush(0) returns before the producer's broker
         # threads see it: 1 ms lets them (it returns sooner once everything is delivered).
-        for p in self.producers:
+        for p in self.clients:
             p.flush(SEND_NOW_S)
 
     def flush(self, timeout: float) -> int:
@@ -101,7 +105,7 @@ class AtLeastOnce:
         starve the others of their flush); what is still undelivered."""
         deadline = time.monotonic() + timeout
         while True:
-            busy = [p for p in self.producers if len(p)]
+            busy = [p for p in self.clients if len(p)]
             if not busy or time.monotonic() >= deadline:
                 return self.in_flight()
             for i, p in enumerate(busy):
@@ -140,7 +144,7 @@ class AtLeastOnce:
         # An error restart: what is not acknowledged is read again by the next pipeline, so records still
         # queued here are dropped now rather than sent when these producers are finally collected (they
         # would land among the new pipeline's records).
-        for p in self.producers:
+        for p in self.clients:
             with contextlib.suppress(KafkaException):
                 p.purge(in_queue=True, in_flight=False)
                 p.poll(0)

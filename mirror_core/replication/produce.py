@@ -23,6 +23,7 @@ from confluent_kafka import (
     Producer,
 )
 
+from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES
 from mirror_core.config.model import FlowConfig
 from mirror_core.kafka_io import log_end
 from mirror_core.replication.acks import RECORD_ERRORS
@@ -35,8 +36,11 @@ PROVENANCE_HEADER = "mirror-core.provenance"
 #: (two varints); REQUEST_SLACK: the produce request's and batch's own headers (topic name, ids), generously
 #: (a quarter of a batch smaller than 16 KiB)
 RECORD_OVERHEAD, HEADER_OVERHEAD, REQUEST_SLACK = 36, 10, 4096
-#: Kafka's default message.max.bytes: what a remote topic is taken to accept until the target says
-BROKER_DEFAULT_LIMIT = 1048588
+#: how long a remote topic the target does not know yet (just created) is asked for again
+NEW_TOPIC_WAIT_S = 3.0
+#: how often every remote topic's limit is read again (a lowered one costs batches replayed record by record
+#: until then, a raised one bigger batches)
+LIMITS_REREAD_S = 600.0
 DeliveryCallback = Callable[[KafkaError | None, Any], None]
 
 
@@ -78,7 +82,8 @@ def _timestamp(m: Message) -> tuple[int, int]:
 
 class Producing:
     def __init__(self, flow: FlowConfig, track: Callable[[PartitionState], None], target_meta: Consumer,
-                 hooks: ProduceHooks, batch_bytes: int | None = None, one_batch_per_partition: bool = False) -> None:
+                 hooks: ProduceHooks, batch_bytes: int | None = None, one_batch_per_partition: bool = False,
+                 describe_limits: Callable[[list[str]], dict[str, int | None]] | None = None) -> None:
         self.flow = flow
         self.track = track  # the partition has batches in flight (acks.py collects them)
         self.target_meta = target_meta  # watermark look-ups on the target
@@ -92,11 +97,14 @@ class Producing:
         #: one batch per partition (replication.one.batch.per.partition): the most record bytes (librdkafka's
         #: estimate) handed over at a time, so that they go in one produce request, for a remote topic whose
         #: limit is not known (yet): what a broker takes by default; None: hand over everything
-        self.batch_bytes = _budget(min(batch_bytes, BROKER_DEFAULT_LIMIT)) \
+        self.batch_bytes = _budget(min(batch_bytes, KAFKA_DEFAULT_MESSAGE_MAX_BYTES)) \
             if self.one_batch_per_partition and batch_bytes else None
         #: per remote topic whose limit is known (:meth:`set_topic_limits`): its budget, as batch_bytes
         self.budgets: dict[str, int | None] = {}
         self._unknown: set[str] = set()  # remote topics whose limit the target did not give (said once)
+        #: remote topic -> its max.message.bytes, None while the target does not know the topic (TopicConfigSync)
+        self.describe_limits = describe_limits
+        self._limits_due = 0.0  # when every remote topic's limit is read again
         #: partitions with parked records
         self.parked: set[PartitionState] = set()
 
@@ -112,20 +120,38 @@ class Producing:
             else:
                 self.budgets[remote] = None  # librdkafka's own limit keeps its batches within the topic's
 
-    def learn_limits(self, ready: Iterable[str], describe: Callable[[list[str]], dict[str, int]]) -> None:
-        """Read the limits of the remote topics of ``ready`` source topics not known yet, in one request (a topic
-        the target did not answer for is asked again next time)."""
-        new = [remote for remote in map(self.flow.remote_topic, ready) if remote not in self.budgets]
-        if not new:
+    def learn_limits(self, ready: Iterable[str], wait: Callable[[float], bool]) -> None:
+        """Read the limits of the remote topics of ``ready`` source topics not known yet, in one request; one the
+        target does not know yet (just created) is asked again for up to NEW_TOPIC_WAIT_S (``wait`` returns True
+        to stop), one it does not answer for, at the next call; every LIMITS_REREAD_S all of them. Not with the
+        identity policy: its records are produced one by one (exact reports), never cut."""
+        if self.describe_limits is None or self.exact_reports:
             return
-        limits = describe(new)
-        self.set_topic_limits(limits)
-        for remote in sorted(set(new) - set(limits) - self._unknown):
+        remotes = list(map(self.flow.remote_topic, ready))
+        new = [remote for remote in remotes if remote not in self.budgets]
+        if time.monotonic() >= self._limits_due:  # a limit changed on the target (config sync, by hand) shows too
+            self._limits_due = time.monotonic() + LIMITS_REREAD_S
+            new = remotes
+        deadline = time.monotonic() + NEW_TOPIC_WAIT_S
+        asked = list(new)
+        while asked:
+            try:
+                limits = self.describe_limits(asked)
+            except Exception as exc:  # the lookup must not stop the copy: the topics stay unknown
+                log.warning("flow %s: max.message.bytes of the remote topics unknown (%s); asked again at the next "
+                            "topic refresh", self.flow.name, exc)
+                return
+            self.set_topic_limits({remote: limit for remote, limit in limits.items() if limit is not None})
+            asked = [remote for remote, limit in limits.items() if limit is None]
+            if asked and (time.monotonic() >= deadline or wait(0.2)):
+                break
+        for remote in sorted(set(new) - set(self.budgets) - self._unknown):
             self._unknown.add(remote)
-            log.info("flow %s: max.message.bytes of remote topic %s unknown (the target did not say; DescribeConfigs "
-                     "on it?): batches of up to %s bytes meanwhile; asked again at each topic refresh",
-                     self.flow.name, remote, self.client_limit if self.batch_bytes is None else
-                     min(self.client_limit or 0, BROKER_DEFAULT_LIMIT))
+            meanwhile = self.client_limit if self.batch_bytes is None else \
+                min(self.client_limit or 0, KAFKA_DEFAULT_MESSAGE_MAX_BYTES)
+            log.info("flow %s: max.message.bytes of remote topic %s unknown (no DescribeConfigs ACL on it?): "
+                     "batches of up to %s bytes meanwhile; asked again at each topic refresh", self.flow.name, remote,
+                     meanwhile)
 
     def budget(self, remote: str) -> int | None:
         """The most record bytes a partition of ``remote`` may have with librdkafka at a time; None: no limit."""
@@ -148,7 +174,7 @@ class Producing:
             if st.parked or st.in_flight_full:
                 self._park(st, run)  # the producer would hold it (and behind what waits already)
                 return
-            cut = _room_for(st, run, budget)
+            cut, wire = _room_for(st, run, budget)
             if cut == 0:
                 self._park(st, run)
                 return
@@ -156,6 +182,9 @@ class Producing:
                 self._park(st, run[cut:])
                 run = run[:cut]
                 end = run[-1].offset() + 1
+            self.hooks.before_produce(st)
+            self._produce_batch(st, run, end, wire)
+            return
         self.hooks.before_produce(st)
         if st.careful:
             self._produce_careful(st, run, end)
@@ -192,7 +221,8 @@ class Producing:
                 self.produce_run(st, parked.take(len(parked)))
                 continue
             budget = self.budget(st.remote)
-            take = len(parked) if budget is None else _room_for(st, parked.records, budget, parked.start)
+            take, wire = (len(parked), 0) if budget is None else \
+                _room_for(st, parked.records, budget, parked.start)
             if take == 0:
                 continue
             released += 1
@@ -200,13 +230,15 @@ class Producing:
             if not parked:
                 self.parked.discard(st)
             self.hooks.before_produce(st)
-            self._produce_batch(st, run, run[-1].offset() + 1)
+            self._produce_batch(st, run, run[-1].offset() + 1, wire)
         return released
 
-    def _produce_batch(self, st: PartitionState, run: list[Message], end: int) -> None:
-        """The hot path: one batch, delivery reports on its first and last records only."""
+    def _produce_batch(self, st: PartitionState, run: list[Message], end: int, wire: int = 0) -> None:
+        """The hot path: one batch, delivery reports on its first and last records only (``wire``: its bytes as
+        librdkafka counts them, when a budget applies)."""
         batch = Batch(st.gen, run[0].offset() if run else end)
         batch.next = end
+        batch.wire = wire
         st.next = end
         st.pending.append(batch)
         self.track(st)
@@ -368,30 +400,32 @@ def _budget(limit: int) -> int:
     return limit - min(REQUEST_SLACK, limit // 4)
 
 
-def _room_for(st: PartitionState, run: list[Message], budget: int, start: int = 0) -> int:
-    """How many of ``run``'s records (from ``start``) may join what ``st`` has with librdkafka now: a batch is
-    made of records not yet acknowledged, so those in flight count against the budget. 0 when the next record
-    does not fit beside them; with nothing in flight, at least one (a record the target refuses goes alone)."""
-    in_flight = sum(b.size + b.count * RECORD_OVERHEAD for b in st.pending if b.pending > 0)
+def _room_for(st: PartitionState, run: list[Message], budget: int, start: int = 0) -> tuple[int, int]:
+    """How many of ``run``'s records (from ``start``) may join what ``st`` has with librdkafka now, and their
+    bytes as librdkafka counts them: a batch is made of records not yet acknowledged, so those in flight count
+    against the budget. 0 when the next record does not fit beside them; with nothing in flight, at least one
+    (a record the target refuses goes alone)."""
+    in_flight = sum(b.wire or b.size + b.count * RECORD_OVERHEAD for b in st.pending if b.pending > 0)
     if not in_flight:
         return _fitting(run, budget, start)
-    return _fitting(run, budget - in_flight, start, at_least_one=False) if budget > in_flight else 0
+    return _fitting(run, budget - in_flight, start, at_least_one=False) if budget > in_flight else (0, 0)
 
 
-def _fitting(run: list[Message], budget: int, start: int = 0, at_least_one: bool = True) -> int:
+def _fitting(run: list[Message], budget: int, start: int = 0, at_least_one: bool = True) -> tuple[int, int]:
     """How many of ``run``'s records from ``start`` on fit in ``budget`` bytes as librdkafka counts a record on
-    the wire (key, value, headers and at most RECORD_OVERHEAD; rd_kafka_msg_wire_size); at least one unless
-    ``at_least_one`` is False."""
+    the wire (key, value, headers and at most RECORD_OVERHEAD; rd_kafka_msg_wire_size), and their bytes; at
+    least one unless ``at_least_one`` is False."""
     used = 0
     for k in range(len(run) - start):
         m = run[start + k]
         value, key, headers = m.value(), m.key(), m.headers()
-        used += RECORD_OVERHEAD + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+        wire = RECORD_OVERHEAD + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
         if headers:
-            used += sum(HEADER_OVERHEAD + len(name.encode()) + (len(v) if v is not None else 0) for name, v in headers)
-        if used > budget:
-            return max(k, 1) if at_least_one else k
-    return len(run) - start
+            wire += sum(HEADER_OVERHEAD + len(name.encode()) + (len(v) if v is not None else 0) for name, v in headers)
+        if used + wire > budget:
+            return (1, wire) if k == 0 and at_least_one else (k, used)
+        used += wire
+    return len(run) - start, used
 
 
 def _source_gaps(run: list[Message]) -> list[tuple[int, int]]:

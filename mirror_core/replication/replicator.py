@@ -240,15 +240,17 @@ class FlowReplicator:
                                 self.membership)
             delivery = ExactlyOnce(slots, assignment)
         else:
-            producers = [make_producer(tgt, flow.producer_overrides, self.target_health,
-                                       defaults=choice.producer_defaults()) for _ in range(choice.count)]
-            delivery = AtLeastOnce(producers, assignment, acks, committer, target_meta, flow.policy.uses_provenance)
+            bigger = choice.producer_defaults()  # then progress and the map get a producer of the usual limits
+            producers = [make_producer(tgt, flow.producer_overrides, self.target_health, defaults=bigger)
+                         for _ in range(choice.count)]
+            delivery = AtLeastOnce(producers, assignment, acks, committer, target_meta, flow.policy.uses_provenance,
+                                   make_producer(tgt, flow.producer_overrides, self.target_health) if bigger else None)
         self._delivery = delivery
         acks.on_failure = delivery.on_failure
         self._producing = Producing(flow, acks.active.add, target_meta, delivery,
                                     batch_limit_bytes(producer_settings(tgt, flow.producer_overrides,
                                                                         defaults=choice.producer_defaults())),
-                                    choice.one_batch_per_partition)
+                                    choice.one_batch_per_partition, topics.configs.remote_limits)
         if flow.emit_heartbeats:
             self._hb_producer = make_producer(src, health=self.source_health,
                                               enforced={"linger.ms": "0", "message.timeout.ms": "30000"})
@@ -273,7 +275,7 @@ class FlowReplicator:
         parked_wait = PARKED_WAIT_S
 
         def on_topics(ready: dict[str, int]) -> None:
-            producing.learn_limits(ready, assignment.topics.configs.remote_limits)  # before their records come
+            producing.learn_limits(ready, self.stop.wait)  # before their records come
             delivery.on_topics(ready)
 
         self.reporter.set_state("running")

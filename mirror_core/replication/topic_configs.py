@@ -8,7 +8,6 @@ per value); the other configs are applied.
 from __future__ import annotations
 
 import logging
-import time
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
@@ -27,9 +26,6 @@ from mirror_core.config.model import ClusterConfig, FlowConfig
 from mirror_core.replication.topic_changes import PER_TOPIC_ERRORS, TopicChange, TopicProblems, error_reason
 
 log = logging.getLogger(__name__)
-
-#: how long a remote topic the target does not know yet is asked for again (remote_limits)
-NEW_TOPIC_WAIT_S = 3.0
 
 
 def explicit_configs(entries: dict[str, ConfigEntry]) -> dict[str, str]:
@@ -97,30 +93,28 @@ class TopicConfigSync:
                                 if not e.is_sensitive and not self.flow.config_properties_exclude.matches(name)}
         return result
 
-    def remote_limits(self, remotes: list[str]) -> dict[str, int]:
+    def remote_limits(self, remotes: list[str]) -> dict[str, int | None]:
         """The largest record batch each remote topic accepts: its max.message.bytes as the target applies it
-        (set on the topic or the broker's default). A topic the target does not answer for is left out; one it
-        does not know yet (created a moment ago: its metadata is still on its way) is asked again for up to
-        NEW_TOPIC_WAIT_S."""
-        limits: dict[str, int] = {}
-        deadline = time.monotonic() + NEW_TOPIC_WAIT_S
-        todo = list(remotes)
-        while todo:
-            resources = [ConfigResource(ResourceType.TOPIC, t) for t in todo]
-            todo = []
-            for res, fut in self.target.describe_configs(resources, request_timeout=self.timeout).items():
-                try:
-                    entry = fut.result(self.timeout).get("max.message.bytes")
-                except KafkaException as exc:
-                    if error_code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART and time.monotonic() < deadline:
-                        todo.append(res.name)
-                    else:  # asked again when the topic comes up next
-                        log.debug("flow %s: max.message.bytes of %s unknown (%s)", self.flow.name, res.name, exc)
-                    continue
-                if entry is not None and entry.value is not None:
-                    limits[res.name] = int(entry.value)
-            if todo:
-                time.sleep(0.2)
+        (set on the topic or the broker's default); None for a topic the target does not know (yet: one created
+        a moment ago has its metadata on the way). A topic it does not answer for otherwise is left out."""
+        limits: dict[str, int | None] = {}
+        if not remotes:
+            return limits
+        resources = [ConfigResource(ResourceType.TOPIC, t) for t in remotes]
+        for res, fut in self.target.describe_configs(resources, request_timeout=self.timeout).items():
+            try:
+                entry = fut.result(self.timeout + 5).get("max.message.bytes")
+            except KafkaException as exc:
+                if error_code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    limits[res.name] = None
+                else:
+                    log.debug("flow %s: max.message.bytes of %s unknown (%s)", self.flow.name, res.name, exc)
+                continue
+            except Exception as exc:  # e.g. no answer in time: asked again when the topic comes up next
+                log.debug("flow %s: max.message.bytes of %s unknown (%s)", self.flow.name, res.name, exc)
+                continue
+            if entry is not None and entry.value is not None:
+                limits[res.name] = int(entry.value)
         return limits
 
     def sync(self, topics: list[str], dry_run: bool = False) -> list[TopicChange]:

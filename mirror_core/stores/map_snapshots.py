@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES
 from mirror_core.errors import ProgressError
 from mirror_core.stores.internal_topics import TopicTail, ensure_internal_topic
 from mirror_core.stores.offset_map import PartitionMap
 
 SNAPSHOT_TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000", "segment.ms": "3600000",
-                         "max.message.bytes": "1048588"}
+                         "max.message.bytes": str(KAFKA_DEFAULT_MESSAGE_MAX_BYTES)}
 #: Runs per chunk: 16 bytes each, so a record stays well under the default 1 MB message limit.
 CHUNK_RUNS = 32_768
 _HEADER = struct.Struct(">hqqii")

@@ -13,6 +13,7 @@ from tests.integration.conftest import flow_lines
 from tests.kafka_harness import (
     REPO,
     admin,
+    assert_same_records,
     create_topic,
     end_offsets,
     partition_count,
@@ -60,12 +61,7 @@ def test_every_record_is_replicated_identically(dc1, dc2, name, start_mirror):
 
     for src, dst in pairs.items():
         assert partition_count(dc2, dst) == partition_count(dc1, src)
-        source_records = read_all(dc1, src)
-        target_records = read_all(dc2, dst)
-        assert len(target_records) == len(source_records) > 0
-        for s, t in zip(source_records, target_records, strict=True):
-            assert (t.partition, t.key, t.value, t.headers, t.timestamp) == (
-                s.partition, s.key, s.value, s.headers, s.timestamp)
+        assert_same_records(dc1, dc2, src, dst)
     # Topic configs explicitly set on the source are copied; excluded topics never appear.
     assert topic_config(dc2, f"dc1.{a}")["retention.ms"] == "3600000"
     assert topic_config(dc2, f"dc1.{b}")["max.message.bytes"] == "2000000"

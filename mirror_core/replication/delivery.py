@@ -69,7 +69,7 @@ class AtLeastOnce:
         self.producers = producers  # records of a partition always through the same one (producer_pool.py)
         #: progress and offset-map records: ``internal`` when the data producers' batches may outgrow what the
         #: single-partition internal topics take (one batch per partition raises their limit), else the first
-        self.producer = internal or producers[0]
+        self.producer = internal if internal is not None else producers[0]  # (an empty Producer is falsy)
         #: every producer polled, flushed and purged here
         self.clients = producers if internal is None else [*producers, internal]
         self.assignment = assignment

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from confluent_kafka import (
@@ -38,9 +38,6 @@ PROVENANCE_HEADER = "mirror-core.provenance"
 RECORD_OVERHEAD, HEADER_OVERHEAD, REQUEST_SLACK = 36, 10, 4096
 #: how long a remote topic the target does not know yet (just created) is asked for again
 NEW_TOPIC_WAIT_S = 3.0
-#: how often every remote topic's limit is read again (a lowered one costs batches replayed record by record
-#: until then, a raised one bigger batches)
-LIMITS_REREAD_S = 600.0
 DeliveryCallback = Callable[[KafkaError | None, Any], None]
 
 
@@ -104,7 +101,8 @@ class Producing:
         self._unknown: set[str] = set()  # remote topics whose limit the target did not give (said once)
         #: remote topic -> its max.message.bytes, None while the target does not know the topic (TopicConfigSync)
         self.describe_limits = describe_limits
-        self._limits_due = 0.0  # when every remote topic's limit is read again
+        #: remote topic -> its max.message.bytes, as last read
+        self.limits: dict[str, int] = {}
         #: partitions with parked records
         self.parked: set[PartitionState] = set()
 
@@ -113,6 +111,7 @@ class Producing:
         less than librdkafka would put in a batch gets one batch per partition, cut to its limit: librdkafka
         does not split a batch the target refuses as too large (each would be replayed record by record)."""
         for remote, limit in limits.items():
+            self.limits[remote] = limit
             if self.client_limit is not None and limit < self.client_limit:
                 self.budgets[remote] = _budget(limit)
             elif self.one_batch_per_partition and self.client_limit is not None:
@@ -120,18 +119,19 @@ class Producing:
             else:
                 self.budgets[remote] = None  # librdkafka's own limit keeps its batches within the topic's
 
-    def learn_limits(self, ready: Iterable[str], wait: Callable[[float], bool]) -> None:
+    def learn_limits(self, ready: Iterable[str], wait: Callable[[float], bool],
+                     seen: Mapping[str, int] | None = None) -> None:
         """Read the limits of the remote topics of ``ready`` source topics not known yet, in one request; one the
         target does not know yet (just created) is asked again for up to NEW_TOPIC_WAIT_S (``wait`` returns True
-        to stop), one it does not answer for, at the next call; every LIMITS_REREAD_S all of them. Not with the
+        to stop), one it does not answer for, at the next call. ``seen``: limits read since (the topic-config
+        sync describes every remote topic): a limit changed on the target is followed from there. Not with the
         identity policy: its records are produced one by one (exact reports), never cut."""
         if self.describe_limits is None or self.exact_reports:
             return
         remotes = list(map(self.flow.remote_topic, ready))
+        if seen:
+            self.set_topic_limits({r: seen[r] for r in remotes if r in seen and self.limits.get(r) != seen[r]})
         new = [remote for remote in remotes if remote not in self.budgets]
-        if time.monotonic() >= self._limits_due:  # a limit changed on the target (config sync, by hand) shows too
-            self._limits_due = time.monotonic() + LIMITS_REREAD_S
-            new = remotes
         deadline = time.monotonic() + NEW_TOPIC_WAIT_S
         asked = list(new)
         while asked:
@@ -149,9 +149,9 @@ class Producing:
             self._unknown.add(remote)
             meanwhile = self.client_limit if self.batch_bytes is None else \
                 min(self.client_limit or 0, KAFKA_DEFAULT_MESSAGE_MAX_BYTES)
-            log.info("flow %s: max.message.bytes of remote topic %s unknown (no DescribeConfigs ACL on it?): "
-                     "batches of up to %s bytes meanwhile; asked again at each topic refresh", self.flow.name, remote,
-                     meanwhile)
+            log.info("flow %s: max.message.bytes of remote topic %s unknown (no answer from the target: a missing "
+                     "DescribeConfigs ACL?): batches of up to %s bytes meanwhile; asked again at each topic refresh",
+                     self.flow.name, remote, meanwhile)
 
     def budget(self, remote: str) -> int | None:
         """The most record bytes a partition of ``remote`` may have with librdkafka at a time; None: no limit."""
@@ -169,10 +169,13 @@ class Producing:
             run = self.with_provenance(run)
         if st.origin is None and run:
             st.origin = run[0].offset()
+        if st.parked and run:  # behind what waits already, whatever the budget is now (a raised limit lifts it)
+            self._park(st, run)
+            return
         budget = self.budget(st.remote)
         if budget is not None and not st.careful and not self.exact_reports and run:
-            if st.parked or st.in_flight_full:
-                self._park(st, run)  # the producer would hold it (and behind what waits already)
+            if st.in_flight_full:
+                self._park(st, run)  # the producer would hold it
                 return
             cut, wire = _room_for(st, run, budget)
             if cut == 0:
@@ -405,7 +408,7 @@ def _room_for(st: PartitionState, run: list[Message], budget: int, start: int = 
     bytes as librdkafka counts them: a batch is made of records not yet acknowledged, so those in flight count
     against the budget. 0 when the next record does not fit beside them; with nothing in flight, at least one
     (a record the target refuses goes alone)."""
-    in_flight = sum(b.wire or b.size + b.count * RECORD_OVERHEAD for b in st.pending if b.pending > 0)
+    in_flight = sum(b.wire or (b.size + b.count * RECORD_OVERHEAD) for b in st.pending if b.pending > 0)
     if not in_flight:
         return _fitting(run, budget, start)
     return _fitting(run, budget - in_flight, start, at_least_one=False) if budget > in_flight else (0, 0)

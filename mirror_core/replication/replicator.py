@@ -37,6 +37,7 @@ from mirror_core.clients import (
     make_producer,
     producer_settings,
 )
+from mirror_core.config.client_defaults import INTERNAL_PRODUCER_LIMITS
 from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mirror_core.errors import FencedInstance, MirrorError
 from mirror_core.metrics import Metrics
@@ -244,7 +245,8 @@ class FlowReplicator:
             producers = [make_producer(tgt, flow.producer_overrides, self.target_health, defaults=bigger)
                          for _ in range(choice.count)]
             delivery = AtLeastOnce(producers, assignment, acks, committer, target_meta, flow.policy.uses_provenance,
-                                   make_producer(tgt, flow.producer_overrides, self.target_health) if bigger else None)
+                                   make_producer(tgt, flow.producer_overrides, self.target_health,
+                                                 enforced=INTERNAL_PRODUCER_LIMITS) if bigger else None)
         self._delivery = delivery
         acks.on_failure = delivery.on_failure
         self._producing = Producing(flow, acks.active.add, target_meta, delivery,
@@ -275,7 +277,7 @@ class FlowReplicator:
         parked_wait = PARKED_WAIT_S
 
         def on_topics(ready: dict[str, int]) -> None:
-            producing.learn_limits(ready, self.stop.wait)  # before their records come
+            producing.learn_limits(ready, self.stop.wait, assignment.topics.configs.target_limits)  # before records
             delivery.on_topics(ready)
 
         self.reporter.set_state("running")

@@ -61,6 +61,9 @@ class TopicConfigSync:
         #: wrong cleanup policy); the others go on.
         self.denied: dict[str, str] = {}
         self.timeout = timeout
+        #: remote topic -> its max.message.bytes as the target applied it at the last sync (the replicator's
+        #: batch limits follow it: produce.py)
+        self.target_limits: dict[str, int] = {}
 
     def source_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
         """Explicitly set (non-default) configs of source topics, minus excluded properties."""
@@ -89,6 +92,9 @@ class TopicConfigSync:
                     continue
                 raise
             self.denied.pop(res.name, None)
+            limit = entries.get("max.message.bytes") if admin is self.target else None
+            if limit is not None and limit.value is not None:
+                self.target_limits[res.name] = int(limit.value)
             result[res.name] = {name: e for name, e in entries.items()
                                 if not e.is_sensitive and not self.flow.config_properties_exclude.matches(name)}
         return result

@@ -27,6 +27,10 @@ class FakeProducer:
         self.queued = 0
         return 0
 
+    def purge(self, in_queue: bool, in_flight: bool) -> None:
+        self.queued = 0
+        self.purged = True
+
 
 class Committer:
     def __init__(self) -> None:
@@ -47,15 +51,20 @@ def delivery(internal: FakeProducer | None) -> tuple[AtLeastOnce, list[FakeProdu
     return d, data, committer
 
 
-def test_progress_goes_through_its_own_producer_which_is_polled_and_flushed_with_the_others() -> None:
+def test_progress_goes_through_its_own_producer_which_is_polled_flushed_and_purged_with_the_others() -> None:
+    idle = FakeProducer(0)  # nothing queued: an empty confluent-kafka Producer is falsy (it has __len__)
+    d, data, committer = delivery(idle)
+    d.commit()
+    assert committer.through == [idle] and d.producers == data
     internal = FakeProducer(2)
     d, data, committer = delivery(internal)
-    d.commit()
-    assert committer.through == [internal] and d.producers == data
     assert d.in_flight() == 5
     d.poll_producers(0.1)
     assert internal.polled and all(p.polled for p in data)
     assert d.flush(1.0) == 0 and internal.flushed
+    internal.queued = data[0].queued = 4
+    d.close(graceful=False)  # an error restart drops what is queued, progress records included
+    assert getattr(internal, "purged", False) and getattr(data[0], "purged", False)
 
 
 def test_without_one_the_first_data_producer_carries_progress() -> None:

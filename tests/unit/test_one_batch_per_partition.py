@@ -281,7 +281,38 @@ def test_limits_are_read_once_per_remote_topic_a_new_one_waited_for_an_unanswere
 
     p.describe_limits = failing
     p.learn_limits({"d": 1}, lambda s: False)  # logged; the copy goes on
-    assert p.budget("dc1.d") is None
+    p.describe_limits = describe
+    p.learn_limits({"d": 1}, lambda s: False)
+    assert asked[-1] == ["dc1.d"] and p.budget("dc1.d") == 65536 - REQUEST_SLACK, "asked again after a failure"
+
+
+def test_a_limit_the_config_sync_saw_change_is_followed_and_the_identity_policy_reads_none() -> None:
+    p, _, _ = producing(1 << 20, extra="")
+    p.describe_limits = lambda remotes: {r: 65536 for r in remotes}
+    p.learn_limits({"t": 1}, lambda s: False)
+    assert p.budget("dc1.t") == 65536 - REQUEST_SLACK
+    p.learn_limits({"t": 1}, lambda s: False, seen={"dc1.t": 131072, "dc1.gone": 1})
+    assert p.budget("dc1.t") == 131072 - REQUEST_SLACK and "dc1.gone" not in p.budgets
+    p.learn_limits({"t": 1}, lambda s: False, seen={"dc1.t": 2 << 20})
+    assert p.budget("dc1.t") is None, "at or above librdkafka's own limit: nothing to cut"
+
+    identity = Producing(flow("replication.policy.class = IdentityReplicationPolicy\n"), lambda _: None, None,
+                         Hooks(), 1 << 20, False, lambda remotes: pytest.fail("asked"))  # type: ignore[arg-type]
+    identity.learn_limits({"t": 1}, lambda s: False)
+    assert identity.budgets == {}
+
+
+def test_records_parked_under_a_limit_go_before_newer_ones_once_the_limit_is_raised() -> None:
+    p, st, producer = producing(1 << 20, extra="")
+    p.set_topic_limits({"dc1.t": 2 * PER + REQUEST_SLACK})
+    p.produce_run(st, [Rec(i, SIZE) for i in range(6)])  # type: ignore[arg-type]
+    assert len(producer.calls) == 2 and len(st.parked) == 4
+    p.set_topic_limits({"dc1.t": 2 << 20})  # the topic takes more now: no budget any more
+    producer.deliver()
+    p.produce_run(st, [Rec(i, SIZE) for i in range(6, 9)])  # type: ignore[arg-type]
+    assert len(producer.calls) == 2, "newer records went ahead of the parked ones"
+    p.release()
+    assert [call[1] for call in producer.calls] == [Rec(i, SIZE).value() for i in range(9)]
 
 
 def test_parked_batches_grow_to_the_topics_limit_and_stay_at_a_brokers_default_until_it_is_known() -> None:
@@ -297,8 +328,10 @@ def test_headers_of_records_in_flight_count_against_the_limit() -> None:
     """librdkafka counts a record's headers: records in flight with big headers leave less room beside them."""
     p, st, producer = producing(1 << 20, extra="")
     heavy = [("trace", b"t" * 2000)]
-    p.set_topic_limits({"dc1.t": 4 * PER + 2 * 2014 + REQUEST_SLACK})
+    heavy_per = PER + 10 + 5 + 2000  # HEADER_OVERHEAD, the name, the value
+    # Room for two heavy and two plain records, less one byte: the second plain record does not fit.
+    p.set_topic_limits({"dc1.t": 2 * heavy_per + 2 * PER - 1 + REQUEST_SLACK})
     p.produce_run(st, [Rec(0, SIZE, heavy), Rec(1, SIZE, heavy)])  # type: ignore[arg-type]
-    assert len(producer.calls) == 2 and st.pending[-1].wire == 2 * (PER + 10 + 5 + 2000)
+    assert len(producer.calls) == 2 and st.pending[-1].wire == 2 * heavy_per
     p.produce_run(st, [Rec(i, SIZE) for i in range(2, 6)])  # type: ignore[arg-type]
-    assert len(producer.calls) == 3 and len(st.parked) == 3, "two plain records would not fit beside the heavy ones"
+    assert len(producer.calls) == 3 and len(st.parked) == 3, "without the headers two plain records would fit"

@@ -12,7 +12,8 @@ wake-up is set before the in-flight check turns the partition away): 0.12-0.27 o
 several producers the records behind wait in the mirror instead (``replication.one.batch.per.partition``,
 produce.py), and the threads sleep. A partition always goes through
 the same producer (its order and the idempotent producer's sequence numbers are per producer); progress and
-offset-map records go through the first.
+offset-map records go through the first, or, when one batch per partition raises the producers' batch limit
+past what the single-partition internal topics take, through a producer of their own (make_target_producers).
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from __future__ import annotations
 import logging
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaException, Producer
 
-from mirror_core.config.client_defaults import PARKED_PRODUCER_DEFAULTS
-from mirror_core.config.model import FlowConfig
+from mirror_core.clients import ClusterHealth, batch_limit_bytes, make_producer, producer_settings
+from mirror_core.config.client_defaults import INTERNAL_PRODUCER_LIMITS, PARKED_PRODUCER_DEFAULTS
+from mirror_core.config.model import ClusterConfig, FlowConfig
 
 P = TypeVar("P")
 log = logging.getLogger(__name__)
@@ -77,6 +79,20 @@ class ProducerChoice:
         return {"count": self.count, "one_batch_per_partition": self.one_batch_per_partition,
                 "round_trip_ms": None if self.round_trip_s is None else round(self.round_trip_s * 1000, 1),
                 "reason": self.reason}
+
+
+def make_target_producers(cluster: ClusterConfig, overrides: Mapping[str, str], health: ClusterHealth,
+                          choice: ProducerChoice) -> tuple[list[Producer], Producer | None]:
+    """At-least-once: ``choice.count`` data producers and, when their batches may outgrow what the
+    single-partition internal topics take, one of the usual limits for progress and offset-map records."""
+    bigger = choice.producer_defaults()
+    data = [make_producer(cluster, overrides, health, defaults=bigger) for _ in range(choice.count or 0)]
+    return data, make_producer(cluster, overrides, health, enforced=INTERNAL_PRODUCER_LIMITS) if bigger else None
+
+
+def batch_limit(cluster: ClusterConfig, overrides: Mapping[str, str], choice: ProducerChoice) -> int:
+    """The most bytes the pipeline's producers put in one batch (batch.size, message.max.bytes)."""
+    return batch_limit_bytes(producer_settings(cluster, overrides, defaults=choice.producer_defaults()))
 
 
 def _parking_applies(flow: FlowConfig) -> bool:

@@ -29,15 +29,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from mirror_core.authorization import Access, NotAuthorized, check, denied_line, guard
 from mirror_core.clients import (
     ClusterHealth,
-    batch_limit_bytes,
     explain_failure,
     fatal_consumer_error,
     make_admin,
     make_consumer,
     make_producer,
-    producer_settings,
 )
-from mirror_core.config.client_defaults import INTERNAL_PRODUCER_LIMITS
 from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mirror_core.errors import FencedInstance, MirrorError
 from mirror_core.metrics import Metrics
@@ -51,7 +48,7 @@ from mirror_core.replication.heartbeats import HeartbeatEmitter, ensure_heartbea
 from mirror_core.replication.lag_watch import LagWatch
 from mirror_core.replication.pacing import SendPacer
 from mirror_core.replication.produce import Producing
-from mirror_core.replication.producer_pool import ProducerChooser
+from mirror_core.replication.producer_pool import ProducerChooser, batch_limit, make_target_producers
 from mirror_core.replication.reporting import Reporter
 from mirror_core.replication.retry import MAX_PROBE_INTERVAL_S, Backoff, ThrottledLine
 from mirror_core.replication.topics import TopicManager
@@ -241,17 +238,13 @@ class FlowReplicator:
                                 self.membership)
             delivery = ExactlyOnce(slots, assignment)
         else:
-            bigger = choice.producer_defaults()  # then progress and the map get a producer of the usual limits
-            producers = [make_producer(tgt, flow.producer_overrides, self.target_health, defaults=bigger)
-                         for _ in range(choice.count)]
+            producers, internal = make_target_producers(tgt, flow.producer_overrides, self.target_health, choice)
             delivery = AtLeastOnce(producers, assignment, acks, committer, target_meta, flow.policy.uses_provenance,
-                                   make_producer(tgt, flow.producer_overrides, self.target_health,
-                                                 enforced=INTERNAL_PRODUCER_LIMITS) if bigger else None)
+                                   internal)
         self._delivery = delivery
         acks.on_failure = delivery.on_failure
         self._producing = Producing(flow, acks.active.add, target_meta, delivery,
-                                    batch_limit_bytes(producer_settings(tgt, flow.producer_overrides,
-                                                                        defaults=choice.producer_defaults())),
+                                    batch_limit(tgt, flow.producer_overrides, choice),
                                     choice.one_batch_per_partition, topics.configs.remote_limits)
         if flow.emit_heartbeats:
             self._hb_producer = make_producer(src, health=self.source_health,

@@ -64,12 +64,6 @@ PARKED_PRODUCER_DEFAULTS = {
     "batch.size": str(8 << 20),
     "message.max.bytes": str(8 << 20),
 }
-#: Enforced on the producer of progress and offset-map records when it is one of its own (one batch per
-#: partition): the single-partition internal topics take what a broker takes by default
-INTERNAL_PRODUCER_LIMITS = {
-    "batch.size": "1048576",
-    "message.max.bytes": str(KAFKA_DEFAULT_MESSAGE_MAX_BYTES),
-}
 PRODUCER_ENFORCED = {
     # Nothing is acknowledged to the progress store before every in-sync replica has it, and the
     # producer never reorders or duplicates on retry.

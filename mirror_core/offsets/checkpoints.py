@@ -23,7 +23,7 @@ from mirror_core.authorization import Access, denied_line
 from mirror_core.config.model import ClusterConfig
 from mirror_core.kafka_io import QUIET, log_end
 from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
-from mirror_core.stores.internal_topics import TopicTail, ensure_internal_topic
+from mirror_core.stores.internal_topics import TopicTail, ensure_internal_topic, internal_topics_limit
 from mirror_core.stores.records import (
     decode_checkpoint_key,
     decode_checkpoint_value,
@@ -138,16 +138,18 @@ class CheckpointEmitter(threading.Thread):
 
         if self._clients is None:
             src, tgt = self.config.cluster(self.flow.source), self.config.cluster(self.flow.target)
+            tgt_admin, topic = make_admin(tgt), checkpoints_topic(self.flow.source)
+            ensure_checkpoints_topic(tgt_admin, topic, self.flow.checkpoints_replication_factor)
+            # a round writes a record per group and partition: batches as large as the topic takes, no larger
+            fits = internal_topics_limit(tgt_admin, [topic], f"flow {self.flow.name}")
             self._clients = {
-                "src_admin": make_admin(src), "tgt_admin": make_admin(tgt),
-                "producer": make_producer(tgt, enforced={"linger.ms": "5"}),
+                "src_admin": make_admin(src), "tgt_admin": tgt_admin,
+                "producer": make_producer(tgt, enforced={"linger.ms": "5"}, fits=fits),
                 "syncs": flow_map_reader(tgt, "mirror-core.checkpoints", self.flow.source),
                 "ends": make_consumer(tgt, "mirror-core.checkpoints", QUIET),
                 "progress": ProgressStore(self.flow.progress_topic,
                                           make_consumer(tgt, "mirror-core.checkpoints", QUIET), "checkpoints"),
             }
-            ensure_checkpoints_topic(self._clients["tgt_admin"], checkpoints_topic(self.flow.source),
-                                     self.flow.checkpoints_replication_factor)
         return self._clients
 
     def close(self) -> None:

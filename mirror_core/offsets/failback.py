@@ -13,6 +13,7 @@ from mirror_core.clients import make_admin, make_consumer, make_producer
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.kafka_io import QUIET, read_range
 from mirror_core.replication.topics import TopicManager
+from mirror_core.stores.internal_topics import internal_topics_limit
 from mirror_core.stores.offset_syncs import flow_map_reader
 from mirror_core.stores.progress import ProgressStore, ensure_progress_topic
 
@@ -124,10 +125,12 @@ def seed_progress(config: MirrorConfig, flow: FlowConfig, at: str = "end",
     if at != "end":
         raise ValueError("only 'end' is supported")
     src, tgt = config.cluster(flow.source), config.cluster(flow.target)
-    ensure_progress_topic(make_admin(tgt), flow.progress_topic, flow.internal_replication_factor)
-    topics = TopicManager(flow, make_admin(src), make_admin(tgt), timeout=timeout).source_topics()
+    tgt_admin = make_admin(tgt)
+    ensure_progress_topic(tgt_admin, flow.progress_topic, flow.internal_replication_factor)
+    topics = TopicManager(flow, make_admin(src), tgt_admin, timeout=timeout).source_topics()
     consumer = make_consumer(src, "mirror-core.seed", QUIET)
-    producer = make_producer(tgt)
+    # a record per source partition at once: in batches the progress topic takes
+    producer = make_producer(tgt, fits=internal_topics_limit(tgt_admin, [flow.progress_topic], f"flow {flow.name}"))
     store = ProgressStore(flow.progress_topic, make_consumer(tgt, "mirror-core.seed", QUIET), "seed")
     seeded: dict[tuple[str, int], int] = {}
     try:

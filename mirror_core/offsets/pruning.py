@@ -26,6 +26,7 @@ from confluent_kafka import TopicPartition
 from mirror_core.clients import make_admin, make_producer
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.kafka_io import QUIET, log_starts_batch
+from mirror_core.stores.internal_topics import internal_topics_limit
 from mirror_core.stores.map_snapshots import ensure_snapshot_topic, snapshot_topic, write_round
 from mirror_core.stores.offset_syncs import flow_map_reader, offset_syncs_topic
 
@@ -48,9 +49,10 @@ def prune_round(config: MirrorConfig, flow: FlowConfig, instance: str, timeout: 
     src, tgt = config.cluster(flow.source), config.cluster(flow.target)
     tgt_admin = make_admin(tgt)
     ensure_snapshot_topic(tgt_admin, snapshot_topic(flow.source), flow.internal_replication_factor)
+    fits = internal_topics_limit(tgt_admin, [snapshot_topic(flow.source)], f"flow {flow.name}")
     producer = make_producer(tgt, dict(QUIET), enforced={
         "transactional.id": f"mirror-core.{flow.source}-{flow.target}.offset-map",
-        "transaction.timeout.ms": "120000", "linger.ms": "50"})
+        "transaction.timeout.ms": "120000", "linger.ms": "50"}, fits=fits)  # chunks of up to 512 KiB
     producer.init_transactions(timeout)  # fences any other round in flight: it will not commit, nor trim
     reader = flow_map_reader(tgt, "mirror-core.offset-map", flow.source)
     log.info("flow %s: offset map round started", flow.name)

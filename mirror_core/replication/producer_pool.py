@@ -12,8 +12,11 @@ wake-up is set before the in-flight check turns the partition away): 0.12-0.27 o
 several producers the records behind wait in the mirror instead (``replication.one.batch.per.partition``,
 produce.py), and the threads sleep. A partition always goes through
 the same producer (its order and the idempotent producer's sequence numbers are per producer); progress and
-offset-map records go through the first, or, when one batch per partition raises the producers' batch limit
-past what the single-partition internal topics take, through a producer of their own (make_target_producers).
+offset-map records go through the first, or, when the producers' batches may outgrow what the single-partition
+internal topics take (their max.message.bytes on the target: one batch per partition raises the limit to 8 MiB,
+and users raise batch.size), through a producer of their own whose batches fit them (make_target_producers).
+Exactly-once writes them in each slot's transaction, so there the slot producers' batches are capped instead
+(slot_producer_cap).
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from mirror_core.clients import ClusterHealth, batch_limit_bytes, make_producer, producer_settings
-from mirror_core.config.client_defaults import INTERNAL_PRODUCER_LIMITS, PARKED_PRODUCER_DEFAULTS
+from mirror_core.clients import ClusterHealth, batch_cap, batch_limit_bytes, make_producer, producer_settings
+from mirror_core.config.client_defaults import PARKED_PRODUCER_DEFAULTS
 from mirror_core.config.model import ClusterConfig, FlowConfig
 
 P = TypeVar("P")
@@ -82,16 +85,31 @@ class ProducerChoice:
 
 
 def make_target_producers(cluster: ClusterConfig, overrides: Mapping[str, str], health: ClusterHealth,
-                          choice: ProducerChoice) -> tuple[list[Producer], Producer | None]:
-    """At-least-once: ``choice.count`` data producers and, when their batches may outgrow what the
-    single-partition internal topics take, one of the usual limits for progress and offset-map records."""
+                          choice: ProducerChoice, internal: int) -> tuple[list[Producer], Producer | None]:
+    """At-least-once: ``choice.count`` data producers and, when their batches may outgrow ``internal`` (what the
+    single-partition internal topics take), one whose batches do not, for progress and offset-map records."""
     bigger = choice.producer_defaults()
     data = [make_producer(cluster, overrides, health, defaults=bigger) for _ in range(choice.count or 0)]
-    return data, make_producer(cluster, overrides, health, enforced=INTERNAL_PRODUCER_LIMITS) if bigger else None
+    cap = batch_cap(batch_limit(cluster, overrides, choice), internal)
+    return data, make_producer(cluster, overrides, health, enforced=cap) if cap else None
+
+
+def slot_producer_cap(flow: str, limit: int, internal: int, topics: Sequence[str]) -> dict[str, str]:
+    """Exactly-once: what to enforce on the slots' transactional producers, whose batches reach ``limit`` bytes,
+    so that the progress and offset-map records of each transaction fit ``topics`` (``internal`` bytes); said in
+    a warning, since it caps the data batches too."""
+    cap = batch_cap(limit, internal)
+    if cap:
+        log.warning("flow %s: exactly-once: target producer batches capped at %d bytes (batch.size; %d "
+                    "otherwise): progress and offset-map records go in each transaction's producer, and %s "
+                    "take at most that (max.message.bytes); raise it there to let data batches grow",
+                    flow, internal, limit, " and ".join(topics))
+    return cap
 
 
 def batch_limit(cluster: ClusterConfig, overrides: Mapping[str, str], choice: ProducerChoice) -> int:
-    """The most bytes the pipeline's producers put in one batch (batch.size, message.max.bytes)."""
+    """The most bytes the pipeline's producers put in one batch (batch.size, message.max.bytes), before any cap
+    for the internal topics."""
     return batch_limit_bytes(producer_settings(cluster, overrides, defaults=choice.producer_defaults()))
 
 

@@ -24,6 +24,7 @@ from mirror_core.authorization import Access
 from mirror_core.clients import error_code
 from mirror_core.config.model import ClusterConfig, FlowConfig
 from mirror_core.replication.topic_changes import PER_TOPIC_ERRORS, TopicChange, TopicProblems, error_reason
+from mirror_core.stores.internal_topics import max_message_bytes
 
 log = logging.getLogger(__name__)
 
@@ -100,28 +101,9 @@ class TopicConfigSync:
         return result
 
     def remote_limits(self, remotes: list[str]) -> dict[str, int | None]:
-        """The largest record batch each remote topic accepts: its max.message.bytes as the target applies it
-        (set on the topic or the broker's default); None for a topic the target does not know (yet: one created
-        a moment ago has its metadata on the way). A topic it does not answer for otherwise is left out."""
-        limits: dict[str, int | None] = {}
-        if not remotes:
-            return limits
-        resources = [ConfigResource(ResourceType.TOPIC, t) for t in remotes]
-        for res, fut in self.target.describe_configs(resources, request_timeout=self.timeout).items():
-            try:
-                entry = fut.result(self.timeout + 5).get("max.message.bytes")
-            except KafkaException as exc:
-                if error_code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    limits[res.name] = None
-                else:
-                    log.debug("flow %s: max.message.bytes of %s unknown (%s)", self.flow.name, res.name, exc)
-                continue
-            except Exception as exc:  # e.g. no answer in time: asked again when the topic comes up next
-                log.debug("flow %s: max.message.bytes of %s unknown (%s)", self.flow.name, res.name, exc)
-                continue
-            if entry is not None and entry.value is not None:
-                limits[res.name] = int(entry.value)
-        return limits
+        """The largest record batch each remote topic accepts (stores.internal_topics.max_message_bytes): None for
+        a topic the target does not know yet, left out when it does not answer for it."""
+        return max_message_bytes(self.target, remotes, self.timeout, f"flow {self.flow.name}")
 
     def sync(self, topics: list[str], dry_run: bool = False) -> list[TopicChange]:
         """Make the configs set on each remote topic those set on its source (incremental changes).

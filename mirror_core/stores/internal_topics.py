@@ -1,4 +1,4 @@
-"""mirror_core's internal topics on the target: creation, and incremental reading of one partition.
+"""mirror_core's internal topics on the target: creation, what they take, and incremental reading of one partition.
 
 Progress and offset-sync topics have one partition each: a single log gives a total order of writes,
 which both rely on (the newest progress wins; a newer offset-sync run supersedes older ones).
@@ -6,14 +6,18 @@ which both rely on (the newest progress wins; a newer offset-sync run supersedes
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from mirror_core.clients import error_code
+from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES
 from mirror_core.errors import ProgressError
+
+log = logging.getLogger(__name__)
 
 
 def ensure_internal_topic(admin: AdminClient, topic: str, replication_factor: int, config: dict[str, str],
@@ -30,6 +34,41 @@ def ensure_internal_topic(admin: AdminClient, topic: str, replication_factor: in
     except KafkaException as exc:
         if error_code(exc) != KafkaError.TOPIC_ALREADY_EXISTS:
             raise ProgressError(f"cannot create internal topic {topic}: {exc}") from exc
+
+
+def max_message_bytes(admin: AdminClient, topics: Sequence[str], timeout: float, who: str) -> dict[str, int | None]:
+    """The largest record batch each topic takes: its max.message.bytes as the cluster applies it (set on the
+    topic or the broker's default); None for a topic the cluster does not know (yet: one created a moment ago
+    has its metadata on the way). A topic it does not answer for otherwise is left out (logged at debug, for
+    ``who``)."""
+    limits: dict[str, int | None] = {}
+    if not topics:
+        return limits
+    resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+    for res, fut in admin.describe_configs(resources, request_timeout=timeout).items():
+        try:
+            entry = fut.result(timeout + 5).get("max.message.bytes")
+        except KafkaException as exc:
+            if error_code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                limits[res.name] = None
+            else:
+                log.debug("%s: max.message.bytes of %s unknown (%s)", who, res.name, exc)
+            continue
+        except Exception as exc:  # e.g. no answer in time: asked again next time
+            log.debug("%s: max.message.bytes of %s unknown (%s)", who, res.name, exc)
+            continue
+        if entry is not None and entry.value is not None:
+            limits[res.name] = int(entry.value)
+    return limits
+
+
+def internal_topics_limit(admin: AdminClient, topics: Sequence[str], who: str, timeout: float = 30) -> int:
+    """The largest batch every one of ``topics`` takes; Kafka's default for one the cluster does not say (no
+    DescribeConfigs on it): what a producer writing to them must keep its batches within (clients.batch_cap)."""
+    limits = max_message_bytes(admin, topics, timeout, who)
+    known = (limits.get(t) for t in topics)
+    return min((KAFKA_DEFAULT_MESSAGE_MAX_BYTES if v is None else v for v in known),
+               default=KAFKA_DEFAULT_MESSAGE_MAX_BYTES)
 
 
 class TopicTail:

@@ -5,12 +5,32 @@ the producer's batch limit had every full batch refused and replayed record by r
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from confluent_kafka import Producer
 
 from mirror_core.config.client_defaults import PARKED_PRODUCER_DEFAULTS, PRODUCER_DEFAULTS
+from mirror_core.config.loader import load_config
+from mirror_core.offsets.checkpoints import CHECKPOINTS_TOPIC_CONFIG
+from mirror_core.offsets.translate import FlowOffsets
+from mirror_core.stores.map_snapshots import ROUND_KEY, SNAPSHOT_TOPIC_CONFIG, snapshot_topic
+from mirror_core.stores.progress import PROGRESS_TOPIC_CONFIG, encode_key
+from mirror_core.stores.records import decode_checkpoint_key, encode_checkpoint_key
 from tests.integration.conftest import flow_lines
+from tests.integration.test_offsets import commit_source_group
 from tests.integration.test_replication import caught_up, topic_config
-from tests.kafka_harness import assert_same_records, batch_sizes, create_topic, wait_until
+from tests.kafka_harness import (
+    assert_same_records,
+    batch_sizes,
+    create_topic,
+    end_offsets,
+    read_all,
+    topics,
+    unique,
+    wait_until,
+    write_config,
+)
 
 REFUSED = "Message size too large"
 
@@ -62,3 +82,50 @@ def test_with_one_batch_per_partition_batches_grow_to_what_each_remote_topic_tak
     assert 1 << 20 < max(big_sizes) <= 4_000_000, "batches beyond librdkafka's usual 1 MiB where the topic takes them"
     assert 900_000 < max(usual_sizes) <= 1_048_588, "as much as the broker's default message.max.bytes takes"
     assert REFUSED not in m.log() and "careful mode" not in m.log()
+
+
+@pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
+def test_internal_records_go_in_batches_their_topics_take(dc1, dc2, clusters, name, start_mirror, tmp_path,
+                                                                   mode):
+    """An operator's internal topics may take less than the producers' batches (a small broker default, or
+    batch.size raised for the data): progress, checkpoints and offset-map snapshots of many partitions written
+    at once must still land. Before, progress went in the data producer's batches, which its topic refused at
+    every commit (exactly-once: every transaction aborted), and checkpoints and snapshots in batches of the
+    user's batch.size."""
+    src, tgt = unique("src"), unique("tgt")  # own aliases: internal topics of this test's own
+    topic, partitions, limit = f"{name}.wide", 300, 1024
+    progress_topic, checkpoints = f"mirror-core.progress.{src}.internal", f"{src}.checkpoints.internal"
+    snapshots = snapshot_topic(src)
+    for internal, internal_config in ((progress_topic, PROGRESS_TOPIC_CONFIG), (checkpoints, CHECKPOINTS_TOPIC_CONFIG),
+                                      (snapshots, SNAPSHOT_TOPIC_CONFIG)):
+        create_topic(dc2, internal, 1, {**internal_config, "max.message.bytes": str(limit)})
+    create_topic(dc1, topic, partitions)
+    fill(dc1, topic, partitions, 3 * partitions, 1 << 20)
+    group = unique("wide-")
+    commit_source_group(dc1, group, topic, {p: 2 for p in range(partitions)})
+    # The precondition: one commit's progress (a record per partition) is several times what its topic takes,
+    # and so is one round's checkpoints (a record per partition of the group) or snapshots (one per partition).
+    assert partitions * (len(encode_key(topic, partitions)) + 20) > 2 * limit
+    assert partitions * len(encode_checkpoint_key(group, f"{src}.{topic}", partitions)) > 2 * limit
+    config_path = write_config(tmp_path / f"{src}.properties", {src: dc1, tgt: dc2}, [
+        f"{src}->{tgt}.enabled = true", f"{src}->{tgt}.topics = {topic}", "refresh.topics.interval.seconds = 2",
+        "offset.flush.interval.ms = 200", "emit.heartbeats.enabled = false", "emit.checkpoints.interval.seconds = 1",
+        f"{src}->{tgt}.groups = {group}", "offset.map.snapshot.interval.seconds = 1",
+        *(["exactly.once.enabled = true"] if mode == "exactly-once" else []),
+        # the producers' batches may reach 4 MiB (the target broker's limit is its default, 1 MiB)
+        f"{tgt}.producer.batch.size = 4194304", f"{tgt}.producer.message.max.bytes = 4194304"])
+    m = start_mirror([], config=config_path)
+    config = load_config(config_path)
+    ends = end_offsets(dc1, topic)
+    wait_until(lambda: f"mirror-core.offset-syncs.{src}.internal" in topics(dc2), 60, what="internal topics created")
+    wait_until(lambda: FlowOffsets.load(config, config.flows[0]).progress == {(topic, p): ends[p] for p in ends}, 120,
+               what="progress of every partition at the source end")
+    assert_same_records(dc1, dc2, topic, f"{src}.{topic}")
+    wait_until(lambda: {decode_checkpoint_key(r.key)[2] for r in read_all(dc2, checkpoints)} == set(range(partitions)),
+               60, what="a checkpoint for every partition of the group")
+    wait_until(lambda: {json.loads(r.key)[1] for r in read_all(dc2, snapshots) if r.key != ROUND_KEY}
+               == set(range(partitions)), 60, what="an offset-map snapshot of every partition")
+    for internal in (progress_topic, checkpoints, snapshots):
+        sizes = batch_sizes(clusters["dc2"], internal)
+        assert max(sizes) <= limit and len(sizes) > 2, internal
+    assert REFUSED not in m.log() and "too large" not in m.log().lower()

@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 from collections import Counter
+from concurrent.futures import Future
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from mirror_core.clients import producer_settings
-from mirror_core.config.client_defaults import PARKED_PRODUCER_DEFAULTS
+from mirror_core.clients import ClusterHealth, batch_cap, producer_settings
+from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES, PARKED_PRODUCER_DEFAULTS
 from mirror_core.config.errors import ConfigError
 from mirror_core.config.loader import parse_text
 from mirror_core.config.model import FlowConfig
@@ -14,11 +17,15 @@ from mirror_core.replication.producer_pool import (
     WAN_PRODUCERS,
     WAN_ROUND_TRIP_S,
     ProducerChooser,
+    batch_limit,
     choose_producers,
+    make_target_producers,
     measure_round_trip,
     needs_round_trip,
     producer_for,
+    slot_producer_cap,
 )
+from mirror_core.stores.internal_topics import internal_topics_limit
 
 BASE = "clusters = dc1, dc2\ndc1.bootstrap.servers = a:1\ndc2.bootstrap.servers = b:2\ndc1->dc2.enabled = true\n"
 
@@ -193,3 +200,67 @@ def test_parked_producers_take_batches_as_large_as_the_remote_topics_accept() ->
     cluster = parse_text(BASE + "dc2.producer.batch.size = 65536\n", validate_clients=False).clusters["dc2"]
     settings = producer_settings(cluster, {}, defaults=wan.producer_defaults())
     assert settings["batch.size"] == "65536" and settings["message.max.bytes"] == big, "the user's setting wins"
+
+
+class Described:
+    """describe_configs of an admin client: max.message.bytes per topic; a topic missing is unknown to the
+    cluster, one mapped to an exception is not answered for."""
+
+    def __init__(self, limits: dict[str, int | Exception]) -> None:
+        self.limits = limits
+
+    def describe_configs(self, resources: list[Any], request_timeout: float) -> dict[Any, Future[Any]]:
+        out: dict[Any, Future[Any]] = {}
+        for res in resources:
+            fut: Future[Any] = Future()
+            value = self.limits.get(res.name, KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+            if isinstance(value, Exception):
+                fut.set_exception(value)
+            else:
+                fut.set_result({"max.message.bytes": SimpleNamespace(value=str(value))})
+            out[res] = fut
+        return out
+
+
+def test_the_internal_topics_limit_is_the_smallest_they_take_and_kafkas_default_where_unknown() -> None:
+    def limit(limits: dict[str, int | Exception], topics: list[str]) -> int:
+        return internal_topics_limit(Described(limits), topics, "test")  # type: ignore[arg-type]
+
+    assert limit({}, []) == KAFKA_DEFAULT_MESSAGE_MAX_BYTES
+    assert limit({}, ["progress"]) == KAFKA_DEFAULT_MESSAGE_MAX_BYTES, "unknown to the cluster"
+    assert limit({"progress": 4096}, ["progress", "syncs"]) == 4096
+    assert limit({"progress": 8 << 20, "syncs": 2 << 20}, ["progress", "syncs"]) == 2 << 20
+    denied = KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+    assert limit({"progress": denied, "syncs": 8 << 20}, ["progress", "syncs"]) == KAFKA_DEFAULT_MESSAGE_MAX_BYTES
+
+
+def test_progress_gets_a_producer_of_its_own_only_when_the_data_batches_may_outgrow_its_topics() -> None:
+    """Made for real (librdkafka producers, never connected): the user's batch.size counts, not only auto's."""
+    def own(extra: str, choice_rtt: float | None, internal: int) -> bool:
+        cluster = parse_text(BASE + extra, validate_clients=False).clusters["dc2"]
+        choice = choose_producers(flow(), choice_rtt)
+        data, mine = make_target_producers(cluster, {}, ClusterHealth("dc2"), choice, internal)
+        assert len(data) == choice.count
+        if mine is not None:  # its batches fit what the internal topics take
+            assert batch_limit(cluster, {}, choice) > internal
+        return mine is not None
+
+    raised = "dc2.producer.batch.size = 4194304\ndc2.producer.message.max.bytes = 4194304\n"
+    assert not own("", None, KAFKA_DEFAULT_MESSAGE_MAX_BYTES), "the usual 1 MiB batches fit"
+    assert own(raised, None, KAFKA_DEFAULT_MESSAGE_MAX_BYTES), "one producer, batch.size raised by the user"
+    assert own("", 0.08, KAFKA_DEFAULT_MESSAGE_MAX_BYTES), "over a WAN: 8 MiB by default"
+    assert not own("", 0.08, 16 << 20), "internal topics that take 16 MiB"
+    assert own("", None, 4096), "internal topics that take less than a usual batch"
+    assert batch_cap(4 << 20, 4096) == {"batch.size": "4096"}
+    assert batch_cap(1_000_000, KAFKA_DEFAULT_MESSAGE_MAX_BYTES) == {}
+
+
+def test_exactly_once_caps_the_slot_producers_batches_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    topics = ["mirror-core.progress.dc1.internal", "mirror-core.offset-syncs.dc1.internal"]
+    with caplog.at_level("WARNING"):
+        assert slot_producer_cap("dc1->dc2", 1_000_000, KAFKA_DEFAULT_MESSAGE_MAX_BYTES, topics) == {}
+    assert not caplog.records
+    with caplog.at_level("WARNING"):
+        assert slot_producer_cap("dc1->dc2", 4 << 20, 65536, topics) == {"batch.size": "65536"}
+    line = caplog.records[-1].getMessage()
+    assert "capped at 65536 bytes" in line and "4194304 otherwise" in line and topics[0] in line

@@ -204,15 +204,20 @@ def make_consumer(cluster: ClusterConfig, group_id: str, overrides: Mapping[str,
 
 def producer_settings(cluster: ClusterConfig, overrides: Mapping[str, str] | None = None,
                       enforced: Mapping[str, str] | None = None, warn: bool = False,
-                      defaults: Mapping[str, str] | None = None) -> dict[str, Any]:
+                      defaults: Mapping[str, str] | None = None, fits: int | None = None) -> dict[str, Any]:
     """Defaults (``defaults`` over the usual ones), then the user's settings, then what the guarantees need
-    (``warn``: say which of the user's settings the guarantees override)."""
+    (``warn``: say which of the user's settings the guarantees override). ``fits``: the largest batch the
+    topics it writes take (internal_topics.internal_topics_limit): batch.size is lowered to it when the
+    batches could outgrow it (librdkafka counts the produce request's own headers against batch.size, and
+    still sends a single larger record alone, up to message.max.bytes)."""
     settings: dict[str, Any] = {**PRODUCER_DEFAULTS, **(defaults or {})}
     settings.update(cluster.client_settings("producer", overrides))
     if warn:
         _warn_overridden(settings, PRODUCER_ENFORCED, f"{cluster.alias} producer")
     settings.update(PRODUCER_ENFORCED)
     settings.update(enforced or {})
+    if fits is not None and batch_limit_bytes(settings) > fits:
+        settings["batch.size"] = str(fits)
     return settings
 
 
@@ -221,23 +226,11 @@ def batch_limit_bytes(settings: Mapping[str, Any]) -> int:
     return min(int(settings.get("batch.size", 1_000_000)), int(settings.get("message.max.bytes", 1_000_000)))
 
 
-def batch_cap(limit: int, fits: int) -> dict[str, str]:
-    """What to enforce on a producer whose batches reach ``limit`` bytes (batch_limit_bytes) so that none outgrows
-    ``fits``, what the topics it writes take: a batch.size of that ({} when they fit already). librdkafka counts
-    the produce request's own headers against batch.size, and still sends a single larger record alone (up to
-    message.max.bytes)."""
-    return {"batch.size": str(fits)} if limit > fits else {}
-
-
 def make_producer(cluster: ClusterConfig, overrides: Mapping[str, str] | None = None,
                   health: ClusterHealth | None = None, enforced: Mapping[str, str] | None = None,
                   defaults: Mapping[str, str] | None = None, fits: int | None = None) -> Producer:
-    """``fits``: the largest batch the topics it writes take (internal_topics.internal_topics_limit), which its
-    batches then keep within whatever the user's batch.size and message.max.bytes."""
-    settings = producer_settings(cluster, overrides, enforced, True, defaults)
-    if fits is not None:
-        settings.update(batch_cap(batch_limit_bytes(settings), fits))
-    return Producer(_with_callbacks(settings, health))
+    """``fits``: see producer_settings."""
+    return Producer(_with_callbacks(producer_settings(cluster, overrides, enforced, True, defaults, fits), health))
 
 
 def make_admin(cluster: ClusterConfig, health: ClusterHealth | None = None,

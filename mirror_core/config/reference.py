@@ -67,6 +67,10 @@ def render_reference() -> str:
             "| client | setting | value |", "|---|---|---|"]
     out += [f"| source consumer | `{k}` | `{v}` |" for k, v in CONSUMER_ENFORCED.items()]
     out += [f"| target producer | `{k}` | `{v}` |" for k, v in PRODUCER_ENFORCED.items()]
+    out += ["| producers writing the mirror's own topics on the target (progress, offset syncs, offset-map "
+            "snapshots, checkpoints; exactly-once: the slots' transactional producers) | `batch.size` | at most the "
+            "topic's `max.message.bytes` on the target (Kafka's default 1048588 where it does not say), when "
+            "`batch.size` and `message.max.bytes` would allow bigger batches (exactly-once: said in a warning) |"]
     out += ["", "## MirrorMaker 2 keys accepted and ignored", "",
             "These tune Kafka Connect internals or features mirror_core does differently; a warning names",
             "each one found in a file (globally, per cluster `<alias>.<key>` or per flow `A->B.<key>`), and",

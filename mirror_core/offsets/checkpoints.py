@@ -141,7 +141,7 @@ class CheckpointEmitter(threading.Thread):
             tgt_admin, topic = make_admin(tgt), checkpoints_topic(self.flow.source)
             ensure_checkpoints_topic(tgt_admin, topic, self.flow.checkpoints_replication_factor)
             # a round writes a record per group and partition: batches as large as the topic takes, no larger
-            fits = internal_topics_limit(tgt_admin, [topic], f"flow {self.flow.name}")
+            fits = internal_topics_limit(tgt_admin, [topic], f"flow {self.flow.name}", self.stop.wait)
             self._clients = {
                 "src_admin": make_admin(src), "tgt_admin": tgt_admin,
                 "producer": make_producer(tgt, enforced={"linger.ms": "5"}, fits=fits),

@@ -10,6 +10,7 @@ acks.py): a crash replays records, it never skips one.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -22,10 +23,21 @@ from mirror_core.config.model import ClusterConfig
 from mirror_core.kafka_io import log_end
 from mirror_core.metrics import Metrics
 from mirror_core.replication.batch import PartitionState
+from mirror_core.replication.retry import ThrottledLine
 from mirror_core.stores.offset_syncs import write_sync
 from mirror_core.stores.progress import ProgressStore
 
 TopicIds = Callable[[str], "str | None"]
+log = logging.getLogger(__name__)
+
+
+def say_not_written(line: ThrottledLine, flow: str, what: str, topic: str, err: KafkaError) -> None:
+    """A warning, throttled per error, that records of an internal topic were refused (counted in
+    mirror_errors_total too): they are sent again at the next commit, so without it a refusal that keeps
+    coming (a batch the topic never takes, a missing ACL) would hold progress back unseen."""
+    if line.due(f"{what} {topic} {err.code()}"):  # per error code: librdkafka's text counts the records
+        log.warning("flow %s: %s not written to %s (%s); sent again at the next commit", flow, what, topic,
+                    err.str())
 
 
 class OffsetMapWriter:
@@ -35,6 +47,7 @@ class OffsetMapWriter:
         self.topic = topic
         self.metrics = metrics
         self.flow_name = flow_name
+        self.refused = ThrottledLine()
 
     def durable_position(self, st: PartitionState, producer: Producer) -> int | None:
         """At-least-once: how far progress may go now — never past a record whose offset-map entry
@@ -63,6 +76,7 @@ class OffsetMapWriter:
                 outcome["failed"] = True
                 st.syncs[:0] = entries  # sent again at the next commit
                 self.metrics.errors.labels(self.flow_name, "offset_sync").inc()
+                say_not_written(self.refused, self.flow_name, "offset-map entries", self.topic, err)
             if outcome["left"] == 0 and not outcome["failed"]:
                 st.map_durable = cover
 
@@ -97,6 +111,7 @@ class ProgressCommitter:
         self.metrics = metrics
         self.flow_name = flow_name
         self.topic_ids = topic_ids
+        self.refused = ThrottledLine()
 
     def commit(self, producer: Producer, states: list[PartitionState]) -> None:
         """At-least-once: write progress for acknowledged offsets whose map entries are durable."""
@@ -113,6 +128,7 @@ class ProgressCommitter:
                     if err is not None:
                         st.committed = None  # retried at the next commit
                         self.metrics.errors.labels(self.flow_name, "progress_commit").inc()
+                        say_not_written(self.refused, self.flow_name, "progress", self.progress.topic, err)
 
                 with self._writing(self.progress.topic):
                     self.progress.write(producer, st.topic, st.partition, progress, on_delivery,

@@ -68,7 +68,7 @@ class AtLeastOnce:
                  target_meta: Consumer, exact_reports: bool, internal: Producer | None = None) -> None:
         self.producers = producers  # records of a partition always through the same one (producer_pool.py)
         #: progress and offset-map records: ``internal`` when the data producers' batches may outgrow what the
-        #: single-partition internal topics take (one batch per partition raises their limit), else the first
+        #: single-partition internal topics take (one batch per partition's 8 MiB, a user's batch.size), else the first
         self.producer = internal if internal is not None else producers[0]  # (an empty Producer is falsy)
         #: every producer polled, flushed and purged here
         self.clients = producers if internal is None else [*producers, internal]

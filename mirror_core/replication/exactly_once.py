@@ -123,9 +123,9 @@ class SlotManager:
 
     def __init__(self, flow: FlowConfig, target: ClusterConfig, metrics: Metrics, target_health: ClusterHealth,
                  assignment: Assignment, acks: Acks, committer: ProgressCommitter,
-                 membership: Mapping[str, str] | None = None, producer_cap: Mapping[str, str] | None = None) -> None:
+                 membership: Mapping[str, str] | None = None, fits: int | None = None) -> None:
         self.flow = flow
-        self.producer_cap = dict(producer_cap or {})  # producer_pool.slot_producer_cap
+        self.fits = fits  # what the progress and offset-map topics take (producer_pool.say_slot_cap)
         self.slots = flow.exactly_once_slots
         self.target = target
         self.metrics = metrics
@@ -168,8 +168,8 @@ class SlotManager:
             k = tp.partition
             tid = f"mirror-core.{self.flow.source}-{self.flow.target}.slot-{k}"
             producer = make_producer(self.target, self.flow.producer_overrides, self.target_health, enforced={
-                **self.producer_cap, "transactional.id": tid, "transaction.timeout.ms": "60000",
-                "message.timeout.ms": "55000"})
+                "transactional.id": tid, "transaction.timeout.ms": "60000", "message.timeout.ms": "55000"},
+                fits=self.fits)
             with authorization.guard(self.flow.name, Access("Write", tid, self.target)):
                 # Fences and aborts any previous owner of this slot, and settles a commit of ours whose
                 # outcome we never learnt (see commit_slots).

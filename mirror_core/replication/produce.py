@@ -28,6 +28,7 @@ from mirror_core.config.model import FlowConfig
 from mirror_core.kafka_io import log_end
 from mirror_core.replication.acks import RECORD_ERRORS
 from mirror_core.replication.batch import Batch, PartitionState
+from mirror_core.stores.internal_topics import NEW_TOPIC_WAIT_S
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +37,6 @@ PROVENANCE_HEADER = "mirror-core.provenance"
 #: (two varints); REQUEST_SLACK: the produce request's and batch's own headers (topic name, ids), generously
 #: (a quarter of a batch smaller than 16 KiB)
 RECORD_OVERHEAD, HEADER_OVERHEAD, REQUEST_SLACK = 36, 10, 4096
-#: how long a remote topic the target does not know yet (just created) is asked for again
-NEW_TOPIC_WAIT_S = 3.0
 DeliveryCallback = Callable[[KafkaError | None, Any], None]
 
 

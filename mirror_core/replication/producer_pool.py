@@ -16,7 +16,7 @@ offset-map records go through the first, or, when the producers' batches may out
 internal topics take (their max.message.bytes on the target: one batch per partition raises the limit to 8 MiB,
 and users raise batch.size), through a producer of their own whose batches fit them (make_target_producers).
 Exactly-once writes them in each slot's transaction, so there the slot producers' batches are capped instead
-(slot_producer_cap).
+(say_slot_cap).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from mirror_core.clients import ClusterHealth, batch_cap, batch_limit_bytes, make_producer, producer_settings
+from mirror_core.clients import ClusterHealth, batch_limit_bytes, make_producer, producer_settings
 from mirror_core.config.client_defaults import PARKED_PRODUCER_DEFAULTS
 from mirror_core.config.model import ClusterConfig, FlowConfig
 
@@ -90,21 +90,19 @@ def make_target_producers(cluster: ClusterConfig, overrides: Mapping[str, str], 
     single-partition internal topics take), one whose batches do not, for progress and offset-map records."""
     bigger = choice.producer_defaults()
     data = [make_producer(cluster, overrides, health, defaults=bigger) for _ in range(choice.count or 0)]
-    cap = batch_cap(batch_limit(cluster, overrides, choice), internal)
-    return data, make_producer(cluster, overrides, health, enforced=cap) if cap else None
+    own = batch_limit(cluster, overrides, choice) > internal
+    return data, make_producer(cluster, overrides, health, fits=internal) if own else None
 
 
-def slot_producer_cap(flow: str, limit: int, internal: int, topics: Sequence[str]) -> dict[str, str]:
-    """Exactly-once: what to enforce on the slots' transactional producers, whose batches reach ``limit`` bytes,
-    so that the progress and offset-map records of each transaction fit ``topics`` (``internal`` bytes); said in
-    a warning, since it caps the data batches too."""
-    cap = batch_cap(limit, internal)
-    if cap:
-        log.warning("flow %s: exactly-once: target producer batches capped at %d bytes (batch.size; %d "
-                    "otherwise): progress and offset-map records go in each transaction's producer, and %s "
-                    "take at most that (max.message.bytes); raise it there to let data batches grow",
-                    flow, internal, limit, " and ".join(topics))
-    return cap
+def say_slot_cap(flow: str, limit: int, internal: int, topics: Sequence[str]) -> None:
+    """Exactly-once: the slots' transactional producers, whose batches would reach ``limit`` bytes, keep them
+    within ``internal`` (``fits``), so that the progress and offset-map records of each transaction fit
+    ``topics``; said, since the data batches are capped too."""
+    if limit > internal:
+        log.warning("flow %s: exactly-once: target producer batches capped at %d bytes (batch.size; %d otherwise): "
+                    "progress and offset-map records go in each transaction's producer, and %s take that much "
+                    "(max.message.bytes, or Kafka's default where the target does not say); raise it there to let "
+                    "data batches grow", flow, internal, limit, " and ".join(topics))
 
 
 def batch_limit(cluster: ClusterConfig, overrides: Mapping[str, str], choice: ProducerChoice) -> int:

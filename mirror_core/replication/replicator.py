@@ -52,7 +52,7 @@ from mirror_core.replication.producer_pool import (
     ProducerChooser,
     batch_limit,
     make_target_producers,
-    slot_producer_cap,
+    say_slot_cap,
 )
 from mirror_core.replication.reporting import Reporter
 from mirror_core.replication.retry import MAX_PROBE_INTERVAL_S, Backoff, ThrottledLine
@@ -239,14 +239,14 @@ class FlowReplicator:
         choice = self._producer_choice.choose(target_meta)
         # Progress and offset-map records must go in batches their topics take, like the data (produce.py).
         internal_topics = [flow.progress_topic, offset_syncs_topic(flow.source)]
-        internal = internal_topics_limit(topics.target, internal_topics, f"flow {flow.name}")
+        internal = internal_topics_limit(topics.target, internal_topics, f"flow {flow.name}", self.stop.wait)
         limit = batch_limit(tgt, flow.producer_overrides, choice)
         delivery: Delivery
         if choice.count is None:
             # Each owned slot has its own transactional producer (see exactly_once.py).
-            cap = slot_producer_cap(flow.name, limit, internal, internal_topics)
+            say_slot_cap(flow.name, limit, internal, internal_topics)
             slots = SlotManager(flow, tgt, self.metrics, self.target_health, assignment, acks, committer,
-                                self.membership, cap)
+                                self.membership, internal)
             delivery = ExactlyOnce(slots, assignment)
             limit = min(limit, internal)
         else:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
@@ -18,6 +18,8 @@ from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES
 from mirror_core.errors import ProgressError
 
 log = logging.getLogger(__name__)
+#: how long a topic the cluster does not know yet (created a moment ago) is asked for again
+NEW_TOPIC_WAIT_S = 3.0
 
 
 def ensure_internal_topic(admin: AdminClient, topic: str, replication_factor: int, config: dict[str, str],
@@ -62,13 +64,37 @@ def max_message_bytes(admin: AdminClient, topics: Sequence[str], timeout: float,
     return limits
 
 
-def internal_topics_limit(admin: AdminClient, topics: Sequence[str], who: str, timeout: float = 30) -> int:
-    """The largest batch every one of ``topics`` takes; Kafka's default for one the cluster does not say (no
-    DescribeConfigs on it): what a producer writing to them must keep its batches within (clients.batch_cap)."""
-    limits = max_message_bytes(admin, topics, timeout, who)
-    known = (limits.get(t) for t in topics)
-    return min((KAFKA_DEFAULT_MESSAGE_MAX_BYTES if v is None else v for v in known),
-               default=KAFKA_DEFAULT_MESSAGE_MAX_BYTES)
+def _sleep(seconds: float) -> bool:
+    time.sleep(seconds)
+    return False
+
+
+def internal_topics_limit(admin: AdminClient, topics: Sequence[str], who: str,
+                          wait: Callable[[float], bool] = _sleep, timeout: float = 15) -> int:
+    """The largest batch every one of ``topics`` takes: what a producer writing to them keeps its batches within
+    (clients.producer_settings, ``fits``). A topic the cluster does not know yet (created a moment ago: its
+    metadata is on the way) is asked again for up to NEW_TOPIC_WAIT_S (``wait`` returns True to stop); for one
+    it does not answer for (a missing DescribeConfigs ACL, no answer in time), Kafka's default, said in a line.
+    Never raises: a lookup that fails must not stop what writes the topics."""
+    limits: dict[str, int] = {}
+    asked, deadline = list(topics), time.monotonic() + NEW_TOPIC_WAIT_S
+    while asked:
+        try:
+            got = max_message_bytes(admin, asked, timeout, who)
+        except Exception as exc:  # e.g. the request could not be made at all
+            log.debug("%s: max.message.bytes of %s unknown (%s)", who, ", ".join(asked), exc)
+            break
+        limits.update({t: v for t, v in got.items() if v is not None})
+        asked = [t for t in asked if t in got and got[t] is None]
+        if asked and (time.monotonic() >= deadline or wait(0.2)):
+            break
+    unknown = [t for t in topics if t not in limits]
+    if unknown:
+        log.info("%s: max.message.bytes of %s unknown (no answer from the target: a missing DescribeConfigs ACL?): "
+                 "batches written there kept within Kafka's default %d", who, ", ".join(unknown),
+                 KAFKA_DEFAULT_MESSAGE_MAX_BYTES)
+    default = KAFKA_DEFAULT_MESSAGE_MAX_BYTES
+    return min((limits.get(t, default) for t in topics), default=default)
 
 
 class TopicTail:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from mirror_core.clients import ClusterHealth, batch_cap, producer_settings
+from mirror_core.clients import ClusterHealth, batch_limit_bytes, producer_settings
 from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES, PARKED_PRODUCER_DEFAULTS
 from mirror_core.config.errors import ConfigError
 from mirror_core.config.loader import parse_text
@@ -23,7 +23,7 @@ from mirror_core.replication.producer_pool import (
     measure_round_trip,
     needs_round_trip,
     producer_for,
-    slot_producer_cap,
+    say_slot_cap,
 )
 from mirror_core.stores.internal_topics import internal_topics_limit
 
@@ -203,17 +203,20 @@ def test_parked_producers_take_batches_as_large_as_the_remote_topics_accept() ->
 
 
 class Described:
-    """describe_configs of an admin client: max.message.bytes per topic; a topic missing is unknown to the
-    cluster, one mapped to an exception is not answered for."""
+    """describe_configs of an admin client: max.message.bytes per topic, one answer per call in turn; a topic
+    missing from an answer is unknown to the cluster, one mapped to an exception is not answered for."""
 
-    def __init__(self, limits: dict[str, int | Exception]) -> None:
-        self.limits = limits
+    def __init__(self, *answers: dict[str, int | Exception]) -> None:
+        self.answers = list(answers)
+        self.calls: list[list[str]] = []
 
     def describe_configs(self, resources: list[Any], request_timeout: float) -> dict[Any, Future[Any]]:
+        self.calls.append([res.name for res in resources])
+        limits = self.answers[min(len(self.calls), len(self.answers)) - 1]
         out: dict[Any, Future[Any]] = {}
         for res in resources:
             fut: Future[Any] = Future()
-            value = self.limits.get(res.name, KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+            value = limits.get(res.name, KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
             if isinstance(value, Exception):
                 fut.set_exception(value)
             else:
@@ -222,16 +225,46 @@ class Described:
         return out
 
 
-def test_the_internal_topics_limit_is_the_smallest_they_take_and_kafkas_default_where_unknown() -> None:
-    def limit(limits: dict[str, int | Exception], topics: list[str]) -> int:
-        return internal_topics_limit(Described(limits), topics, "test")  # type: ignore[arg-type]
+def test_the_internal_topics_limit_is_the_smallest_they_take_and_kafkas_default_where_unknown(
+        caplog: pytest.LogCaptureFixture) -> None:
+    def limit(admin: Described, topics: list[str], stop: bool = False) -> int:
+        return internal_topics_limit(admin, topics, "flow f", lambda s: stop)  # type: ignore[arg-type]
 
-    assert limit({}, []) == KAFKA_DEFAULT_MESSAGE_MAX_BYTES
-    assert limit({}, ["progress"]) == KAFKA_DEFAULT_MESSAGE_MAX_BYTES, "unknown to the cluster"
-    assert limit({"progress": 4096}, ["progress", "syncs"]) == 4096
-    assert limit({"progress": 8 << 20, "syncs": 2 << 20}, ["progress", "syncs"]) == 2 << 20
+    assert limit(Described({}), []) == KAFKA_DEFAULT_MESSAGE_MAX_BYTES
+    assert limit(Described({"progress": 4096}), ["progress", "syncs"], stop=True) == 4096
+    assert limit(Described({"progress": 8 << 20, "syncs": 2 << 20}), ["progress", "syncs"]) == 2 << 20
+    # Created a moment ago: unknown at first, asked again (only for it) until the cluster knows it.
+    created = Described({"syncs": 8 << 20}, {"syncs": 8 << 20, "progress": 4096})
+    assert limit(created, ["progress", "syncs"]) == 4096 and created.calls == [["progress", "syncs"], ["progress"]]
+    stopping = Described({})
+    assert limit(stopping, ["progress"], stop=True) == KAFKA_DEFAULT_MESSAGE_MAX_BYTES and len(stopping.calls) == 1
     denied = KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
-    assert limit({"progress": denied, "syncs": 8 << 20}, ["progress", "syncs"]) == KAFKA_DEFAULT_MESSAGE_MAX_BYTES
+    with caplog.at_level("INFO"):
+        assert limit(Described({"progress": denied, "syncs": 8 << 20}), ["progress", "syncs"]) == \
+            KAFKA_DEFAULT_MESSAGE_MAX_BYTES
+    assert "max.message.bytes of progress unknown" in caplog.text and "DescribeConfigs" in caplog.text
+
+    class Broken:
+        def describe_configs(self, resources: list[Any], request_timeout: float) -> None:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+
+    assert internal_topics_limit(Broken(), ["progress"], "flow f") == KAFKA_DEFAULT_MESSAGE_MAX_BYTES  # type: ignore[arg-type]
+
+
+def test_a_producer_told_what_its_topics_take_keeps_its_batches_within_it() -> None:
+    """``fits`` lowers batch.size only when the batches could outgrow it: the user's settings otherwise stand."""
+    def settings(extra: str, fits: int | None) -> dict[str, Any]:
+        cluster = parse_text(BASE + extra, validate_clients=False).clusters["dc2"]
+        return producer_settings(cluster, {}, fits=fits)
+
+    raised = "dc2.producer.batch.size = 4194304\ndc2.producer.message.max.bytes = 4194304\n"
+    assert batch_limit_bytes(settings(raised, None)) == 4 << 20
+    assert batch_limit_bytes(settings(raised, 4096)) == 4096 and settings(raised, 4096)["message.max.bytes"] == \
+        "4194304", "single records up to the user's message.max.bytes still go"
+    assert settings(raised, KAFKA_DEFAULT_MESSAGE_MAX_BYTES)["batch.size"] == str(KAFKA_DEFAULT_MESSAGE_MAX_BYTES)
+    assert settings("", KAFKA_DEFAULT_MESSAGE_MAX_BYTES) == settings("", None), "the defaults fit: nothing changes"
+    small = "dc2.producer.message.max.bytes = 2000\n"
+    assert settings(small, 4096) == settings(small, None)
 
 
 def test_progress_gets_a_producer_of_its_own_only_when_the_data_batches_may_outgrow_its_topics() -> None:
@@ -251,16 +284,14 @@ def test_progress_gets_a_producer_of_its_own_only_when_the_data_batches_may_outg
     assert own("", 0.08, KAFKA_DEFAULT_MESSAGE_MAX_BYTES), "over a WAN: 8 MiB by default"
     assert not own("", 0.08, 16 << 20), "internal topics that take 16 MiB"
     assert own("", None, 4096), "internal topics that take less than a usual batch"
-    assert batch_cap(4 << 20, 4096) == {"batch.size": "4096"}
-    assert batch_cap(1_000_000, KAFKA_DEFAULT_MESSAGE_MAX_BYTES) == {}
 
 
-def test_exactly_once_caps_the_slot_producers_batches_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+def test_exactly_once_says_when_the_slot_producers_batches_are_capped(caplog: pytest.LogCaptureFixture) -> None:
     topics = ["mirror-core.progress.dc1.internal", "mirror-core.offset-syncs.dc1.internal"]
     with caplog.at_level("WARNING"):
-        assert slot_producer_cap("dc1->dc2", 1_000_000, KAFKA_DEFAULT_MESSAGE_MAX_BYTES, topics) == {}
+        say_slot_cap("dc1->dc2", 1_000_000, KAFKA_DEFAULT_MESSAGE_MAX_BYTES, topics)
     assert not caplog.records
     with caplog.at_level("WARNING"):
-        assert slot_producer_cap("dc1->dc2", 4 << 20, 65536, topics) == {"batch.size": "65536"}
+        say_slot_cap("dc1->dc2", 4 << 20, 65536, topics)
     line = caplog.records[-1].getMessage()
     assert "capped at 65536 bytes" in line and "4194304 otherwise" in line and topics[0] in line

@@ -87,3 +87,25 @@ def test_the_replicator_restarts_from_the_first_delay_after_a_healthy_run(monkey
     monkeypatch.setattr(stop, "wait", wait)
     replicator.run()
     assert waits == [1.0, 2.0, 4.0, 1.0, 2.0]
+
+
+def test_refused_internal_records_are_said_once_a_minute_per_error(caplog: pytest.LogCaptureFixture) -> None:
+    """Progress and offset-map records the target refuses are sent again at each commit: the refusal is a
+    warning (it was only a counter), not one per commit."""
+    from confluent_kafka import KafkaError
+
+    from mirror_core.replication.commit import say_not_written
+
+    line = ThrottledLine()
+    too_large = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "ProduceRequest with 37 message(s) failed")
+    with caplog.at_level("WARNING"):
+        for _ in range(5):
+            say_not_written(line, "dc1->dc2", "progress", "mirror-core.progress.dc1.internal", too_large)
+        say_not_written(line, "dc1->dc2", "progress", "mirror-core.progress.dc1.internal",
+                        KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "ProduceRequest with 12 message(s) failed"))
+        say_not_written(line, "dc1->dc2", "progress", "mirror-core.progress.dc1.internal",
+                        KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("flow dc1->dc2: progress not written to mirror-core.progress.dc1.internal (")
+    assert "37 message(s)" in lines[0] and "sent again at the next commit" in lines[0]

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirror_core.authorization import Access, denied_line
 from mirror_core.config.model import ClusterConfig
 from mirror_core.kafka_io import QUIET, log_end
 from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
+from mirror_core.replication.retry import ThrottledLine
 from mirror_core.stores.internal_topics import TopicTail, ensure_internal_topic, internal_topics_limit
 from mirror_core.stores.records import (
     decode_checkpoint_key,
@@ -71,9 +74,10 @@ class CheckpointReader:
 
 
 def publish_checkpoint(producer: Producer, topic: str, group: str, remote_topic: str, partition: int,
-                       upstream: int, downstream: int) -> None:
+                       upstream: int, downstream: int,
+                       on_delivery: Callable[[KafkaError | None, object], None] | None = None) -> None:
     producer.produce(topic, key=encode_checkpoint_key(group, remote_topic, partition),
-                     value=encode_checkpoint_value(upstream, downstream, ""))
+                     value=encode_checkpoint_value(upstream, downstream, ""), on_delivery=on_delivery)
 
 
 def sync_group_offsets(admin: AdminClient, group: str, wanted: dict[tuple[str, int], int],
@@ -108,6 +112,7 @@ class CheckpointEmitter(threading.Thread):
         super().__init__(name=f"checkpoints {flow.name}", daemon=True)
         self.config, self.flow, self.stop, self.metrics = config, flow, stop, metrics
         self._published: dict[tuple[str, str, int], tuple[int, int]] = {}
+        self._refused_line = ThrottledLine()
         self._next_group_sync = 0.0
         self._clients: dict[str, Any] | None = None
 
@@ -176,6 +181,7 @@ class CheckpointEmitter(threading.Thread):
         topic = checkpoints_topic(flow.source)
         sync_now = flow.sync_group_offsets and time.monotonic() >= self._next_group_sync
         published = 0
+        refused: list[KafkaError] = []  # delivery errors of this round's checkpoints (_delivered)
         ends: dict[tuple[str, int], int | None] = {}  # remote partition -> log end, read once per round
         for group in groups:
             translated: dict[tuple[str, int], int] = {}
@@ -192,10 +198,11 @@ class CheckpointEmitter(threading.Thread):
                 translated[(remote, p)] = tr.target_offset
                 if not flow.emit_checkpoints:
                     continue  # group offset sync only
-                key = (group, remote, p)
-                if self._published.get(key) != (upstream, tr.target_offset):
-                    publish_checkpoint(producer, topic, group, remote, p, upstream, tr.target_offset)
-                    self._published[key] = (upstream, tr.target_offset)
+                key, value = (group, remote, p), (upstream, tr.target_offset)
+                if self._published.get(key) != value:
+                    publish_checkpoint(producer, topic, group, remote, p, upstream, tr.target_offset,
+                                       partial(self._delivered, key, value, refused))
+                    self._published[key] = value
                     published += 1
             if sync_now and translated:
                 committed = sync_group_offsets(tgt_admin, group, translated, flow=flow.name,
@@ -206,5 +213,19 @@ class CheckpointEmitter(threading.Thread):
         if sync_now:
             self._next_group_sync = time.monotonic() + flow.sync_group_offsets_interval_s
         producer.flush(30)
-        return published
+        if refused:  # published again next round (_delivered forgot them)
+            self.metrics.errors.labels(flow.name, "checkpoints").inc()
+            err = refused[-1]
+            if self._refused_line.due(f"{err.code()}"):  # per error code: librdkafka's text counts the records
+                log.warning("flow %s: %d checkpoints not written to %s (%s); published again next round",
+                            flow.name, len(refused), topic, err.str())
+        return published - len(refused)
+
+    def _delivered(self, key: tuple[str, str, int], value: tuple[int, int], refused: list[KafkaError],
+                   err: KafkaError | None, _msg: object) -> None:
+        """A checkpoint the target refused is forgotten, so that the next round publishes it again."""
+        if err is not None:
+            refused.append(err)
+            if self._published.get(key) == value:
+                del self._published[key]
 

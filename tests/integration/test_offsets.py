@@ -272,6 +272,8 @@ def test_progress_never_covers_an_offset_map_entry_the_target_rejected(dc1, dc2,
         first_gap = next(o for prev, o in itertools.pairwise(source) if o != prev + 1)
         wait_until(lambda: len(read_all(dc2, remote)) == len(read_all(dc1, topic)), 60, what="new records copied")
         wait_until(lambda: 'kind="offset_sync"' in m.metrics(), 30, what="offset-sync errors reported")
+        wait_until(lambda: "offset-map entries not written to mirror-core.offset-syncs" in m.log(), 30,
+                   what="the refusal said in the log, not only counted")
         time.sleep(2)  # ten commit rounds
         progress = FlowOffsets.load(config, flow).progress[(topic, 0)]
         # Records up to the first new gap continue the last run (no new entry needed); past it, not.
@@ -288,3 +290,35 @@ def test_progress_never_covers_an_offset_map_entry_the_target_rejected(dc1, dc2,
         assert tr.exact and tr.target_offset is not None
         assert [r.value for r in tgt_records if r.offset >= tr.target_offset] == \
             [r.value for r in src_records if r.offset >= committed], committed
+
+
+def test_checkpoints_the_target_refuses_are_said_and_published_again(dc1, dc2, name, start_mirror, tmp_path):
+    """A checkpoint is published once per change of its group's offset: one the target refused used to be
+    forgotten (no line, never sent again while the group stood still)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from mirror_core.offsets.checkpoints import CHECKPOINTS_TOPIC_CONFIG
+    from tests.kafka_harness import admin, write_config
+
+    src, tgt = unique("src"), unique("tgt")  # own aliases: a checkpoints topic of this test's own
+    topic, checkpoints = f"{name}.cp", f"{src}.checkpoints.internal"
+    create_topic(dc1, topic, 2)
+    transactional_data(dc1, topic, 2)
+    group = unique("standing-")
+    commit_source_group(dc1, group, topic, {0: 10, 1: 12})  # and never again: nothing changes for it
+    # Takes less than one checkpoint record: every one is refused.
+    create_topic(dc2, checkpoints, 1, {**CHECKPOINTS_TOPIC_CONFIG, "max.message.bytes": "60"})
+    config_path = write_config(tmp_path / f"{src}.properties", {src: dc1, tgt: dc2}, [
+        f"{src}->{tgt}.enabled = true", f"{src}->{tgt}.topics = {topic}", f"{src}->{tgt}.groups = {group}",
+        "refresh.topics.interval.seconds = 2", "offset.flush.interval.ms = 200", "emit.heartbeats.enabled = false",
+        "emit.checkpoints.interval.seconds = 1"])
+    m = start_mirror([], config=config_path)
+    wait_until(lambda: f"2 checkpoints not written to {checkpoints}" in m.log(), 90, what="the refusal said")
+    assert 'kind="checkpoints"' in m.metrics() and read_all(dc2, checkpoints) == []
+    resource = ConfigResource(ResourceType.TOPIC, checkpoints)
+    resource.incremental_configs = [ConfigEntry("max.message.bytes", None,
+                                                incremental_operation=AlterConfigOpType.DELETE)]
+    client = admin(dc2)
+    client.incremental_alter_configs([resource])[resource].result(10)
+    wait_until(lambda: {decode_checkpoint_key(r.key)[2] for r in read_all(dc2, checkpoints)} == {0, 1}, 60,
+               what="both checkpoints published again once the topic takes them")

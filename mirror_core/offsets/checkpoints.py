@@ -22,6 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirror_core.authorization import Access, denied_line
+from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES
 from mirror_core.config.model import ClusterConfig
 from mirror_core.kafka_io import QUIET, log_end
 from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
@@ -35,7 +36,10 @@ from mirror_core.stores.records import (
 )
 
 log = logging.getLogger(__name__)
-CHECKPOINTS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+#: max.message.bytes explicit (Kafka's default): what a writer assumes where the target does not say
+#: (internal_topics.internal_topics_limit), so a smaller broker default does not apply to them
+CHECKPOINTS_TOPIC_CONFIG = {"cleanup.policy": "compact",
+                            "max.message.bytes": str(KAFKA_DEFAULT_MESSAGE_MAX_BYTES)}
 SOURCE_PROBE_TIMEOUT_S = 2.0
 
 
@@ -112,6 +116,7 @@ class CheckpointEmitter(threading.Thread):
         super().__init__(name=f"checkpoints {flow.name}", daemon=True)
         self.config, self.flow, self.stop, self.metrics = config, flow, stop, metrics
         self._published: dict[tuple[str, str, int], tuple[int, int]] = {}
+        self._refused: list[KafkaError] = []  # delivery errors not said yet (_delivered)
         self._refused_line = ThrottledLine()
         self._next_group_sync = 0.0
         self._clients: dict[str, Any] | None = None
@@ -181,7 +186,6 @@ class CheckpointEmitter(threading.Thread):
         topic = checkpoints_topic(flow.source)
         sync_now = flow.sync_group_offsets and time.monotonic() >= self._next_group_sync
         published = 0
-        refused: list[KafkaError] = []  # delivery errors of this round's checkpoints (_delivered)
         ends: dict[tuple[str, int], int | None] = {}  # remote partition -> log end, read once per round
         for group in groups:
             translated: dict[tuple[str, int], int] = {}
@@ -201,7 +205,7 @@ class CheckpointEmitter(threading.Thread):
                 key, value = (group, remote, p), (upstream, tr.target_offset)
                 if self._published.get(key) != value:
                     publish_checkpoint(producer, topic, group, remote, p, upstream, tr.target_offset,
-                                       partial(self._delivered, key, value, refused))
+                                       partial(self._delivered, key, value))
                     self._published[key] = value
                     published += 1
             if sync_now and translated:
@@ -212,20 +216,32 @@ class CheckpointEmitter(threading.Thread):
                              flow.target)
         if sync_now:
             self._next_group_sync = time.monotonic() + flow.sync_group_offsets_interval_s
-        producer.flush(30)
-        if refused:  # published again next round (_delivered forgot them)
-            self.metrics.errors.labels(flow.name, "checkpoints").inc()
-            err = refused[-1]
-            if self._refused_line.due(f"{err.code()}"):  # per error code: librdkafka's text counts the records
-                log.warning("flow %s: %d checkpoints not written to %s (%s); published again next round",
-                            flow.name, len(refused), topic, err.str())
+        unsent = producer.flush(30)
+        refused, self._refused = self._refused, []  # this round's, and earlier ones' that arrived since
+        self._say_refused(topic, refused, unsent)
         return published - len(refused)
 
-    def _delivered(self, key: tuple[str, str, int], value: tuple[int, int], refused: list[KafkaError],
-                   err: KafkaError | None, _msg: object) -> None:
-        """A checkpoint the target refused is forgotten, so that the next round publishes it again."""
+    def _delivered(self, key: tuple[str, str, int], value: tuple[int, int], err: KafkaError | None,
+                   _msg: object) -> None:
+        """A checkpoint the target refused is forgotten (unless a newer one for the same key was published
+        since), so that the next round publishes it again. Served by flush, on this thread."""
         if err is not None:
-            refused.append(err)
+            self._refused.append(err)
             if self._published.get(key) == value:
                 del self._published[key]
+
+    def _say_refused(self, topic: str, refused: list[KafkaError], unsent: int) -> None:
+        """A warning per error code (throttled: librdkafka's text counts the records), counted."""
+        if refused and self.metrics is not None:
+            self.metrics.errors.labels(self.flow.name, "checkpoints").inc()
+        by_code: dict[int, list[KafkaError]] = {}
+        for err in refused:
+            by_code.setdefault(err.code(), []).append(err)
+        for code, errs in by_code.items():
+            if self._refused_line.due(str(code)):
+                log.warning("flow %s: %d checkpoints not written to %s (%s); published again next round",
+                            self.flow.name, len(errs), topic, errs[-1].str())
+        if unsent and self._refused_line.due("unsent"):
+            log.warning("flow %s: %d checkpoints not acknowledged by %s after 30 s; whatever it refuses is published "
+                        "again at a later round", self.flow.name, unsent, topic)
 

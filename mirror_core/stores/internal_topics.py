@@ -77,7 +77,7 @@ def internal_topics_limit(admin: AdminClient, topics: Sequence[str], who: str,
     it does not answer for (a missing DescribeConfigs ACL, no answer in time), Kafka's default, said in a line.
     Never raises: a lookup that fails must not stop what writes the topics."""
     limits: dict[str, int] = {}
-    asked, deadline = list(topics), time.monotonic() + NEW_TOPIC_WAIT_S
+    asked, deadline, stopped = list(topics), time.monotonic() + NEW_TOPIC_WAIT_S, False
     while asked:
         try:
             got = max_message_bytes(admin, asked, timeout, who)
@@ -86,10 +86,13 @@ def internal_topics_limit(admin: AdminClient, topics: Sequence[str], who: str,
             break
         limits.update({t: v for t, v in got.items() if v is not None})
         asked = [t for t in asked if t in got and got[t] is None]
-        if asked and (time.monotonic() >= deadline or wait(0.2)):
+        if asked and time.monotonic() >= deadline:
+            break
+        if asked and wait(0.2):
+            stopped = True
             break
     unknown = [t for t in topics if t not in limits]
-    if unknown:
+    if unknown and not stopped:
         log.info("%s: max.message.bytes of %s unknown (no answer from the target: a missing DescribeConfigs ACL?): "
                  "batches written there kept within Kafka's default %d", who, ", ".join(unknown),
                  KAFKA_DEFAULT_MESSAGE_MAX_BYTES)

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirror_core.clients import make_consumer
+from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES
 from mirror_core.config.model import ClusterConfig
 from mirror_core.kafka_io import QUIET
 from mirror_core.stores.internal_topics import TopicTail, ensure_internal_topic
@@ -24,7 +25,10 @@ from mirror_core.stores.offset_map import OffsetMap
 from mirror_core.stores.records import decode_sync_key, decode_sync_value, encode_sync_key, encode_sync_value
 
 log = logging.getLogger(__name__)
-OFFSET_SYNCS_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
+#: max.message.bytes explicit (Kafka's default): what a writer assumes where the target does not say
+#: (internal_topics.internal_topics_limit), so a smaller broker default does not apply to them
+OFFSET_SYNCS_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1",
+                             "max.message.bytes": str(KAFKA_DEFAULT_MESSAGE_MAX_BYTES)}
 
 
 def offset_syncs_topic(source_alias: str) -> str:

@@ -94,8 +94,8 @@ def mirror_acls(topics_prefix: str, exactly_once: bool) -> tuple[list[AclBinding
         # remote topics and checkpoints: create, write, read (group offset sync), sync configs, add partitions
         *(acl(Res.TOPIC, f"{SRC}.", PREFIXED, op)
           for op in (Op.CREATE, Op.WRITE, Op.READ, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.ALTER)),
-        *(acl(Res.TOPIC, "mirror-core.", PREFIXED, op)  # progress, offset syncs (exactly-once: slots)
-          for op in (Op.CREATE, Op.WRITE, Op.READ)),
+        *(acl(Res.TOPIC, "mirror-core.", PREFIXED, op)  # progress, offset syncs (exactly-once: slots); their limits
+          for op in (Op.CREATE, Op.WRITE, Op.READ, Op.DESCRIBE_CONFIGS)),
         acl(Res.GROUP, "*", LITERAL, Op.READ),  # group offset sync: commit to the same groups
     ]
     if exactly_once:

@@ -28,7 +28,7 @@ from mirror_core.config.model import FlowConfig
 from mirror_core.kafka_io import log_end
 from mirror_core.replication.acks import RECORD_ERRORS
 from mirror_core.replication.batch import Batch, PartitionState
-from mirror_core.stores.internal_topics import NEW_TOPIC_WAIT_S
+from mirror_core.stores.internal_topics import ask_until_known
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ class Producing:
     def learn_limits(self, ready: Iterable[str], wait: Callable[[float], bool],
                      seen: Mapping[str, int] | None = None) -> None:
         """Read the limits of the remote topics of ``ready`` source topics not known yet, in one request; one the
-        target does not know yet (just created) is asked again for up to NEW_TOPIC_WAIT_S (``wait`` returns True
+        target does not know yet (just created) is asked again for a while (ask_until_known; ``wait`` returns True
         to stop), one it does not answer for, at the next call. ``seen``: limits read since (the topic-config
         sync describes every remote topic): a limit changed on the target is followed from there. Not with the
         identity policy: its records are produced one by one (exact reports), never cut."""
@@ -131,19 +131,12 @@ class Producing:
         if seen:
             self.set_topic_limits({r: seen[r] for r in remotes if r in seen and self.limits.get(r) != seen[r]})
         new = [remote for remote in remotes if remote not in self.budgets]
-        deadline = time.monotonic() + NEW_TOPIC_WAIT_S
-        asked = list(new)
-        while asked:
-            try:
-                limits = self.describe_limits(asked)
-            except Exception as exc:  # the lookup must not stop the copy: the topics stay unknown
-                log.warning("flow %s: max.message.bytes of the remote topics unknown (%s); asked again at the next "
-                            "topic refresh", self.flow.name, exc)
-                return
-            self.set_topic_limits({remote: limit for remote, limit in limits.items() if limit is not None})
-            asked = [remote for remote, limit in limits.items() if limit is None]
-            if asked and (time.monotonic() >= deadline or wait(0.2)):
-                break
+        try:
+            ask_until_known(self.describe_limits, new, self.set_topic_limits, wait)
+        except Exception as exc:  # the lookup must not stop the copy: the topics stay unknown
+            log.warning("flow %s: max.message.bytes of the remote topics unknown (%s); asked again at the next "
+                        "topic refresh", self.flow.name, exc)
+            return
         for remote in sorted(set(new) - set(self.budgets) - self._unknown):
             self._unknown.add(remote)
             meanwhile = self.client_limit if self.batch_bytes is None else \

@@ -29,10 +29,13 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
 
 from mirror_core.clients import ClusterHealth, batch_limit_bytes, make_producer, producer_settings
 from mirror_core.config.client_defaults import PARKED_PRODUCER_DEFAULTS
 from mirror_core.config.model import ClusterConfig, FlowConfig
+from mirror_core.stores.internal_topics import internal_topics_limit
+from mirror_core.stores.offset_syncs import offset_syncs_topic
 
 P = TypeVar("P")
 log = logging.getLogger(__name__)
@@ -103,6 +106,21 @@ def say_slot_cap(flow: str, limit: int, internal: int, topics: Sequence[str]) ->
                     "progress and offset-map records go in each transaction's producer, and %s take that much "
                     "(max.message.bytes, or Kafka's default where the target does not say); raise it there to let "
                     "data batches grow", flow, internal, limit, " and ".join(topics))
+
+
+def batch_limits(cluster: ClusterConfig, flow: FlowConfig, choice: ProducerChoice, admin: AdminClient,
+                 wait: Callable[[float], bool]) -> tuple[int, int]:
+    """(the most bytes the pipeline's data producers put in one batch, what its internal topics take: progress
+    and offset syncs, read from the target, ``wait`` stopping the wait for a topic just created). Progress and
+    offset-map records must go in batches their topics take, like the data (produce.py); exactly-once they go
+    in each slot's transactional producer, whose batches are then capped to the second (said)."""
+    topics = [flow.progress_topic, offset_syncs_topic(flow.source)]
+    internal = internal_topics_limit(admin, topics, f"flow {flow.name}", wait)
+    limit = batch_limit(cluster, flow.producer_overrides, choice)
+    if choice.count is None:
+        say_slot_cap(flow.name, limit, internal, topics)
+        limit = min(limit, internal)
+    return limit, internal
 
 
 def batch_limit(cluster: ClusterConfig, overrides: Mapping[str, str], choice: ProducerChoice) -> int:

@@ -48,16 +48,10 @@ from mirror_core.replication.heartbeats import HeartbeatEmitter, ensure_heartbea
 from mirror_core.replication.lag_watch import LagWatch
 from mirror_core.replication.pacing import SendPacer
 from mirror_core.replication.produce import Producing
-from mirror_core.replication.producer_pool import (
-    ProducerChooser,
-    batch_limit,
-    make_target_producers,
-    say_slot_cap,
-)
+from mirror_core.replication.producer_pool import ProducerChooser, batch_limits, make_target_producers
 from mirror_core.replication.reporting import Reporter
 from mirror_core.replication.retry import MAX_PROBE_INTERVAL_S, Backoff, ThrottledLine
 from mirror_core.replication.topics import TopicManager
-from mirror_core.stores.internal_topics import internal_topics_limit
 from mirror_core.stores.offset_syncs import ensure_offset_syncs_topic, offset_syncs_topic
 from mirror_core.stores.progress import ProgressStore, ensure_progress_topic
 
@@ -237,18 +231,13 @@ class FlowReplicator:
                                                                 flow.name), self.metrics, flow.name,
                                       assignment.topic_ids.get, tgt)
         choice = self._producer_choice.choose(target_meta)
-        # Progress and offset-map records must go in batches their topics take, like the data (produce.py).
-        internal_topics = [flow.progress_topic, offset_syncs_topic(flow.source)]
-        internal = internal_topics_limit(topics.target, internal_topics, f"flow {flow.name}", self.stop.wait)
-        limit = batch_limit(tgt, flow.producer_overrides, choice)
+        limit, internal = batch_limits(tgt, flow, choice, topics.target, self.stop.wait)
         delivery: Delivery
         if choice.count is None:
             # Each owned slot has its own transactional producer (see exactly_once.py).
-            say_slot_cap(flow.name, limit, internal, internal_topics)
             slots = SlotManager(flow, tgt, self.metrics, self.target_health, assignment, acks, committer,
                                 self.membership, internal)
             delivery = ExactlyOnce(slots, assignment)
-            limit = min(limit, internal)
         else:
             producers, own = make_target_producers(tgt, flow.producer_overrides, self.target_health, choice, internal)
             delivery = AtLeastOnce(producers, assignment, acks, committer, target_meta, flow.policy.uses_provenance,

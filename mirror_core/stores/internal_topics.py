@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
@@ -69,28 +69,37 @@ def _sleep(seconds: float) -> bool:
     return False
 
 
+def ask_until_known(describe: Callable[[list[str]], Mapping[str, int | None]], topics: Sequence[str],
+                    learned: Callable[[dict[str, int]], None], wait: Callable[[float], bool]) -> bool:
+    """Ask ``describe`` (e.g. max_message_bytes) for the limits of ``topics`` and hand what it knows to
+    ``learned``. A topic the cluster does not know yet (None: created a moment ago, its metadata on the way) is
+    asked again for up to NEW_TOPIC_WAIT_S, ``wait`` returning True to stop; returns whether it stopped. An
+    exception of ``describe`` propagates (what was learned before it stays learned)."""
+    asked, deadline = list(topics), time.monotonic() + NEW_TOPIC_WAIT_S
+    while asked:
+        got = describe(asked)
+        learned({t: v for t, v in got.items() if v is not None})
+        asked = [t for t, v in got.items() if v is None]
+        if asked and time.monotonic() >= deadline:
+            return False
+        if asked and wait(0.2):
+            return True
+    return False
+
+
 def internal_topics_limit(admin: AdminClient, topics: Sequence[str], who: str,
                           wait: Callable[[float], bool] = _sleep, timeout: float = 15) -> int:
     """The largest batch every one of ``topics`` takes: what a producer writing to them keeps its batches within
-    (clients.producer_settings, ``fits``). A topic the cluster does not know yet (created a moment ago: its
-    metadata is on the way) is asked again for up to NEW_TOPIC_WAIT_S (``wait`` returns True to stop); for one
-    it does not answer for (a missing DescribeConfigs ACL, no answer in time), Kafka's default, said in a line.
-    Never raises: a lookup that fails must not stop what writes the topics."""
+    (clients.producer_settings, ``fits``). A topic the cluster does not know yet is asked again (ask_until_known);
+    for one it does not answer for (a missing DescribeConfigs ACL, no answer in time), Kafka's default, said in a
+    line. Never raises: a lookup that fails must not stop what writes the topics."""
     limits: dict[str, int] = {}
-    asked, deadline, stopped = list(topics), time.monotonic() + NEW_TOPIC_WAIT_S, False
-    while asked:
-        try:
-            got = max_message_bytes(admin, asked, timeout, who)
-        except Exception as exc:  # e.g. the request could not be made at all
-            log.debug("%s: max.message.bytes of %s unknown (%s)", who, ", ".join(asked), exc)
-            break
-        limits.update({t: v for t, v in got.items() if v is not None})
-        asked = [t for t in asked if t in got and got[t] is None]
-        if asked and time.monotonic() >= deadline:
-            break
-        if asked and wait(0.2):
-            stopped = True
-            break
+    stopped = False
+    try:
+        stopped = ask_until_known(lambda asked: max_message_bytes(admin, asked, timeout, who), topics,
+                                  limits.update, wait)
+    except Exception as exc:  # e.g. the request could not be made at all
+        log.debug("%s: max.message.bytes of %s unknown (%s)", who, ", ".join(topics), exc)
     unknown = [t for t in topics if t not in limits]
     if unknown and not stopped:
         log.info("%s: max.message.bytes of %s unknown (no answer from the target: a missing DescribeConfigs ACL?): "

@@ -45,6 +45,9 @@ class Acks:
         self.metrics = metrics
         self.request_refresh = request_refresh
         self.on_failure: Callable[[PartitionState, Batch], None] = self.handle_failure
+        #: the target refused a batch (remote topic, records, bytes handed over) as too large: True when a replay
+        #: in batches lands, its limit having been lowered (topic_limits.TopicLimits.after_refusal)
+        self.cut_smaller: Callable[[str, int, int], bool] = lambda remote, count, wire: False
         self.active: set[PartitionState] = set()  # partitions with batches awaiting acknowledgement
         self.waiting: set[PartitionState] = set()  # partitions in retry backoff
         #: partitions rewound or paused since the replicator last cleared it: records of theirs consumed
@@ -112,6 +115,11 @@ class Acks:
                                f"{err.str() if err else ''} (partition paused; fix the target limit, "
                                "e.g. max.message.bytes, and restart)")
                 return
+            if self.limit_lowered(st, b):
+                log.warning("flow %s: %s: %s; replaying in batches of the topic's limit now", self.flow_name, where,
+                            err.str() if err else "")
+                self.rewind(st, b, careful=False, backoff=False)
+                return
             log.warning("flow %s: %s: %s; replaying in careful mode", self.flow_name, where,
                         err.str() if err else "")
             self.rewind(st, b, careful=True, backoff=False)
@@ -138,6 +146,12 @@ class Acks:
             log.warning("flow %s: %s: delivery failed (%s); retrying from offset %s in %.1fs",
                         self.flow_name, where, err.str(), resume, st.backoff)
         self.rewind(st, b, careful=False, backoff=True)
+
+    def limit_lowered(self, st: PartitionState, b: Batch) -> bool:
+        """``b`` was refused as too large and its remote topic takes less now than its batches were cut to (a limit
+        lowered on the target since it was read): a replay in batches lands, careful mode is not needed."""
+        return (b.err is not None and b.err.code() == KafkaError.MSG_SIZE_TOO_LARGE and not st.careful
+                and self.cut_smaller(st.remote, b.count, b.wire))
 
     def denied(self, st: PartitionState, err: KafkaError | None) -> str | None:
         """The "not authorized" line when the target refused to let the mirror write ``st``'s remote topic."""

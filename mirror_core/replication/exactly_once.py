@@ -326,10 +326,15 @@ class SlotManager:
         if (denied := self.acks.denied(st, b.err)) is not None:
             self.metrics.errors.labels(self.flow.name, "not_authorized").inc()
             log.error("%s", denied)
-        self._abort(st.slot, st, b, b.err.str() if b.err is not None else "target offsets not contiguous")
+        reason = b.err.str() if b.err is not None else "target offsets not contiguous"
+        lowered = self.acks.limit_lowered(st, b)
+        self._abort(st.slot, st, b, f"{reason}; replayed in batches of the topic's limit now" if lowered else reason,
+                    careful=not lowered)
 
-    def _abort(self, k: int | None, failed: PartitionState | None, b: Batch | None, reason: str) -> None:
-        """Abort slot ``k``'s transaction and rewind its partitions to their committed progress."""
+    def _abort(self, k: int | None, failed: PartitionState | None, b: Batch | None, reason: str,
+               careful: bool = True) -> None:
+        """Abort slot ``k``'s transaction and rewind its partitions to their committed progress (``failed``, in
+        careful mode unless ``careful`` is False)."""
         if k is None or k not in self.producers:
             return
         producer = self.producers[k]
@@ -364,7 +369,11 @@ class SlotManager:
             if pos is None:
                 st.drop_unsent()
                 continue
-            self.acks.rewind_to(st, pos, careful=st is failed and (record_error or b is not None),
+            # Careful (a transaction per record) where a record may be at fault: refused, or target offsets not
+            # contiguous; not after a transient failure (purged, timed out, a sequence gap after an abort), which
+            # a replay in batches gets past; a bad record in it still fails its own batch with a record error.
+            self.acks.rewind_to(st, pos, careful=careful and st is failed and b is not None
+                                and (record_error or b.err is None),
                              backoff=st is failed and not record_error and b is not None and b.err is not None)
 
     def _drop_unusable(self, slots: list[int]) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from confluent_kafka import (
@@ -23,20 +23,18 @@ from confluent_kafka import (
     Producer,
 )
 
-from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES
 from mirror_core.config.model import FlowConfig
 from mirror_core.kafka_io import log_end
 from mirror_core.replication.acks import RECORD_ERRORS
 from mirror_core.replication.batch import Batch, PartitionState
-from mirror_core.stores.internal_topics import ask_until_known
+from mirror_core.replication.topic_limits import TopicLimits
 
 log = logging.getLogger(__name__)
 
 PROVENANCE_HEADER = "mirror-core.provenance"
 #: librdkafka's most bytes of framing around one record (RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD) and one header
-#: (two varints); REQUEST_SLACK: the produce request's and batch's own headers (topic name, ids), generously
-#: (a quarter of a batch smaller than 16 KiB)
-RECORD_OVERHEAD, HEADER_OVERHEAD, REQUEST_SLACK = 36, 10, 4096
+#: (two varints)
+RECORD_OVERHEAD, HEADER_OVERHEAD = 36, 10
 DeliveryCallback = Callable[[KafkaError | None, Any], None]
 
 
@@ -87,67 +85,10 @@ class Producing:
         # Remote topics named like the source (identity policy) may have other writers: prove
         # delivery per record instead of per batch.
         self.exact_reports = flow.policy.uses_provenance
-        #: the most bytes librdkafka puts in one batch (batch.size, message.max.bytes)
-        self.client_limit = batch_bytes
-        self.one_batch_per_partition = one_batch_per_partition and bool(batch_bytes)
-        #: one batch per partition (replication.one.batch.per.partition): the most record bytes (librdkafka's
-        #: estimate) handed over at a time, so that they go in one produce request, for a remote topic whose
-        #: limit is not known (yet): what a broker takes by default; None: hand over everything
-        self.batch_bytes = _budget(min(batch_bytes, KAFKA_DEFAULT_MESSAGE_MAX_BYTES)) \
-            if self.one_batch_per_partition and batch_bytes else None
-        #: per remote topic whose limit is known (:meth:`set_topic_limits`): its budget, as batch_bytes
-        self.budgets: dict[str, int | None] = {}
-        self._unknown: set[str] = set()  # remote topics whose limit the target did not give (said once)
-        #: remote topic -> its max.message.bytes, None while the target does not know the topic (TopicConfigSync)
-        self.describe_limits = describe_limits
-        #: remote topic -> its max.message.bytes, as last read
-        self.limits: dict[str, int] = {}
+        #: what each remote topic takes, and the budgets cut from it
+        self.topic_limits = TopicLimits(flow, batch_bytes, one_batch_per_partition, describe_limits)
         #: partitions with parked records
         self.parked: set[PartitionState] = set()
-
-    def set_topic_limits(self, limits: dict[str, int]) -> None:
-        """The largest batch each remote topic accepts (its max.message.bytes on the target). A topic that takes
-        less than librdkafka would put in a batch gets one batch per partition, cut to its limit: librdkafka
-        does not split a batch the target refuses as too large (each would be replayed record by record)."""
-        for remote, limit in limits.items():
-            self.limits[remote] = limit
-            if self.client_limit is not None and limit < self.client_limit:
-                self.budgets[remote] = _budget(limit)
-            elif self.one_batch_per_partition and self.client_limit is not None:
-                self.budgets[remote] = _budget(self.client_limit)
-            else:
-                self.budgets[remote] = None  # librdkafka's own limit keeps its batches within the topic's
-
-    def learn_limits(self, ready: Iterable[str], wait: Callable[[float], bool],
-                     seen: Mapping[str, int] | None = None) -> None:
-        """Read the limits of the remote topics of ``ready`` source topics not known yet, in one request; one the
-        target does not know yet (just created) is asked again for a while (ask_until_known; ``wait`` returns True
-        to stop), one it does not answer for, at the next call. ``seen``: limits read since (the topic-config
-        sync describes every remote topic): a limit changed on the target is followed from there. Not with the
-        identity policy: its records are produced one by one (exact reports), never cut."""
-        if self.describe_limits is None or self.exact_reports:
-            return
-        remotes = list(map(self.flow.remote_topic, ready))
-        if seen:
-            self.set_topic_limits({r: seen[r] for r in remotes if r in seen and self.limits.get(r) != seen[r]})
-        new = [remote for remote in remotes if remote not in self.budgets]
-        try:
-            ask_until_known(self.describe_limits, new, self.set_topic_limits, wait)
-        except Exception as exc:  # the lookup must not stop the copy: the topics stay unknown
-            log.warning("flow %s: max.message.bytes of the remote topics unknown (%s); asked again at the next "
-                        "topic refresh", self.flow.name, exc)
-            return
-        for remote in sorted(set(new) - set(self.budgets) - self._unknown):
-            self._unknown.add(remote)
-            meanwhile = self.client_limit if self.batch_bytes is None else \
-                min(self.client_limit or 0, KAFKA_DEFAULT_MESSAGE_MAX_BYTES)
-            log.info("flow %s: max.message.bytes of remote topic %s unknown (no answer from the target: a missing "
-                     "DescribeConfigs ACL?): batches of up to %s bytes meanwhile; asked again at each topic refresh",
-                     self.flow.name, remote, meanwhile)
-
-    def budget(self, remote: str) -> int | None:
-        """The most record bytes a partition of ``remote`` may have with librdkafka at a time; None: no limit."""
-        return self.budgets.get(remote, self.batch_bytes)
 
     def produce_run(self, st: PartitionState, run: list[Message]) -> None:
         """Produce one run of consecutive records of one partition."""
@@ -164,7 +105,7 @@ class Producing:
         if st.parked and run:  # behind what waits already, whatever the budget is now (a raised limit lifts it)
             self._park(st, run)
             return
-        budget = self.budget(st.remote)
+        budget = self.topic_limits.budget(st.remote)
         if budget is not None and not st.careful and not self.exact_reports and run:
             if st.in_flight_full:
                 self._park(st, run)  # the producer would hold it
@@ -215,7 +156,7 @@ class Producing:
                 self.parked.discard(st)
                 self.produce_run(st, parked.take(len(parked)))
                 continue
-            budget = self.budget(st.remote)
+            budget = self.topic_limits.budget(st.remote)
             take, wire = (len(parked), 0) if budget is None else \
                 _room_for(st, parked.records, budget, parked.start)
             if take == 0:
@@ -387,12 +328,6 @@ class Producing:
             m.set_headers(new_headers)
             out.append(m)
         return out
-
-
-def _budget(limit: int) -> int:
-    """Record bytes to hand over for one batch of at most ``limit`` bytes: the request's and batch's own headers
-    left out (REQUEST_SLACK, a quarter of a limit under 16 KiB)."""
-    return limit - min(REQUEST_SLACK, limit // 4)
 
 
 def _room_for(st: PartitionState, run: list[Message], budget: int, start: int = 0) -> tuple[int, int]:

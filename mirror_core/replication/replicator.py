@@ -246,6 +246,7 @@ class FlowReplicator:
         acks.on_failure = delivery.on_failure
         self._producing = Producing(flow, acks.active.add, target_meta, delivery, limit,
                                     choice.one_batch_per_partition, topics.configs.remote_limits)
+        acks.cut_smaller = self._producing.topic_limits.after_refusal
         if flow.emit_heartbeats:
             self._hb_producer = make_producer(src, health=self.source_health,
                                               enforced={"linger.ms": "0", "message.timeout.ms": "30000"})
@@ -270,7 +271,8 @@ class FlowReplicator:
         parked_wait = PARKED_WAIT_S
 
         def on_topics(ready: dict[str, int]) -> None:
-            producing.learn_limits(ready, self.stop.wait, assignment.topics.configs.target_limits)  # before records
+            producing.topic_limits.learn(map(self.flow.remote_topic, ready), self.stop.wait,
+                                         assignment.topics.configs.target_limits)  # before records
             delivery.on_topics(ready)
 
         self.reporter.set_state("running")

@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Producer
 
 from mirror_core.config.client_defaults import PARKED_PRODUCER_DEFAULTS, PRODUCER_DEFAULTS
+from mirror_core.config.keys import DEFAULT_CONFIG_EXCLUDE
 from mirror_core.config.loader import load_config
 from mirror_core.offsets.checkpoints import CHECKPOINTS_TOPIC_CONFIG
 from mirror_core.offsets.translate import FlowOffsets
@@ -21,6 +22,7 @@ from tests.integration.conftest import flow_lines
 from tests.integration.test_offsets import commit_source_group
 from tests.integration.test_replication import caught_up, topic_config
 from tests.kafka_harness import (
+    alter_topic,
     assert_same_records,
     batch_sizes,
     create_topic,
@@ -35,15 +37,23 @@ from tests.kafka_harness import (
 REFUSED = "Message size too large"
 
 
-def fill(bootstrap: str, topic: str, partitions: int, count: int, batch_size: int) -> None:
-    """``count`` records of ~1 KiB with keys and headers, in batches the source topic accepts."""
+def fill(bootstrap: str, topic: str, partitions: int, count: int, batch_size: int, transactional: bool = False
+         ) -> None:
+    """``count`` records of ~1 KiB with keys and headers, in batches the source topic accepts (``transactional``: in
+    one transaction, so that a read_committed reader gets them all at once)."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": batch_size,
-                  "enable.idempotence": True, "queue.buffering.max.messages": 1_000_000})
+                  "enable.idempotence": True, "queue.buffering.max.messages": 1_000_000,
+                  **({"transactional.id": unique("fill-")} if transactional else {})})
+    if transactional:
+        p.init_transactions(30)
+        p.begin_transaction()
     for i in range(count):
         value = (b"%08d " % i) * 114
         p.produce(topic, value=value, key=b"k%d" % i, partition=i % partitions, headers=[("seq", b"%d" % i)])
         if i % 10_000 == 0:
             p.poll(0)
+    if transactional:
+        p.commit_transaction(60)
     assert p.flush(60) == 0
 
 
@@ -82,6 +92,36 @@ def test_with_one_batch_per_partition_batches_grow_to_what_each_remote_topic_tak
     assert 1 << 20 < max(big_sizes) <= 4_000_000, "batches beyond librdkafka's usual 1 MiB where the topic takes them"
     assert 900_000 < max(usual_sizes) <= 1_048_588, "as much as the broker's default message.max.bytes takes"
     assert REFUSED not in m.log() and "careful mode" not in m.log()
+
+
+@pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
+def test_a_limit_lowered_on_the_target_between_config_syncs_is_followed_from_the_first_refusal(
+        dc1, dc2, clusters, name, start_mirror, mode):
+    """An operator lowers a remote topic's max.message.bytes on the target, the topic-config sync leaving it alone
+    (excluded here; otherwise until its next run, 600 s by default). Before, every batch of the producer's 1 MiB was
+    refused and replayed record by record (exactly-once: a transaction per record) until that sync's next read."""
+    topic, remote, before, after = f"{name}.lowered", f"dc1.{name}.lowered", 2_000, 6_000
+    create_topic(dc1, topic, 2)
+    fill(dc1, topic, 2, before, 1 << 20)
+    lines = [line for line in flow_lines(name) if not line.startswith("sync.topic.configs.interval")]
+    m = start_mirror([*lines, "sync.topic.configs.interval.seconds = 3600",
+                      rf"config.properties.exclude = {DEFAULT_CONFIG_EXCLUDE}, max\.message\.bytes",
+                      *(["exactly.once.enabled = true"] if mode == "exactly-once" else [])])
+    wait_until(lambda: remote in topics(dc2) and len(read_all(dc2, remote, timeout=5)) == before, 120,
+               what="the first part copied")
+    assert "takes batches of up to" not in m.log()
+    alter_topic(dc2, remote, "max.message.bytes", "65536")
+    # The precondition: the second part reaches the mirror at once (one source transaction), so its batches are the
+    # producer's 1 MiB, which the remote topic refuses now.
+    fill(dc1, topic, 2, after, 1 << 20, transactional=True)
+    # (At-least-once, the records of a refused batch before the one refused may be there twice.)
+    wait_until(lambda: len(read_all(dc2, remote, timeout=5)) >= before + after, 180, what="the second part copied")
+    assert_same_records(dc1, dc2, topic, remote, replayed=mode == "at-least-once")
+    log = m.log()
+    assert REFUSED in log and f"{remote} takes batches of up to 65536 bytes now" in log, "refused, then read again"
+    assert "careful mode" not in log, [line for line in log.splitlines() if "careful" in line or "now" in line]
+    sizes = batch_sizes(clusters["dc2"], remote)
+    assert len(sizes) < after / 10, f"{len(sizes)} batches: the second part went in batches, not record by record"
 
 
 @pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])

@@ -14,9 +14,10 @@ from mirror_core.config.loader import parse_text
 from mirror_core.config.model import FlowConfig
 from mirror_core.replication.batch import Parked, PartitionState
 from mirror_core.replication.commit import advance_idle
-from mirror_core.replication.produce import RECORD_OVERHEAD, REQUEST_SLACK, Producing, _fitting
+from mirror_core.replication.produce import RECORD_OVERHEAD, Producing, _fitting
 from mirror_core.replication.producer_pool import choose_producers
 from mirror_core.replication.replicator import IDLE_WAIT_S, PARKED_WAIT_S, next_parked_wait
+from mirror_core.replication.topic_limits import REQUEST_SLACK
 
 #: records large enough that a piece of 5 or more is over 16 KiB (the full REQUEST_SLACK applies)
 SIZE = 3000
@@ -227,9 +228,9 @@ def test_a_remote_topic_that_takes_less_than_a_librdkafka_batch_gets_pieces_of_i
     assert len(producer.calls) == 5 and not st.parked, "no limit known yet: everything handed over"
     producer.deliver()
     st.pending.clear()
-    p.set_topic_limits({"dc1.t": 65536, "dc1.big": 2 << 20})
-    assert p.budget("dc1.big") is None and p.budget("dc1.other") is None
-    assert p.budget("dc1.t") == 65536 - REQUEST_SLACK
+    p.topic_limits.set({"dc1.t": 65536, "dc1.big": 2 << 20})
+    assert p.topic_limits.budget("dc1.big") is None and p.topic_limits.budget("dc1.other") is None
+    assert p.topic_limits.budget("dc1.t") == 65536 - REQUEST_SLACK
     p.produce_run(st, [Rec(i, SIZE) for i in range(5, 105)])  # type: ignore[arg-type]
     per_piece = (65536 - REQUEST_SLACK) // PER
     assert len(producer.calls) == 5 + per_piece and len(st.parked) == 100 - per_piece
@@ -243,13 +244,13 @@ def test_records_in_flight_count_against_the_limit() -> None:
     """A few records in flight do not hold the next ones (librdkafka may send another batch), but librdkafka
     may put them in one batch with the next: the piece handed over beside them is cut so that both fit."""
     p, st, producer = producing(1 << 20, extra="")
-    p.set_topic_limits({"dc1.t": 5 * PER + REQUEST_SLACK})  # five records a batch
+    p.topic_limits.set({"dc1.t": 5 * PER + REQUEST_SLACK})  # five records a batch
     p.produce_run(st, [Rec(0, SIZE), Rec(1, SIZE)])  # type: ignore[arg-type]
     assert len(producer.calls) == 2 and not st.in_flight_full
     p.produce_run(st, [Rec(i, SIZE) for i in range(2, 8)])  # type: ignore[arg-type]
     assert len(producer.calls) == 5 and len(st.parked) == 3, "three more fit beside the two in flight"
     p2, st2, producer2 = producing(1 << 20, extra="")
-    p2.set_topic_limits({"dc1.t": 2 * PER + REQUEST_SLACK // 2 + 100})  # a quarter at most is slack: 2 records
+    p2.topic_limits.set({"dc1.t": 2 * PER + REQUEST_SLACK // 2 + 100})  # a quarter at most is slack: 2 records
     p2.produce_run(st2, [Rec(0, SIZE), Rec(1, SIZE)])  # type: ignore[arg-type]
     p2.produce_run(st2, [Rec(2, SIZE)])  # type: ignore[arg-type]
     assert len(producer2.calls) == 2 and len(st2.parked) == 1, "a record that does not fit beside them waits"
@@ -258,56 +259,12 @@ def test_records_in_flight_count_against_the_limit() -> None:
     assert p2.release() == 1 and len(producer2.calls) == 3
 
 
-def test_limits_are_read_once_per_remote_topic_a_new_one_waited_for_an_unanswered_one_asked_next_time() -> None:
-    p, _, _ = producing(1 << 20, extra="")
-    asked: list[list[str]] = []
-    waits: list[float] = []
-
-    def describe(remotes: list[str]) -> dict[str, int | None]:
-        asked.append(remotes)
-        # dc1.b: no answer (an ACL); dc1.n: created a moment ago, known to the target from the second ask on
-        return {r: None if r == "dc1.n" and len(asked) == 1 else 65536 for r in remotes if r != "dc1.b"}
-
-    p.describe_limits = describe
-    p.learn_limits({"a": 1, "b": 1, "n": 1}, lambda s: bool(waits.append(s)))
-    assert asked == [["dc1.a", "dc1.b", "dc1.n"], ["dc1.n"]] and waits == [0.2]
-    p.learn_limits({"a": 1, "b": 1, "c": 3}, lambda s: True)
-    assert asked[2:] == [["dc1.b", "dc1.c"]]
-    assert p.budget("dc1.a") == p.budget("dc1.c") == p.budget("dc1.n") == 65536 - REQUEST_SLACK
-    assert p.budget("dc1.b") is None
-
-    def failing(remotes: list[str]) -> dict[str, int | None]:
-        raise RuntimeError("no answer")
-
-    p.describe_limits = failing
-    p.learn_limits({"d": 1}, lambda s: False)  # logged; the copy goes on
-    p.describe_limits = describe
-    p.learn_limits({"d": 1}, lambda s: False)
-    assert asked[-1] == ["dc1.d"] and p.budget("dc1.d") == 65536 - REQUEST_SLACK, "asked again after a failure"
-
-
-def test_a_limit_the_config_sync_saw_change_is_followed_and_the_identity_policy_reads_none() -> None:
-    p, _, _ = producing(1 << 20, extra="")
-    p.describe_limits = lambda remotes: {r: 65536 for r in remotes}
-    p.learn_limits({"t": 1}, lambda s: False)
-    assert p.budget("dc1.t") == 65536 - REQUEST_SLACK
-    p.learn_limits({"t": 1}, lambda s: False, seen={"dc1.t": 131072, "dc1.gone": 1})
-    assert p.budget("dc1.t") == 131072 - REQUEST_SLACK and "dc1.gone" not in p.budgets
-    p.learn_limits({"t": 1}, lambda s: False, seen={"dc1.t": 2 << 20})
-    assert p.budget("dc1.t") is None, "at or above librdkafka's own limit: nothing to cut"
-
-    identity = Producing(flow("replication.policy.class = IdentityReplicationPolicy\n"), lambda _: None, None,
-                         Hooks(), 1 << 20, False, lambda remotes: pytest.fail("asked"))  # type: ignore[arg-type]
-    identity.learn_limits({"t": 1}, lambda s: False)
-    assert identity.budgets == {}
-
-
 def test_records_parked_under_a_limit_go_before_newer_ones_once_the_limit_is_raised() -> None:
     p, st, producer = producing(1 << 20, extra="")
-    p.set_topic_limits({"dc1.t": 2 * PER + REQUEST_SLACK})
+    p.topic_limits.set({"dc1.t": 2 * PER + REQUEST_SLACK})
     p.produce_run(st, [Rec(i, SIZE) for i in range(6)])  # type: ignore[arg-type]
     assert len(producer.calls) == 2 and len(st.parked) == 4
-    p.set_topic_limits({"dc1.t": 2 << 20})  # the topic takes more now: no budget any more
+    p.topic_limits.set({"dc1.t": 2 << 20})  # the topic takes more now: no budget any more
     producer.deliver()
     p.produce_run(st, [Rec(i, SIZE) for i in range(6, 9)])  # type: ignore[arg-type]
     assert len(producer.calls) == 2, "newer records went ahead of the parked ones"
@@ -317,11 +274,11 @@ def test_records_parked_under_a_limit_go_before_newer_ones_once_the_limit_is_rai
 
 def test_parked_batches_grow_to_the_topics_limit_and_stay_at_a_brokers_default_until_it_is_known() -> None:
     p, _, _ = producing(8 << 20)  # parked producers: librdkafka's limit raised to 8 MiB (PARKED_PRODUCER_DEFAULTS)
-    assert p.budget("dc1.x") == 1048588 - REQUEST_SLACK, "unknown: what a broker takes by default"
-    p.set_topic_limits({"dc1.x": 4_000_000, "dc1.y": 16 << 20, "dc1.z": 65536})
-    assert p.budget("dc1.x") == 4_000_000 - REQUEST_SLACK
-    assert p.budget("dc1.y") == (8 << 20) - REQUEST_SLACK, "never past librdkafka's own limit"
-    assert p.budget("dc1.z") == 65536 - REQUEST_SLACK
+    assert p.topic_limits.budget("dc1.x") == 1048588 - REQUEST_SLACK, "unknown: what a broker takes by default"
+    p.topic_limits.set({"dc1.x": 4_000_000, "dc1.y": 16 << 20, "dc1.z": 65536})
+    assert p.topic_limits.budget("dc1.x") == 4_000_000 - REQUEST_SLACK
+    assert p.topic_limits.budget("dc1.y") == (8 << 20) - REQUEST_SLACK, "never past librdkafka's own limit"
+    assert p.topic_limits.budget("dc1.z") == 65536 - REQUEST_SLACK
 
 
 def test_headers_of_records_in_flight_count_against_the_limit() -> None:
@@ -330,7 +287,7 @@ def test_headers_of_records_in_flight_count_against_the_limit() -> None:
     heavy = [("trace", b"t" * 2000)]
     heavy_per = PER + 10 + 5 + 2000  # HEADER_OVERHEAD, the name, the value
     # Room for two heavy and two plain records, less one byte: the second plain record does not fit.
-    p.set_topic_limits({"dc1.t": 2 * heavy_per + 2 * PER - 1 + REQUEST_SLACK})
+    p.topic_limits.set({"dc1.t": 2 * heavy_per + 2 * PER - 1 + REQUEST_SLACK})
     p.produce_run(st, [Rec(0, SIZE, heavy), Rec(1, SIZE, heavy)])  # type: ignore[arg-type]
     assert len(producer.calls) == 2 and st.pending[-1].wire == 2 * heavy_per
     p.produce_run(st, [Rec(i, SIZE) for i in range(2, 6)])  # type: ignore[arg-type]

@@ -219,7 +219,8 @@ class CheckpointEmitter(threading.Thread):
         unsent = producer.flush(30)
         refused, self._refused = self._refused, []  # this round's, and earlier ones' that arrived since
         self._say_refused(topic, refused, unsent)
-        return published - len(refused)
+        # (Refusals said here may be an earlier round's too: never below 0.)
+        return max(0, published - len(refused))
 
     def _delivered(self, key: tuple[str, str, int], value: tuple[int, int], err: KafkaError | None,
                    _msg: object) -> None:

@@ -3,7 +3,8 @@
 Invariant (owned here): ``acked`` only moves over batches whose delivery reports prove every record
 landed (batch.py), in source order. A failed batch never advances it: the partition is rewound to
 ``acked`` and re-read — in careful mode (one record at a time) after a record-level or contiguity
-failure, after a backoff for anything else — or paused at a record the target refuses.
+failure, in batches right away after a batch refused as too large by a topic whose limit was lowered since
+(topic_limits.py), after a backoff for anything else — or paused at a record the target refuses.
 """
 
 from __future__ import annotations

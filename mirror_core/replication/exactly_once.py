@@ -139,6 +139,8 @@ class SlotManager:
         self.producers: dict[int, Producer] = {}
         self.open: set[int] = set()
         self._fenced_noted: set[int] = set()  # slots whose current producer was counted as fenced
+        #: partition -> the committed position it was last replayed from in batches after a transient failure
+        self._transient_at: dict[tuple[str, int], int] = {}
         self.gave_up = False  # a slot was given up: the pipeline restarts, nothing more is committed
         self._pool: ThreadPoolExecutor | None = None  # flushes and commits of several slots, side by side
         self.membership: Consumer = make_consumer(self.target, f"{flow.worker_group_id}.slots", health=target_health,
@@ -369,12 +371,20 @@ class SlotManager:
             if pos is None:
                 st.drop_unsent()
                 continue
-            # Careful (a transaction per record) where a record may be at fault: refused, or target offsets not
-            # contiguous; not after a transient failure (purged, timed out, a sequence gap after an abort), which
-            # a replay in batches gets past; a bad record in it still fails its own batch with a record error.
             self.acks.rewind_to(st, pos, careful=careful and st is failed and b is not None
-                                and (record_error or b.err is None),
+                                and (record_error or b.err is None or self._failed_here_before(st, pos)),
                              backoff=st is failed and not record_error and b is not None and b.err is not None)
+
+    def _failed_here_before(self, st: PartitionState, pos: int) -> bool:
+        """A transient failure (purged, timed out, a sequence gap after an abort) of ``st``'s batch: replayed in
+        batches the first time (a transaction per record, careful mode, for a whole read was the price before);
+        careful if it fails again before moving past ``pos``. A record the target refuses in the middle of a batch
+        has no report of its own (only a batch's first and last records have one): its transaction fails and the
+        last record may come back only as purged or out of sequence, so careful mode must still find it."""
+        key = (st.topic, st.partition)
+        again = self._transient_at.get(key) == pos
+        self._transient_at[key] = pos
+        return again
 
     def _drop_unusable(self, slots: list[int]) -> None:
         if slots:

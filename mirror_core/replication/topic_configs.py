@@ -8,6 +8,7 @@ per value); the other configs are applied.
 from __future__ import annotations
 
 import logging
+import time
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
@@ -24,6 +25,7 @@ from mirror_core.authorization import Access
 from mirror_core.clients import error_code
 from mirror_core.config.model import ClusterConfig, FlowConfig
 from mirror_core.replication.topic_changes import PER_TOPIC_ERRORS, TopicChange, TopicProblems, error_reason
+from mirror_core.replication.topic_limits import LimitRead
 from mirror_core.stores.internal_topics import max_message_bytes
 
 log = logging.getLogger(__name__)
@@ -62,9 +64,10 @@ class TopicConfigSync:
         #: wrong cleanup policy); the others go on.
         self.denied: dict[str, str] = {}
         self.timeout = timeout
-        #: remote topic -> its max.message.bytes as the target applied it at the last sync (the replicator's
-        #: batch limits follow it: produce.py)
-        self.target_limits: dict[str, int] = {}
+        #: remote topic -> its max.message.bytes as the target applied it at the last sync, and when that was read
+        #: (time.monotonic): the replicator's batch limits follow it where it is newer than their own read
+        #: (topic_limits.py)
+        self.target_limits: dict[str, LimitRead] = {}
 
     def source_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
         """Explicitly set (non-default) configs of source topics, minus excluded properties."""
@@ -95,7 +98,7 @@ class TopicConfigSync:
             self.denied.pop(res.name, None)
             limit = entries.get("max.message.bytes") if admin is self.target else None
             if limit is not None and limit.value is not None:
-                self.target_limits[res.name] = int(limit.value)
+                self.target_limits[res.name] = LimitRead(int(limit.value), time.monotonic())
             result[res.name] = {name: e for name, e in entries.items()
                                 if not e.is_sensitive and not self.flow.config_properties_exclude.matches(name)}
         return result

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES
 from mirror_core.config.model import FlowConfig
@@ -27,6 +28,14 @@ REQUEST_SLACK = 4096
 #: a remote topic's limit is read again after a refusal at most this often (a record larger than the topic takes
 #: is refused again and again, whatever its limit: careful mode pins it down, then pauses its partition)
 RELEARN_EVERY_S = 30.0
+
+
+@dataclass(frozen=True)
+class LimitRead:
+    """A remote topic's max.message.bytes as read from the target, and when (time.monotonic)."""
+
+    limit: int
+    at: float
 
 
 def budget_for(limit: int) -> int:
@@ -57,8 +66,8 @@ class TopicLimits:
         self.describe = describe
         #: remote topic -> its max.message.bytes, as last read
         self.limits: dict[str, int] = {}
-        #: remote topic -> what the topic-config sync had read when last followed (news from it, not a stale copy)
-        self._synced: dict[str, int] = {}
+        #: remote topic -> when its limit was last read here (a sync's read older than that is not news)
+        self._read_at: dict[str, float] = {}
         self._relearned: dict[str, float] = {}  # remote topic -> when its limit was last read after a refusal
         self.clock = clock
 
@@ -66,11 +75,14 @@ class TopicLimits:
         """The most record bytes a partition of ``remote`` may have with librdkafka at a time; None: no limit."""
         return self.budgets.get(remote, self.batch_bytes)
 
-    def set(self, limits: Mapping[str, int]) -> None:
-        """The largest batch each remote topic accepts (its max.message.bytes on the target). A topic that takes
-        less than librdkafka would put in a batch gets one batch per partition, cut to its limit."""
+    def set(self, limits: Mapping[str, int], at: float | None = None) -> None:
+        """The largest batch each remote topic accepts (its max.message.bytes on the target), read at ``at``
+        (default: now). A topic that takes less than librdkafka would put in a batch gets one batch per partition,
+        cut to its limit."""
+        read_at = self.clock() if at is None else at
         for remote, limit in limits.items():
             self.limits[remote] = limit
+            self._read_at[remote] = read_at
             if self.client_limit is not None and limit < self.client_limit:
                 self.budgets[remote] = budget_for(limit)
             elif self.one_batch_per_partition and self.client_limit is not None:
@@ -78,19 +90,22 @@ class TopicLimits:
             else:
                 self.budgets[remote] = None  # librdkafka's own limit keeps its batches within the topic's
 
-    def learn(self, remotes: Iterable[str], wait: Callable[[float], bool], synced: Mapping[str, int] | None = None
-              ) -> None:
+    def learn(self, remotes: Iterable[str], wait: Callable[[float], bool],
+              synced: Mapping[str, LimitRead] | None = None) -> None:
         """Read the limits of ``remotes`` not known yet, in one request; one the target does not know yet (just
         created) is asked again for a while (ask_until_known; ``wait`` returns True to stop), one it does not answer
-        for, at the next call. ``synced``: limits the topic-config sync read (it describes every remote topic): a
-        value it read anew is followed from there. Not with the identity policy: its records are never cut."""
+        for, at the next call. ``synced``: limits the topic-config sync read (it describes every remote topic): one
+        read after this one's own read is followed from there (an older one, e.g. from before a limit read again
+        after a refusal, is not). Not with the identity policy: its records are never cut."""
         if self.describe is None or self.exact_reports:
             return
         remotes = list(remotes)
-        if synced:
-            news = {r: synced[r] for r in remotes if r in synced and self._synced.get(r) != synced[r]}
-            self._synced.update(news)
-            self.set({r: v for r, v in news.items() if self.limits.get(r) != v})
+        for r in remotes:
+            read = synced.get(r) if synced else None
+            if read is not None and read.at > self._read_at.get(r, float("-inf")):
+                if self.limits.get(r) != read.limit:
+                    self.set({r: read.limit}, read.at)
+                self._read_at[r] = read.at
         new = [remote for remote in remotes if remote not in self.budgets]
         try:
             ask_until_known(self.describe, new, self.set, wait)
@@ -110,13 +125,13 @@ class TopicLimits:
         """The target refused a batch of ``count`` records of ``remote`` as too large (``wire``: their bytes as
         handed over under a budget, 0 when none applied). True when a replay in batches lands: the batch was cut
         to more than the budget now (handed over before a lowered limit was read: the other partitions' batches
-        in flight then), or the limit, read again (at most every RELEARN_EVERY_S), is lower now. False for a lone
-        record or a limit that did not change: careful mode pins down the record the topic does not take."""
-        if self.describe is None or self.exact_reports or count <= 1:
+        in flight then), or the limit, read again (at most every RELEARN_EVERY_S), is lower now. False for a limit
+        that did not change: careful mode pins down the record the topic does not take, and pauses its partition."""
+        if self.describe is None or self.exact_reports:
             return False
         budget = self.budget(remote)
-        if budget is not None and (wire == 0 or wire > budget):
-            return True
+        if count > 1 and budget is not None and (wire == 0 or wire > budget):
+            return True  # (a lone record goes alone whatever the budget: only a limit read anew says more)
         now = self.clock()
         if now - self._relearned.get(remote, now - RELEARN_EVERY_S) < RELEARN_EVERY_S:
             return False

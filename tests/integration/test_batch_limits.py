@@ -120,6 +120,8 @@ def test_a_limit_lowered_on_the_target_between_config_syncs_is_followed_from_the
     log = m.log()
     assert REFUSED in log and f"{remote} takes batches of up to 65536 bytes now" in log, "refused, then read again"
     assert "careful mode" not in log, [line for line in log.splitlines() if "careful" in line or "now" in line]
+    if mode == "exactly-once":
+        assert "replayed in batches of the topic's limit now" in log
     sizes = batch_sizes(clusters["dc2"], remote)
     assert len(sizes) < after / 10, f"{len(sizes)} batches: the second part went in batches, not record by record"
 

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from mirror_core.replication.topic_limits import RELEARN_EVERY_S, REQUEST_SLACK, TopicLimits
+from mirror_core.replication.topic_limits import RELEARN_EVERY_S, REQUEST_SLACK, LimitRead, TopicLimits
 from tests.unit.test_one_batch_per_partition import flow
 
 Describe = dict[str, int | None]
@@ -60,13 +60,19 @@ def test_limits_are_read_once_per_remote_topic_a_new_one_waited_for_an_unanswere
     assert asked[-1] == ["dc1.d"] and limits.budget("dc1.d") == 65536 - REQUEST_SLACK, "asked again after a failure"
 
 
-def test_a_limit_the_config_sync_saw_change_is_followed_and_the_identity_policy_reads_none() -> None:
-    limits = TopicLimits(flow(), 1 << 20, describe=Target(t=65536))
+def test_a_limit_the_config_sync_read_after_this_ones_read_is_followed_and_the_identity_policy_reads_none() -> None:
+    clock = Clock()
+    limits = TopicLimits(flow(), 1 << 20, describe=Target(t=65536), clock=clock)
     limits.learn(["dc1.t"], lambda s: False)
     assert limits.budget("dc1.t") == 65536 - REQUEST_SLACK
-    limits.learn(["dc1.t"], lambda s: False, synced={"dc1.t": 131072, "dc1.gone": 1})
+    limits.learn(["dc1.t"], lambda s: False, synced={"dc1.t": LimitRead(131072, clock.now - 1)})
+    assert limits.budget("dc1.t") == 65536 - REQUEST_SLACK, "read before this one's own read: not news"
+    clock.now += 10
+    limits.learn(["dc1.t"], lambda s: False,
+                 synced={"dc1.t": LimitRead(131072, clock.now), "dc1.gone": LimitRead(1, 0)})
     assert limits.budget("dc1.t") == 131072 - REQUEST_SLACK and "dc1.gone" not in limits.budgets
-    limits.learn(["dc1.t"], lambda s: False, synced={"dc1.t": 2 << 20})
+    clock.now += 10
+    limits.learn(["dc1.t"], lambda s: False, synced={"dc1.t": LimitRead(2 << 20, clock.now)})
     assert limits.budget("dc1.t") is None, "at or above librdkafka's own limit: nothing to cut"
 
     identity = TopicLimits(flow("replication.policy.class = IdentityReplicationPolicy\n"), 1 << 20,
@@ -81,9 +87,11 @@ def test_a_limit_lowered_on_the_target_is_read_again_at_a_refusal_and_kept_over_
     batches, each replayed record by record: now the refusal reads it again, once per RELEARN_EVERY_S."""
     target, clock = Target(t=4 << 20), Clock()
     limits = TopicLimits(flow(), 1 << 20, describe=target, clock=clock)
-    limits.learn(["dc1.t"], lambda s: False, synced={"dc1.t": 4 << 20})
+    synced = {"dc1.t": LimitRead(4 << 20, clock.now)}
+    limits.learn(["dc1.t"], lambda s: False, synced=synced)
     assert limits.budget("dc1.t") is None, "librdkafka's 1 MiB batches fit: nothing cut"
     target.limits["dc1.t"] = 65536
+    clock.now += 5
     with caplog.at_level(logging.WARNING):
         assert limits.after_refusal("dc1.t", 900, 0), "lowered below librdkafka's batches: cut from now on"
     assert limits.budget("dc1.t") == 65536 - REQUEST_SLACK and len(target.asked) == 1
@@ -93,7 +101,7 @@ def test_a_limit_lowered_on_the_target_is_read_again_at_a_refusal_and_kept_over_
     assert limits.after_refusal("dc1.t", 900, 0) and limits.after_refusal("dc1.t", 50, 2 * 65536)
     assert len(target.asked) == 1
     # The sync's read from before the change is not news: the budget stays at what the target says now.
-    limits.learn(["dc1.t"], lambda s: False, synced={"dc1.t": 4 << 20})
+    limits.learn(["dc1.t"], lambda s: False, synced=synced)
     assert limits.budget("dc1.t") == 65536 - REQUEST_SLACK
     # A batch cut to the budget refused: lowered again (read again), or a record larger than the topic takes
     # (careful mode finds it); the target is asked at most every RELEARN_EVERY_S.
@@ -105,10 +113,23 @@ def test_a_limit_lowered_on_the_target_is_read_again_at_a_refusal_and_kept_over_
     assert limits.after_refusal("dc1.t", 50, fitted) and limits.budget("dc1.t") == 32768 - REQUEST_SLACK
     clock.now += RELEARN_EVERY_S
     assert not limits.after_refusal("dc1.t", 20, 32768 - REQUEST_SLACK), "unchanged: careful mode"
-    assert not limits.after_refusal("dc1.t", 1, 40_000), "a lone record: no cut helps, careful mode"
-    # A sync that reads a new value (the limit raised since) is followed.
-    limits.learn(["dc1.t"], lambda s: False, synced={"dc1.t": 2 << 20})
+    assert not limits.after_refusal("dc1.t", 1, 0), "a lone record, the limit unchanged: careful mode"
+    # The operator puts the limit back as it was: the sync's next read is followed, though it reads what it read
+    # before the lowering.
+    clock.now += 10
+    limits.learn(["dc1.t"], lambda s: False, synced={"dc1.t": LimitRead(4 << 20, clock.now)})
     assert limits.budget("dc1.t") is None
+
+
+def test_a_lone_record_refused_reads_the_limit_again_but_is_not_replayed_in_batches_on_the_budget_alone() -> None:
+    """librdkafka may put lone records of a partition in one batch: a refused one says the limit may have been
+    lowered (read again); but a record larger than any budget goes alone whatever the budget is."""
+    target, clock = Target(t=4 << 20), Clock()
+    limits = TopicLimits(flow(), 1 << 20, describe=target, clock=clock)
+    limits.learn(["dc1.t"], lambda s: False)
+    target.limits["dc1.t"] = 65536
+    assert limits.after_refusal("dc1.t", 1, 0) and limits.budget("dc1.t") == 65536 - REQUEST_SLACK
+    assert not limits.after_refusal("dc1.t", 1, 100_000), "the same record again: careful mode pauses it"
 
 
 def test_a_limit_read_again_that_cuts_nothing_more_or_cannot_be_read_leaves_the_refusal_to_careful_mode() -> None:

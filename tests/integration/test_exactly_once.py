@@ -8,6 +8,7 @@ import re
 import signal
 import time
 
+from mirror_core.replication.exactly_once import slot_of
 from tests.integration.conftest import flow_lines
 from tests.integration.test_resilience import BackgroundProducer
 from tests.kafka_harness import create_topic, end_offsets, kill_owners, read_all, wait_until
@@ -61,11 +62,15 @@ def owned_slots(log: str) -> set[str]:
 
 
 def test_second_instance_fences_a_zombie(dc1, dc2, name, start_mirror):
-    t = f"{name}.fence"
-    create_topic(dc1, t, 4)
+    t, partitions = f"{name}.fence", 8
+    # The precondition: every slot has partitions of the topic, so both instances own some whichever slots they
+    # get. (slot_of is crc32, affine over GF(2): partitions 0-3 fall in only 2 of 4 slots, whatever the name, and
+    # with 4 partitions both slots went to one instance now and then.)
+    assert len({slot_of(t, p, 4) for p in range(partitions)}) == 4
+    create_topic(dc1, t, partitions)
     lines = flow_lines(name, *EOS)
     a = start_mirror(lines, name="a")
-    with BackgroundProducer(dc1, t, 4, rate_per_s=2000):
+    with BackgroundProducer(dc1, t, partitions, rate_per_s=2000):
         wait_until(lambda: sum(end_offsets(dc2, f"dc1.{t}").values() or [0]) > 0, 60, what="replicating")
         b = start_mirror(lines, config=a.config, name="b")
         wait_until(lambda: a.partitions() and b.partitions(), 60, what="both instances own slots")
@@ -75,7 +80,7 @@ def test_second_instance_fences_a_zombie(dc1, dc2, name, start_mirror):
         b_before = len(b.log())
         os.kill(a.proc.pid, signal.SIGSTOP)  # a zombie: alive, but silent past its session timeout
         try:
-            wait_until(lambda: len([p for p in b.partitions() if p["topic"] == t]) == 4, 90,
+            wait_until(lambda: len([p for p in b.partitions() if p["topic"] == t]) == partitions, 90,
                        what="b takes over every slot")
         finally:
             os.kill(a.proc.pid, signal.SIGCONT)  # the zombie wakes up with an open transaction

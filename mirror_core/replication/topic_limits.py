@@ -103,9 +103,7 @@ class TopicLimits:
         for r in remotes:
             read = synced.get(r) if synced else None
             if read is not None and read.at > self._read_at.get(r, float("-inf")):
-                if self.limits.get(r) != read.limit:
-                    self.set({r: read.limit}, read.at)
-                self._read_at[r] = read.at
+                self.set({r: read.limit}, read.at)
         new = [remote for remote in remotes if remote not in self.budgets]
         try:
             ask_until_known(self.describe, new, self.set, wait)
@@ -133,7 +131,7 @@ class TopicLimits:
         if count > 1 and budget is not None and (wire == 0 or wire > budget):
             return True  # (a lone record goes alone whatever the budget: only a limit read anew says more)
         now = self.clock()
-        if now - self._relearned.get(remote, now - RELEARN_EVERY_S) < RELEARN_EVERY_S:
+        if remote in self._relearned and now - self._relearned[remote] < RELEARN_EVERY_S:
             return False
         self._relearned[remote] = now
         try:

@@ -19,15 +19,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from mirror_core.authorization import Access, denied_line
 from mirror_core.config.model import ClusterConfig
 from mirror_core.metrics import Metrics
-from mirror_core.replication.batch import Batch, PartitionMode, PartitionState
+from mirror_core.replication.batch import RECORD_ERRORS, Batch, PartitionMode, PartitionState
 from mirror_core.replication.retry import MAX_BACKOFF_S
 
 log = logging.getLogger(__name__)
 
-# Errors tied to one record: the partition is paused at that record and reported, never skipped.
-RECORD_ERRORS = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD,
-                           KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_MSG,
-                           KafkaError.INVALID_MSG_SIZE})
 TARGET_TOPIC_ERRORS = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION,
                                  KafkaError._UNKNOWN_TOPIC})
 
@@ -78,6 +74,13 @@ class Acks:
             while q:
                 b = q[0]
                 if not b.done:
+                    if b.err is not None and st.slot is not None and not b.purged:
+                        # Exactly-once: the failure dooms the transaction, and librdkafka keeps what it queued again
+                        # after it (neither sent nor purged) until message.timeout.ms: purge that, so that the
+                        # batch's other report comes now, not a minute later.
+                        b.purged = True
+                        with contextlib.suppress(KafkaException):
+                            st.producer.purge(in_queue=True, in_flight=False, blocking=False)
                     break
                 q.popleft()
                 if b.landed:

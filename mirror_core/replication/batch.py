@@ -18,12 +18,17 @@ from typing import Any
 
 from confluent_kafka import KafkaError, TopicPartition
 
+# Errors tied to one record: the partition is paused at that record and reported, never skipped.
+RECORD_ERRORS = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD,
+                           KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_MSG,
+                           KafkaError.INVALID_MSG_SIZE})
+
 #: librdkafka's RD_KAFKA_IDEMP_MAX_INFLIGHT: requests in flight per partition, which it counts in records
 IDEMP_MAX_INFLIGHT = 5
 
 
 class Batch:
-    __slots__ = ("acked_at", "count", "err", "first", "gaps", "gen", "next", "pending", "size", "stamps",
+    __slots__ = ("acked_at", "count", "err", "first", "gaps", "gen", "next", "pending", "purged", "size", "stamps",
                  "t_first", "t_last", "ts_last", "wire")
 
     def __init__(self, gen: int, first: int) -> None:
@@ -41,6 +46,7 @@ class Batch:
         #: source timestamps (ms) of the batch's records, for the latency histogram of every record
         self.stamps: list[int] = []
         self.err: KafkaError | None = None
+        self.purged = False  # exactly-once: failed, and what its producer still held purged (acks.py)
         self.acked_at = 0.0
         #: (index in the run, source offset) of each record that follows a source gap
         #: (compaction, transaction markers): where the offset map needs a new run.
@@ -55,7 +61,11 @@ class Batch:
 
     def _record(self, err: KafkaError | None, msg: Any, first: bool, last: bool) -> None:
         if err is not None:
-            self.err = self.err or err
+            # A record error says more than the other report's: a transaction failed by a refused request purges
+            # what is queued behind it, and that report may come first (exactly-once would take a refused batch
+            # for a transient failure).
+            if self.err is None or (err.code() in RECORD_ERRORS and self.err.code() not in RECORD_ERRORS):
+                self.err = err
         else:
             off = msg.offset()
             if first:

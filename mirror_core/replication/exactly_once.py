@@ -37,10 +37,11 @@ from mirror_core.clients import (
 from mirror_core.config.model import ClusterConfig, FlowConfig
 from mirror_core.errors import MirrorError
 from mirror_core.metrics import Metrics
-from mirror_core.replication.acks import RECORD_ERRORS, Acks
+from mirror_core.replication.acks import Acks
 from mirror_core.replication.assignment import Assignment
 from mirror_core.replication.batch import Batch, PartitionMode, PartitionState
 from mirror_core.replication.commit import ProgressCommitter
+from mirror_core.replication.txn_failures import TransientFailures, cause, record_error
 from mirror_core.stores.internal_topics import ensure_internal_topic
 
 log = logging.getLogger(__name__)
@@ -139,8 +140,7 @@ class SlotManager:
         self.producers: dict[int, Producer] = {}
         self.open: set[int] = set()
         self._fenced_noted: set[int] = set()  # slots whose current producer was counted as fenced
-        #: partition -> the committed position it was last replayed from in batches after a transient failure
-        self._transient_at: dict[tuple[str, int], int] = {}
+        self.transient = TransientFailures()  # where partitions last failed transiently (replayed in batches)
         self.gave_up = False  # a slot was given up: the pipeline restarts, nothing more is committed
         self._pool: ThreadPoolExecutor | None = None  # flushes and commits of several slots, side by side
         self.membership: Consumer = make_consumer(self.target, f"{flow.worker_group_id}.slots", health=target_health,
@@ -325,6 +325,8 @@ class SlotManager:
         return dict(zip(slots, self._pool.map(one, slots), strict=True))
 
     def fail(self, st: PartitionState, b: Batch) -> None:
+        if st.slot is not None:
+            st, b = cause(self._states(st.slot), st, b)
         if (denied := self.acks.denied(st, b.err)) is not None:
             self.metrics.errors.labels(self.flow.name, "not_authorized").inc()
             log.error("%s", denied)
@@ -347,6 +349,7 @@ class SlotManager:
                 # Kafka 4.x may refuse to abort while records are in flight (INVALID_TXN_STATE, fatal):
                 # let them finish first. Delivery callbacks only mark batches done, so this is safe here.
                 with contextlib.suppress(KafkaException, SystemError):
+                    producer.purge(in_queue=True, in_flight=False)  # held, not sent, once a transaction failed
                     producer.flush(10)
                 in_steps(producer, producer.abort_transaction, ABORT_TIMEOUT_S)
         except KafkaException as exc:
@@ -363,8 +366,8 @@ class SlotManager:
             st.forget_map()
             st.acked = st.committed
             pos = st.committed if st.committed is not None else st.origin
-            record_error = b is not None and b.err is not None and b.err.code() in RECORD_ERRORS
-            if st is failed and record_error and st.careful and b is not None and b.count <= 1:
+            refused = b is not None and record_error(b)
+            if st is failed and refused and st.careful and b is not None and b.count <= 1:
                 self.acks.pause(st, f"record at offset {b.first} rejected by target topic {st.remote}: {reason} "
                                  "(partition paused; fix the target limit, e.g. max.message.bytes, and restart)")
                 continue
@@ -372,19 +375,8 @@ class SlotManager:
                 st.drop_unsent()
                 continue
             self.acks.rewind_to(st, pos, careful=careful and st is failed and b is not None
-                                and (record_error or b.err is None or self._failed_here_before(st, pos)),
-                             backoff=st is failed and not record_error and b is not None and b.err is not None)
-
-    def _failed_here_before(self, st: PartitionState, pos: int) -> bool:
-        """A transient failure (purged, timed out, a sequence gap after an abort) of ``st``'s batch: replayed in
-        batches the first time (a transaction per record, careful mode, for a whole read was the price before);
-        careful if it fails again before moving past ``pos``. A record the target refuses in the middle of a batch
-        has no report of its own (only a batch's first and last records have one): its transaction fails and the
-        last record may come back only as purged or out of sequence, so careful mode must still find it."""
-        key = (st.topic, st.partition)
-        again = self._transient_at.get(key) == pos
-        self._transient_at[key] = pos
-        return again
+                                and (refused or b.err is None or self.transient.again(st, pos)),
+                             backoff=st is failed and not refused and b is not None and b.err is not None)
 
     def _drop_unusable(self, slots: list[int]) -> None:
         if slots:

@@ -25,8 +25,7 @@ from confluent_kafka import (
 
 from mirror_core.config.model import FlowConfig
 from mirror_core.kafka_io import log_end
-from mirror_core.replication.acks import RECORD_ERRORS
-from mirror_core.replication.batch import Batch, PartitionState
+from mirror_core.replication.batch import RECORD_ERRORS, Batch, PartitionState
 from mirror_core.replication.topic_limits import TopicLimits
 
 log = logging.getLogger(__name__)
@@ -295,9 +294,12 @@ class Producing:
         st.next = offset
         del batch.stamps[k:]  # the refused record and those after it were not sent
         if k > 0:
-            st.producer.flush(30)
             verified = False
-            if batch.err is None and batch.done and batch.t_first >= 0:
+            # (Exactly-once the transaction is aborted whatever landed, and a producer whose transaction failed
+            # holds what it queued until message.timeout.ms: a flush would hold the flow that long.)
+            if st.slot is None:
+                st.producer.flush(30)
+            if st.slot is None and batch.err is None and batch.done and batch.t_first >= 0:
                 verified = log_end(self.target_meta, st.remote, st.partition, timeout=10) == batch.t_first + k
             if verified:
                 batch.t_last = batch.t_first + k - 1

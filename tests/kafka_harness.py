@@ -15,7 +15,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,11 +93,12 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[st
     wait_until(lambda: name in admin(bootstrap).list_topics(timeout=5).topics, 30, what=f"topic {name}")
 
 
-def alter_topic(bootstrap: str, topic: str, key: str, value: str | None) -> None:
-    """Set one config of ``topic`` (None: delete it, so that the broker's default applies)."""
-    op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
-    res = ConfigResource(ResourceType.TOPIC, topic,
-                         incremental_configs=[ConfigEntry(key, value, incremental_operation=op)])
+def alter_topic(bootstrap: str, topic: str, configs: Mapping[str, str | None]) -> None:
+    """Incremental config changes of ``topic``, in one request: a value SETs, None DELETEs (back to the cluster's
+    default)."""
+    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None else AlterConfigOpType.DELETE)
+        for k, v in configs.items()])
     client = admin(bootstrap)  # keep a reference: the future dies with its client
     client.incremental_alter_configs([res])[res].result(10)
 

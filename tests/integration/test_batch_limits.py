@@ -110,7 +110,7 @@ def test_a_limit_lowered_on_the_target_between_config_syncs_is_followed_from_the
     wait_until(lambda: remote in topics(dc2) and len(read_all(dc2, remote, timeout=5)) == before, 120,
                what="the first part copied")
     assert "takes batches of up to" not in m.log()
-    alter_topic(dc2, remote, "max.message.bytes", "65536")
+    alter_topic(dc2, remote, {"max.message.bytes": "65536"})
     # The precondition: the second part reaches the mirror at once (one source transaction), so its batches are the
     # producer's 1 MiB, which the remote topic refuses now.
     fill(dc1, topic, 2, after, 1 << 20, transactional=True)

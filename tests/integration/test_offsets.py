@@ -16,7 +16,7 @@ from mirror_core.config.loader import load_config
 from mirror_core.offsets.translate import FlowOffsets, translate_group
 from mirror_core.stores.records import decode_checkpoint_key, decode_checkpoint_value
 from tests.integration.conftest import flow_lines
-from tests.kafka_harness import REPO, create_topic, end_offsets, read_all, unique, wait_until
+from tests.kafka_harness import REPO, alter_topic, create_topic, end_offsets, read_all, unique, wait_until
 
 
 def transactional_data(bootstrap: str, topic: str, partitions: int) -> None:
@@ -237,9 +237,8 @@ def test_apply_refuses_active_group_and_time_index_fallback(dc1, dc2, name, star
 def test_progress_never_covers_an_offset_map_entry_the_target_rejected(dc1, dc2, name, start_mirror, tmp_path):
     """The map and progress live in different partitions: one can land without the other. Progress
     must wait for the map entries of the records it covers, or a translation would be silently wrong."""
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-    from tests.kafka_harness import admin, write_config
+    from tests.kafka_harness import write_config
 
     src, tgt = unique("src"), unique("tgt")  # own aliases: own offset-syncs topic to break
     topic = f"{name}.mapfail"
@@ -258,14 +257,8 @@ def test_progress_never_covers_an_offset_map_entry_the_target_rejected(dc1, dc2,
     first_end = end_offsets(dc1, topic)[0]
 
     # Every new offset-map entry is now rejected by the target (record too large); data still lands.
-    syncs = ConfigResource(ResourceType.TOPIC, f"mirror-core.offset-syncs.{src}.internal")
-    client = admin(dc2)
-
-    def set_limit(op: AlterConfigOpType) -> None:
-        syncs.incremental_configs = [ConfigEntry("max.message.bytes", "1", incremental_operation=op)]
-        client.incremental_alter_configs([syncs])[syncs].result(10)
-
-    set_limit(AlterConfigOpType.SET)
+    syncs = f"mirror-core.offset-syncs.{src}.internal"
+    alter_topic(dc2, syncs, {"max.message.bytes": "1"})
     try:
         transactional_data(dc1, topic, 1)
         source = [r.offset for r in read_all(dc1, topic) if r.offset >= first_end]
@@ -279,7 +272,7 @@ def test_progress_never_covers_an_offset_map_entry_the_target_rejected(dc1, dc2,
         # Records up to the first new gap continue the last run (no new entry needed); past it, not.
         assert first_end <= progress <= first_gap, (first_end, progress, first_gap)
     finally:
-        set_limit(AlterConfigOpType.DELETE)
+        alter_topic(dc2, syncs, {"max.message.bytes": None})
     # The rejected entries are sent again: progress reaches the end, and the map is exact everywhere.
     end = end_offsets(dc1, topic)[0]
     wait_until(lambda: FlowOffsets.load(config, flow).progress.get((topic, 0)) == end, 60, what="progress at the end")
@@ -295,10 +288,9 @@ def test_progress_never_covers_an_offset_map_entry_the_target_rejected(dc1, dc2,
 def test_checkpoints_the_target_refuses_are_said_and_published_again(dc1, dc2, name, start_mirror, tmp_path):
     """A checkpoint is published once per change of its group's offset: one the target refused used to be
     forgotten (no line, never sent again while the group stood still)."""
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
     from mirror_core.offsets.checkpoints import CHECKPOINTS_TOPIC_CONFIG
-    from tests.kafka_harness import admin, write_config
+    from tests.kafka_harness import write_config
 
     src, tgt = unique("src"), unique("tgt")  # own aliases: a checkpoints topic of this test's own
     topic, checkpoints = f"{name}.cp", f"{src}.checkpoints.internal"
@@ -315,10 +307,6 @@ def test_checkpoints_the_target_refuses_are_said_and_published_again(dc1, dc2, n
     m = start_mirror([], config=config_path)
     wait_until(lambda: f"2 checkpoints not written to {checkpoints}" in m.log(), 90, what="the refusal said")
     assert read_all(dc2, checkpoints) == []
-    resource = ConfigResource(ResourceType.TOPIC, checkpoints)
-    resource.incremental_configs = [ConfigEntry("max.message.bytes", None,
-                                                incremental_operation=AlterConfigOpType.DELETE)]
-    client = admin(dc2)
-    client.incremental_alter_configs([resource])[resource].result(10)
+    alter_topic(dc2, checkpoints, {"max.message.bytes": None})
     wait_until(lambda: {decode_checkpoint_key(r.key)[2] for r in read_all(dc2, checkpoints)} == {0, 1}, 60,
                what="both checkpoints published again once the topic takes them")

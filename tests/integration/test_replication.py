@@ -13,6 +13,7 @@ from tests.integration.conftest import flow_lines
 from tests.kafka_harness import (
     REPO,
     admin,
+    alter_topic,
     assert_same_records,
     create_topic,
     end_offsets,
@@ -92,11 +93,7 @@ def test_new_topic_partition_increase_and_config_change_propagate(dc1, dc2, name
     assert {r.partition for r in read_all(dc2, f"dc1.{first}")} == {0, 1, 2, 3}
 
     # Config change on the source propagates.
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
-
-    res = ConfigResource(ResourceType.TOPIC, first, incremental_configs=[
-        ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)])
-    client.incremental_alter_configs([res])[res].result(10)
+    alter_topic(dc1, first, {"retention.ms": "7200000"})
     wait_until(lambda: topic_config(dc2, f"dc1.{first}")["retention.ms"] == "7200000", 60,
                what="retention.ms synced")
 
@@ -166,15 +163,7 @@ def test_latency_histogram_counts_every_record_at_its_own_age(dc1, dc2, name, st
 def test_config_override_removed_on_source_is_reset_on_target(dc1, dc2, name, start_mirror):
     """KIP-894: a config set on the remote topic but default on the source goes back to the target's
     default (incremental DELETE); excluded properties set on the target are left alone."""
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigSource
-
-    def alter(bootstrap: str, topic: str, **ops: str | None) -> None:
-        entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) if v is not None
-                   else ConfigEntry(k.replace("_", "."), None, incremental_operation=AlterConfigOpType.DELETE)
-                   for k, v in ops.items()]
-        res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
-        client = admin(bootstrap)  # keep a reference: the future dies with its client
-        client.incremental_alter_configs([res])[res].result(10)
+    from confluent_kafka.admin import ConfigSource
 
     def explicit(bootstrap: str, topic: str) -> dict[str, str]:
         res = ConfigResource(ResourceType.TOPIC, topic)
@@ -190,8 +179,8 @@ def test_config_override_removed_on_source_is_reset_on_target(dc1, dc2, name, st
     assert explicit(dc2, remote) == {"retention.ms": "3600000", "cleanup.policy": "compact,delete"}
 
     # Set on the target only: segment.ms is drift, min.insync.replicas is excluded by default.
-    alter(dc2, remote, segment_ms="7200000", min_insync_replicas="1")
-    alter(dc1, t, retention_ms=None)  # the override is removed on the source
+    alter_topic(dc2, remote, {"segment.ms": "7200000", "min.insync.replicas": "1"})
+    alter_topic(dc1, t, {"retention.ms": None})  # the override is removed on the source
     wait_until(lambda: explicit(dc2, remote) == {"cleanup.policy": "compact,delete", "min.insync.replicas": "1"},
                60, what="retention.ms and segment.ms reset on the target, min.insync.replicas kept")
     assert topic_config(dc2, remote)["retention.ms"] == topic_config(dc1, t)["retention.ms"] == "604800000"

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
 
 from mirror_core.devcluster.local_cluster import LocalCluster
 from mirror_core.state.store import StateStore
@@ -21,6 +21,7 @@ from tests.integration.conftest import flow_lines
 from tests.integration.test_topic_sync import run_sync
 from tests.kafka_harness import (
     admin,
+    alter_topic,
     create_topic,
     end_offsets,
     new_cluster,
@@ -51,13 +52,6 @@ def explicit(bootstrap: str, topic: str) -> dict[str, str]:
     return {k: e.value for k, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
 
 
-def set_configs(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
-    client = admin(bootstrap)
-    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
-    client.incremental_alter_configs([res])[res].result(10)
-
-
 def rejection_events(m, topic: str) -> list[dict]:  # type: ignore[no-untyped-def]
     events = ((m.status() or {}).get("flows") or [{}])[0].get("events", [])
     return [e for e in events if e["event"] == "topic config rejected by the target" and e["topic"] == topic]
@@ -82,7 +76,7 @@ def test_rejected_configs_never_stop_replication(dc1, strict, name, start_mirror
     create_topic(dc1, later, 1)
     produce_sequence(dc1, later, 1, 10)
     wait_until(lambda: end_offsets(strict, remote_later) == {0: 10}, 60, what="second topic replicated")
-    set_configs(dc1, later, {**REJECTED, "retention.ms": "43200000"})
+    alter_topic(dc1, later, {**REJECTED, "retention.ms": "43200000"})
     wait_until(lambda: explicit(strict, remote_later) == {"retention.ms": "43200000"}, 60,
                what="the accepted config synced")
     [event] = wait_until(lambda: rejection_events(m, remote_later), 30, what="sync rejection reported")

@@ -11,8 +11,6 @@ from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
     AclPermissionType,
-    AlterConfigOpType,
-    ConfigEntry,
     ConfigResource,
     NewPartitions,
     ResourcePatternType,
@@ -22,7 +20,7 @@ from confluent_kafka.admin import (
 from mirror_core.devcluster.local_cluster import free_port
 from mirror_core.replication.acls import topic_acls
 from mirror_core.state.store import StateStore
-from tests.kafka_harness import REPO, admin, create_topic, partition_count, topics, write_config
+from tests.kafka_harness import REPO, admin, alter_topic, create_topic, partition_count, topics, write_config
 
 
 def run_sync(config: Path, db: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -83,9 +81,7 @@ def test_topic_config_sync_end_to_end(dc1, dc2, name, tmp_path: Path) -> None:
     assert run_sync(config, db).stdout.count('"kind"') == 0  # idempotent: nothing left to do
 
     # A config change and a partition increase on the source are applied on the next run.
-    src.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, a, incremental_configs=[
-        ConfigEntry("retention.ms", "999999", incremental_operation=AlterConfigOpType.SET)])])[
-        ConfigResource(ResourceType.TOPIC, a)].result(10)
+    alter_topic(dc1, a, {"retention.ms": "999999"})
     src.create_partitions([NewPartitions(b, 5)])[b].result(10)
     again = run_sync(config, db)
     assert again.returncode == 0
@@ -105,15 +101,6 @@ def test_topic_config_sync_end_to_end(dc1, dc2, name, tmp_path: Path) -> None:
     assert store.sync_runs("dc1->dc2")[0].status == "failed"
 
 
-def set_configs(bootstrap: str, topic: str, ops: dict[str, str | None]) -> None:
-    """Incremental config changes: a value SETs, None DELETEs (back to the cluster default)."""
-    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) if v is not None
-               else ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k, v in ops.items()]
-    client = admin(bootstrap)
-    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
-    client.incremental_alter_configs([res])[res].result(10)
-
-
 def test_override_default_on_source_is_reset_on_target(dc1, dc2, name, tmp_path: Path) -> None:
     """KIP-894: a config set on the remote topic but default on the source is drift; applying it
     deletes the override (the target's default applies). Excluded properties are never touched."""
@@ -125,8 +112,8 @@ def test_override_default_on_source_is_reset_on_target(dc1, dc2, name, tmp_path:
     assert run_sync(config, db).returncode == 0
     assert explicit(dc2, remote) == {"retention.ms", "max.message.bytes"}
 
-    set_configs(dc1, t, {"retention.ms": None})  # removed on the source
-    set_configs(dc2, remote, {"segment.ms": "7200000", "min.insync.replicas": "1"})  # set on the target only
+    alter_topic(dc1, t, {"retention.ms": None})  # removed on the source
+    alter_topic(dc2, remote, {"segment.ms": "7200000", "min.insync.replicas": "1"})  # set on the target only
 
     dry = run_sync(config, db, "--dry-run")
     assert dry.returncode == 0, dry.stderr

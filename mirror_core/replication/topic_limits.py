@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES
 from mirror_core.config.model import FlowConfig
-from mirror_core.stores.internal_topics import ask_until_known
+from mirror_core.stores.internal_topics import Asked, ask_until_known
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class TopicLimits:
                 self.set({r: read.limit}, read.at)
         new = [remote for remote in remotes if remote not in self.budgets]
         try:
-            ask_until_known(self.describe, new, self.set, wait)
+            asked: Asked = ask_until_known(self.describe, new, self.set, wait)
         except Exception as exc:  # the lookup must not stop the copy: the topics stay unknown
             log.warning("flow %s: max.message.bytes of the remote topics unknown (%s); asked again at the next "
                         "topic refresh", self.flow.name, exc)
@@ -115,9 +115,9 @@ class TopicLimits:
             self._unknown.add(remote)
             meanwhile = self.client_limit if self.batch_bytes is None else \
                 min(self.client_limit or 0, KAFKA_DEFAULT_MESSAGE_MAX_BYTES)
-            log.info("flow %s: max.message.bytes of remote topic %s unknown (no answer from the target: a missing "
-                     "DescribeConfigs ACL?): batches of up to %s bytes meanwhile; asked again at each topic refresh",
-                     self.flow.name, remote, meanwhile)
+            log.info("flow %s: max.message.bytes of remote topic %s unknown (%s): batches of up to %s bytes "
+                     "meanwhile; asked again at each topic refresh", self.flow.name, remote,
+                     asked.why_unknown(remote), meanwhile)
 
     def after_refusal(self, remote: str, count: int, wire: int) -> bool:
         """The target refused a batch of ``count`` records of ``remote`` as too large (``wire``: their bytes as

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
@@ -69,22 +70,37 @@ def _sleep(seconds: float) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class Asked:
+    """How :func:`ask_until_known` ended: ``stopped`` by its ``wait``; ``not_known``: the topics the cluster did not
+    know when it ended (the others it gave no limit for did not get an answer)."""
+
+    stopped: bool
+    not_known: frozenset[str]
+
+    def why_unknown(self, topic: str) -> str:
+        """Why ``topic``'s limit is not known, for the line that says so."""
+        if topic in self.not_known:
+            return f"the target does not know the topic {NEW_TOPIC_WAIT_S:.0f} s after it was asked first"
+        return "no answer from the target: a missing DescribeConfigs ACL?"
+
+
 def ask_until_known(describe: Callable[[list[str]], Mapping[str, int | None]], topics: Sequence[str],
-                    learned: Callable[[dict[str, int]], None], wait: Callable[[float], bool]) -> bool:
+                    learned: Callable[[dict[str, int]], None], wait: Callable[[float], bool]) -> Asked:
     """Ask ``describe`` (e.g. max_message_bytes) for the limits of ``topics`` and hand what it knows to
     ``learned``. A topic the cluster does not know yet (None: created a moment ago, its metadata on the way) is
-    asked again for up to NEW_TOPIC_WAIT_S, ``wait`` returning True to stop; returns whether it stopped. An
-    exception of ``describe`` propagates (what was learned before it stays learned)."""
+    asked again for up to NEW_TOPIC_WAIT_S, ``wait`` returning True to stop. An exception of ``describe``
+    propagates (what was learned before it stays learned)."""
     asked, deadline = list(topics), time.monotonic() + NEW_TOPIC_WAIT_S
     while asked:
         got = describe(asked)
         learned({t: v for t, v in got.items() if v is not None})
         asked = [t for t, v in got.items() if v is None]
         if asked and time.monotonic() >= deadline:
-            return False
+            return Asked(False, frozenset(asked))
         if asked and wait(0.2):
-            return True
-    return False
+            return Asked(True, frozenset(asked))
+    return Asked(False, frozenset())
 
 
 def internal_topics_limit(admin: AdminClient, topics: Sequence[str], who: str,
@@ -94,17 +110,15 @@ def internal_topics_limit(admin: AdminClient, topics: Sequence[str], who: str,
     for one it does not answer for (a missing DescribeConfigs ACL, no answer in time), Kafka's default, said in a
     line. Never raises: a lookup that fails must not stop what writes the topics."""
     limits: dict[str, int] = {}
-    stopped = False
+    asked = Asked(False, frozenset())
     try:
-        stopped = ask_until_known(lambda asked: max_message_bytes(admin, asked, timeout, who), topics,
-                                  limits.update, wait)
+        asked = ask_until_known(lambda names: max_message_bytes(admin, names, timeout, who), topics, limits.update,
+                                wait)
     except Exception as exc:  # e.g. the request could not be made at all
         log.debug("%s: max.message.bytes of %s unknown (%s)", who, ", ".join(topics), exc)
-    unknown = [t for t in topics if t not in limits]
-    if unknown and not stopped:
-        log.info("%s: max.message.bytes of %s unknown (no answer from the target: a missing DescribeConfigs ACL?): "
-                 "batches written there kept within Kafka's default %d", who, ", ".join(unknown),
-                 KAFKA_DEFAULT_MESSAGE_MAX_BYTES)
+    for topic in [t for t in topics if t not in limits] if not asked.stopped else []:
+        log.info("%s: max.message.bytes of %s unknown (%s): batches written there kept within Kafka's default %d",
+                 who, topic, asked.why_unknown(topic), KAFKA_DEFAULT_MESSAGE_MAX_BYTES)
     default = KAFKA_DEFAULT_MESSAGE_MAX_BYTES
     return min((limits.get(t, default) for t in topics), default=default)
 

@@ -24,6 +24,7 @@ from mirror_core.replication.producer_pool import (
     producer_for,
     say_slot_cap,
 )
+from mirror_core.stores import internal_topics
 from mirror_core.stores.internal_topics import internal_topics_limit
 
 BASE = "clusters = dc1, dc2\ndc1.bootstrap.servers = a:1\ndc2.bootstrap.servers = b:2\ndc1->dc2.enabled = true\n"
@@ -225,7 +226,7 @@ class Described:
 
 
 def test_the_internal_topics_limit_is_the_smallest_they_take_and_kafkas_default_where_unknown(
-        caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     def limit(admin: Described, topics: list[str], stop: bool = False) -> int:
         return internal_topics_limit(admin, topics, "flow f", lambda s: stop)  # type: ignore[arg-type]
 
@@ -242,6 +243,12 @@ def test_the_internal_topics_limit_is_the_smallest_they_take_and_kafkas_default_
         assert limit(Described({"progress": denied, "syncs": 8 << 20}), ["progress", "syncs"]) == \
             KAFKA_DEFAULT_MESSAGE_MAX_BYTES
     assert "max.message.bytes of progress unknown" in caplog.text and "DescribeConfigs" in caplog.text
+    # Still unknown to the cluster when the wait for a new topic is over: said so, not blamed on an ACL.
+    monkeypatch.setattr(internal_topics, "NEW_TOPIC_WAIT_S", 0.0)
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        assert limit(Described({}), ["progress"]) == KAFKA_DEFAULT_MESSAGE_MAX_BYTES
+    assert "progress unknown (the target does not know the topic" in caplog.text and "ACL" not in caplog.text
 
     class Broken:
         def describe_configs(self, resources: list[Any], request_timeout: float) -> None:

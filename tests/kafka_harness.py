@@ -93,6 +93,13 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[st
     wait_until(lambda: name in admin(bootstrap).list_topics(timeout=5).topics, 30, what=f"topic {name}")
 
 
+def delete_topic(bootstrap: str, name: str) -> None:
+    """Delete ``name`` and wait until the cluster no longer lists it."""
+    client = admin(bootstrap)  # keep a reference: the future dies with its client
+    client.delete_topics([name])[name].result(30)
+    wait_until(lambda: name not in admin(bootstrap).list_topics(timeout=5).topics, 30, what=f"{name} deleted")
+
+
 def alter_topic(bootstrap: str, topic: str, configs: Mapping[str, str | None]) -> None:
     """Incremental config changes of ``topic``, in one request: a value SETs, None DELETEs (back to the cluster's
     default)."""

@@ -103,7 +103,12 @@ def ensure_slot_topic(admin: AdminClient, topic: str, slots: int, replication_fa
     with authorization.guard(flow, Access("Create", topic, target)):
         ensure_internal_topic(admin, topic, replication_factor, {"cleanup.policy": "delete"}, partitions=slots)
     md = admin.list_topics(topic=topic, timeout=15).topics[topic]
-    # More slots configured than before: grow (never shrink). A topic just created may show no
+    if len(md.partitions) > slots:  # each partition is a slot: instances would own slots that hold nothing
+        raise MirrorError(f"exactly.once.slots = {slots}, but the slot topic {topic} on {target.alias} has "
+                          f"{len(md.partitions)} partitions (slots cannot be fewer than before in place): set "
+                          f"exactly.once.slots = {len(md.partitions)}, or stop every instance of the flow and delete "
+                          f"{topic} (it holds no records)")
+    # More slots configured than before: grow. A topic just created may show no
     # partitions yet: that is not a smaller topic (growing it would need the Alter ACL for nothing).
     if 0 < len(md.partitions) < slots:
         try:

@@ -8,13 +8,36 @@ import re
 import signal
 import time
 
-from mirror_core.replication.exactly_once import slot_of
+from mirror_core.replication.exactly_once import slot_of, slot_topic
 from tests.integration.conftest import flow_lines
 from tests.integration.test_resilience import BackgroundProducer
-from tests.kafka_harness import create_topic, end_offsets, kill_owners, read_all, wait_until
+from tests.kafka_harness import (
+    create_topic,
+    delete_topic,
+    end_offsets,
+    kill_owners,
+    partition_count,
+    produce_sequence,
+    read_all,
+    topics,
+    wait_until,
+)
 
 EOS = ["exactly.once.enabled = true", "exactly.once.slots = 4", "dc2.consumer.session.timeout.ms = 6000",
        "dc2.consumer.heartbeat.interval.ms = 1000"]
+
+
+SLOTS = slot_topic("dc1", "dc2")
+
+
+def slot_topic_of(dc2: str, slots: int) -> None:
+    """The session's dc1->dc2 flows share their slot topic (one partition per slot), and slots cannot be fewer than
+    before: a test that needs ``slots`` has it made afresh (other tests leave it at the default 8)."""
+    if SLOTS in topics(dc2):
+        if partition_count(dc2, SLOTS) == slots:
+            return
+        delete_topic(dc2, SLOTS)
+    create_topic(dc2, SLOTS, slots)
 
 
 def assert_exactly_once(src_records, dst_records) -> None:  # type: ignore[no-untyped-def]
@@ -36,6 +59,7 @@ def caught_up(*instances, topic: str, partitions: int = 4) -> bool:  # type: ign
 def test_sigkill_repeatedly_gives_no_duplicates_and_no_gaps(dc1, dc2, name, start_mirror):
     """10 SIGKILLs, each on a process that owns slots and has copied records of their partitions."""
     t = f"{name}.eos"
+    slot_topic_of(dc2, 4)
     create_topic(dc1, t, 4)
     lines = flow_lines(name, *EOS)
     args = ("--instance-id", f"{name}-0")
@@ -61,19 +85,30 @@ def owned_slots(log: str) -> set[str]:
     return owned
 
 
+def slot_story(m) -> str:  # type: ignore[no-untyped-def]
+    """The lines of a mirror's log about its slots and its membership: what a timeout in the test needs said."""
+    lines = [line for line in m.log().splitlines()
+             if re.search(r"exactly-once slot|session|rebalance|rejoin|ERROR|Traceback|Error:", line)]
+    return f"{m.log_path.name} (alive: {m.alive()}):\n  " + "\n  ".join(lines[-40:])
+
+
 def test_second_instance_fences_a_zombie(dc1, dc2, name, start_mirror):
     t, partitions = f"{name}.fence", 8
     # The precondition: every slot has partitions of the topic, so both instances own some whichever slots they
     # get. (slot_of is crc32, affine over GF(2): partitions 0-3 fall in only 2 of 4 slots, whatever the name, and
     # with 4 partitions both slots went to one instance now and then.)
     assert len({slot_of(t, p, 4) for p in range(partitions)}) == 4
+    slot_topic_of(dc2, 4)  # (with 8 partitions there, b got slots 4-7 now and then: slots holding nothing)
     create_topic(dc1, t, partitions)
     lines = flow_lines(name, *EOS)
     a = start_mirror(lines, name="a")
     with BackgroundProducer(dc1, t, partitions, rate_per_s=2000):
         wait_until(lambda: sum(end_offsets(dc2, f"dc1.{t}").values() or [0]) > 0, 60, what="replicating")
         b = start_mirror(lines, config=a.config, name="b")
-        wait_until(lambda: a.partitions() and b.partitions(), 60, what="both instances own slots")
+        try:
+            wait_until(lambda: a.partitions() and b.partitions(), 60, what="both instances own slots")
+        except AssertionError as exc:  # say what each instance did with the slots (CI keeps no mirror logs)
+            raise AssertionError(f"{exc}\n{slot_story(a)}\n{slot_story(b)}") from None
         assert a.proc is not None
         zombie_slots = owned_slots(a.log())
         assert zombie_slots, "the zombie-to-be owns slots"
@@ -85,7 +120,8 @@ def test_second_instance_fences_a_zombie(dc1, dc2, name, start_mirror):
         finally:
             os.kill(a.proc.pid, signal.SIGCONT)  # the zombie wakes up with an open transaction
         time.sleep(4)
-    wait_until(lambda: caught_up(a, b, topic=t), 90, what="caught up (b, and the zombie if it rejoined)")
+    wait_until(lambda: caught_up(a, b, topic=t, partitions=partitions), 90,
+               what="caught up (b, and the zombie if it rejoined)")
     assert_exactly_once(read_all(dc1, t), read_all(dc2, f"dc1.{t}"))
     # Fencing happened: b took, while the zombie was alive, slots the zombie held (init_transactions with
     # the same transactional id bumps the epoch) ...
@@ -98,3 +134,20 @@ def test_second_instance_fences_a_zombie(dc1, dc2, name, start_mirror):
     if "commit failed" in woke or "flush failed" in woke:
         wait_until(lambda: 'mirror_errors_total{flow="dc1->dc2",kind="slot_fenced"}' in a.metrics(), 30,
                    what="the zombie's producer refused by the broker")
+
+
+def test_fewer_slots_than_the_slot_topic_has_are_refused_in_one_line(dc1, dc2, name, start_mirror):
+    """Each partition of the slot topic is a slot: with fewer configured, instances got slots that hold no
+    partition (one could own all the work, another none), and instances counting slots differently map a partition
+    to different transactional ids, so neither fences the other."""
+    slot_topic_of(dc2, 4)
+    t = f"{name}.few"
+    create_topic(dc1, t, 2)
+    produce_sequence(dc1, t, 2, 100)
+    m = start_mirror(flow_lines(name, "exactly.once.enabled = true", "exactly.once.slots = 2"))
+    line = (f"exactly.once.slots = 2, but the slot topic {SLOTS} on dc2 has 4 partitions (slots cannot be fewer "
+            f"than before in place): set exactly.once.slots = 4, or stop every instance of the flow and delete {SLOTS}")
+    wait_until(lambda: line in m.log(), 60, what="the refusal said")
+    time.sleep(2)
+    assert m.alive() and sum(end_offsets(dc2, f"dc1.{t}").values() or [0]) == 0, "nothing copied"
+    assert partition_count(dc2, SLOTS) == 4

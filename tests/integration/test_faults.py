@@ -9,15 +9,14 @@ import time
 from tests.integration.conftest import flow_lines
 from tests.integration.test_resilience import BackgroundProducer, assert_complete_in_order, sequences
 from tests.kafka_harness import (
-    admin,
     create_topic,
+    delete_topic,
     end_offsets,
     kill_owners,
     new_cluster,
     owns_and_copies,
     produce_sequence,
     read_all,
-    topics,
     wait_until,
     write_config,
 )
@@ -77,9 +76,7 @@ def test_remote_topic_deleted_on_target_is_recreated_and_reported(dc1, dc2, name
     produce_sequence(dc1, t, 2, 100)
     m = start_mirror(flow_lines(name))
     wait_until(lambda: end_offsets(dc2, f"dc1.{t}") == {0: 50, 1: 50}, 60, what="replicated")
-    client = admin(dc2)
-    client.delete_topics([f"dc1.{t}"])[f"dc1.{t}"].result(10)
-    wait_until(lambda: f"dc1.{t}" not in topics(dc2), 30, what="deleted")
+    delete_topic(dc2, f"dc1.{t}")
     produce_sequence(dc1, t, 2, 40, start=100)
     wait_until(lambda: end_offsets(dc2, f"dc1.{t}") == {0: 20, 1: 20}, 90, what="recreated with the new records")
     got = sequences(read_all(dc2, f"dc1.{t}"))
@@ -100,9 +97,7 @@ def test_source_topic_recreated_is_detected_never_silently_skipped(dc1, dc2, nam
     wait_until(lambda: caught_up(m, t, 2), 30, what="progress committed")
 
     # 1. Recreated while the mirror runs: the new topic is copied from its beginning.
-    client = admin(dc1)
-    client.delete_topics([t])[t].result(10)
-    wait_until(lambda: t not in topics(dc1), 30, what="deleted")
+    delete_topic(dc1, t)
     create_topic(dc1, t, 2)
     produce_sequence(dc1, t, 2, 10, start=1000)
     wait_until(lambda: end_offsets(dc2, f"dc1.{t}") == {0: 25, 1: 25}, 90, what="new incarnation copied")
@@ -114,8 +109,7 @@ def test_source_topic_recreated_is_detected_never_silently_skipped(dc1, dc2, nam
 
     # 2. Recreated while the mirror is down, with MORE records than the old position (25 per
     #    partition here > 5): resuming at the stored position would silently skip the first ones.
-    client.delete_topics([t])[t].result(10)
-    wait_until(lambda: t not in topics(dc1), 30, what="deleted again")
+    delete_topic(dc1, t)
     create_topic(dc1, t, 2)
     produce_sequence(dc1, t, 2, 60, start=2000)
     m = start_mirror(lines, config=m.config)

@@ -169,7 +169,10 @@ KEYS: tuple[KeyDef, ...] = (
     KeyDef("exactly.once.slots", int_between(1, 1024), "8",
            "Exactly-once fencing units: source partitions are hashed into this many slots, each with its "
            "own transactional id; the most mirror processes that can share a flow. Change it only with "
-           "every instance of the flow stopped (a partition's slot, hence its fencing id, changes)."),
+           "every instance of the flow stopped (a partition's slot, hence its fencing id, changes). A higher "
+           "count grows the slot topic (`mirror-core.slots.<source>-<target>.internal`, a partition per slot); "
+           "a lower one is refused in one line (the flow copies nothing and retries) until that topic is "
+           "deleted, as it cannot shrink."),
     KeyDef("offset.flush.interval.ms", int_between(10, 3_600_000), "1000",
            "How often replication progress is committed to the target (after the target acked). "
            "Exactly-once: the longest a transaction stays open under backlog; when the mirror has read "

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirror_core.config.client_defaults import (
@@ -231,6 +231,15 @@ def make_producer(cluster: ClusterConfig, overrides: Mapping[str, str] | None = 
                   defaults: Mapping[str, str] | None = None, fits: int | None = None) -> Producer:
     """``fits``: see producer_settings."""
     return Producer(_with_callbacks(producer_settings(cluster, overrides, enforced, True, defaults, fits), health))
+
+
+def purge_unsent(producer: Producer) -> None:
+    """Purge what ``producer`` holds and has not sent (each reported as _PURGE_QUEUE at its next poll or flush),
+    without waiting for its broker threads. confluent-kafka's ``blocking=True`` is what sets librdkafka's
+    RD_KAFKA_PURGE_F_NON_BLOCKING (the flag is inverted in its Producer.c, 2.16 included); a blocking purge would
+    hold the GIL until every broker thread of the producer answered (one stuck resolving an address, in an outage)."""
+    with contextlib.suppress(KafkaException):
+        producer.purge(in_queue=True, in_flight=False, blocking=True)
 
 
 def make_admin(cluster: ClusterConfig, health: ClusterHealth | None = None,

@@ -24,6 +24,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
+from mirror_core.replication.slots import slot_topic
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -98,6 +99,20 @@ def delete_topic(bootstrap: str, name: str) -> None:
     client = admin(bootstrap)  # keep a reference: the future dies with its client
     client.delete_topics([name])[name].result(30)
     wait_until(lambda: name not in admin(bootstrap).list_topics(timeout=5).topics, 30, what=f"{name} deleted")
+
+
+#: the slot topic of the session's dc1->dc2 flows (exactly-once)
+SLOTS = slot_topic("dc1", "dc2")
+
+
+def slot_topic_of(dc2: str, slots: int) -> None:
+    """The session's dc1->dc2 flows share their slot topic (one partition per slot), and slots cannot be fewer than
+    before: a test that needs ``slots`` has it made afresh (other tests leave it at the default 8)."""
+    if SLOTS in topics(dc2):
+        if partition_count(dc2, SLOTS) == slots:
+            return
+        delete_topic(dc2, SLOTS)
+    create_topic(dc2, SLOTS, slots)
 
 
 def alter_topic(bootstrap: str, topic: str, configs: Mapping[str, str | None]) -> None:

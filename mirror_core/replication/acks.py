@@ -17,6 +17,7 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirror_core.authorization import Access, denied_line
+from mirror_core.clients import purge_unsent
 from mirror_core.config.model import ClusterConfig
 from mirror_core.metrics import Metrics
 from mirror_core.replication.batch import RECORD_ERRORS, Batch, PartitionMode, PartitionState
@@ -79,8 +80,7 @@ class Acks:
                         # after it (neither sent nor purged) until message.timeout.ms: purge that, so that the
                         # batch's other report comes now, not a minute later.
                         b.purged = True
-                        with contextlib.suppress(KafkaException):
-                            st.producer.purge(in_queue=True, in_flight=False, blocking=False)
+                        purge_unsent(st.producer)
                     break
                 q.popleft()
                 if b.landed:

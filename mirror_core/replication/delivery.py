@@ -16,6 +16,7 @@ from typing import Protocol
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
+from mirror_core.clients import purge_unsent
 from mirror_core.replication.acks import Acks
 from mirror_core.replication.assignment import Assignment
 from mirror_core.replication.batch import Batch, PartitionState
@@ -145,8 +146,8 @@ class AtLeastOnce:
         # queued here are dropped now rather than sent when these producers are finally collected (they
         # would land among the new pipeline's records).
         for p in self.clients:
+            purge_unsent(p)
             with contextlib.suppress(KafkaException):
-                p.purge(in_queue=True, in_flight=False)
                 p.poll(0)
 
 

@@ -17,12 +17,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-import zlib
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions
 
 from mirror_core import authorization
 from mirror_core.authorization import Access
@@ -33,6 +31,7 @@ from mirror_core.clients import (
     make_admin,
     make_consumer,
     make_producer,
+    purge_unsent,
 )
 from mirror_core.config.model import ClusterConfig, FlowConfig
 from mirror_core.errors import MirrorError
@@ -41,8 +40,8 @@ from mirror_core.replication.acks import Acks
 from mirror_core.replication.assignment import Assignment
 from mirror_core.replication.batch import Batch, PartitionMode, PartitionState
 from mirror_core.replication.commit import ProgressCommitter
+from mirror_core.replication.slots import ensure_slot_topic, fewer_slots, slot_of, slot_topic
 from mirror_core.replication.txn_failures import TransientFailures, cause, record_error
-from mirror_core.stores.internal_topics import ensure_internal_topic
 
 log = logging.getLogger(__name__)
 
@@ -87,36 +86,6 @@ def in_steps(producer: Producer, call: Callable[[float], object], timeout: float
             if not retriable(exc) or error_code(exc) == KafkaError._CONFLICT or time.monotonic() >= deadline:
                 raise
         producer.poll(0)
-
-
-def slot_of(topic: str, partition: int, slots: int) -> int:
-    """Stable across processes and restarts (unlike Python's salted hash)."""
-    return zlib.crc32(f"{topic}\x00{partition}".encode()) % slots
-
-
-def slot_topic(source: str, target: str) -> str:
-    return f"mirror-core.slots.{source}-{target}.internal"
-
-
-def ensure_slot_topic(admin: AdminClient, topic: str, slots: int, replication_factor: int, flow: str,
-                      target: ClusterConfig) -> None:
-    with authorization.guard(flow, Access("Create", topic, target)):
-        ensure_internal_topic(admin, topic, replication_factor, {"cleanup.policy": "delete"}, partitions=slots)
-    md = admin.list_topics(topic=topic, timeout=15).topics[topic]
-    if len(md.partitions) > slots:  # each partition is a slot: instances would own slots that hold nothing
-        raise MirrorError(f"exactly.once.slots = {slots}, but the slot topic {topic} on {target.alias} has "
-                          f"{len(md.partitions)} partitions (slots cannot be fewer than before in place): set "
-                          f"exactly.once.slots = {len(md.partitions)}, or stop every instance of the flow and delete "
-                          f"{topic} (it holds no records)")
-    # More slots configured than before: grow. A topic just created may show no
-    # partitions yet: that is not a smaller topic (growing it would need the Alter ACL for nothing).
-    if 0 < len(md.partitions) < slots:
-        try:
-            with authorization.guard(flow, Access("Alter", topic, target)):
-                admin.create_partitions([NewPartitions(topic, slots)])[topic].result(15)
-        except KafkaException as exc:
-            if error_code(exc) != KafkaError.INVALID_PARTITIONS:
-                raise  # INVALID_PARTITIONS: another instance (or a stale metadata view) got there
 
 
 class SlotManager:
@@ -171,6 +140,9 @@ class SlotManager:
         return sorted(self.producers)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if any(tp.partition >= self.slots for tp in partitions):  # grown by an instance counting more slots
+            have = len(consumer.list_topics(self.topic, timeout=10).topics[self.topic].partitions)
+            raise fewer_slots(self.topic, have, self.slots, self.target.alias)
         for tp in partitions:
             k = tp.partition
             tid = f"mirror-core.{self.flow.source}-{self.flow.target}.slot-{k}"
@@ -353,8 +325,8 @@ class SlotManager:
             if k in self.open:
                 # Kafka 4.x may refuse to abort while records are in flight (INVALID_TXN_STATE, fatal):
                 # let them finish first. Delivery callbacks only mark batches done, so this is safe here.
+                purge_unsent(producer)  # held, never sent, once a transaction failed
                 with contextlib.suppress(KafkaException, SystemError):
-                    producer.purge(in_queue=True, in_flight=False)  # held, not sent, once a transaction failed
                     producer.flush(10)
                 in_steps(producer, producer.abort_transaction, ABORT_TIMEOUT_S)
         except KafkaException as exc:

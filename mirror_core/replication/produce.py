@@ -293,15 +293,18 @@ class Producing:
         batch.count, batch.next, batch.size = k, offset, size
         st.next = offset
         del batch.stamps[k:]  # the refused record and those after it were not sent
-        if k > 0:
-            verified = False
-            # (Exactly-once the transaction is aborted whatever landed, and a producer whose transaction failed
-            # holds what it queued until message.timeout.ms: a flush would hold the flow that long.)
-            if st.slot is None:
-                st.producer.flush(30)
-            if st.slot is None and batch.err is None and batch.done and batch.t_first >= 0:
-                verified = log_end(self.target_meta, st.remote, st.partition, timeout=10) == batch.t_first + k
-            if verified:
+        if k > 0 and st.slot is not None:
+            # Exactly-once, no flush: a producer whose transaction failed holds what it queued until
+            # message.timeout.ms. The prefix stays in the transaction and the refused record behind it is the cause
+            # the slot acts on (txn_failures.cause: paused right there); a refusal by the transaction's state fails
+            # the prefix now, so that what its producer holds is purged (acks.py).
+            if err.code() not in RECORD_ERRORS:
+                batch.fail(err)
+                return
+        elif k > 0:
+            st.producer.flush(30)
+            if batch.err is None and batch.done and batch.t_first >= 0 and \
+                    log_end(self.target_meta, st.remote, st.partition, timeout=10) == batch.t_first + k:
                 batch.t_last = batch.t_first + k - 1
                 batch.acked_at = time.time()
             else:

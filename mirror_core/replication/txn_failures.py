@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from confluent_kafka import KafkaError
+
 from mirror_core.replication.batch import RECORD_ERRORS, Batch, PartitionState
+
+#: what librdkafka reports for records it dropped because the transaction failed: a consequence, never a cause
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 
 
 def record_error(b: Batch) -> bool:
@@ -16,11 +21,15 @@ def record_error(b: Batch) -> bool:
 
 def cause(states: Iterable[PartitionState], st: PartitionState, b: Batch) -> tuple[PartitionState, Batch]:
     """The batch to act on for ``st``'s failed batch ``b`` (``states``: the slot's partitions). A failure dooms the
-    whole transaction: librdkafka purges what the slot's producer holds, so other batches of the slot may come back
-    purged before the one the target refused. That one is the cause (its limit read again, careful mode)."""
-    if record_error(b):
-        return st, b
-    return next(((o, ob) for o in states for ob in o.pending if record_error(ob)), (st, b))
+    whole transaction: librdkafka purges what the slot's producer holds (and so does acks.py), so other batches of
+    the slot may come back purged before the one that failed. The cause is a batch the target refused, else one that
+    failed otherwise than purged (``b`` first: its offsets not contiguous, say), else ``b``: that one gets its limit
+    read again, its backoff, careful mode."""
+    def rank(pair: tuple[PartitionState, Batch]) -> int:
+        err = pair[1].err
+        return 0 if record_error(pair[1]) else 2 if err is not None and err.code() in _PURGED else 1
+
+    return min([(st, b), *((o, ob) for o in states for ob in o.pending if ob.err is not None)], key=rank)
 
 
 class TransientFailures:

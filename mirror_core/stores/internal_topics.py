@@ -80,6 +80,8 @@ class Asked:
 
     def why_unknown(self, topic: str) -> str:
         """Why ``topic``'s limit is not known, for the line that says so."""
+        if topic in self.not_known and self.stopped:
+            return "the target did not know the topic yet when the mirror stopped asking"
         if topic in self.not_known:
             return f"the target does not know the topic {NEW_TOPIC_WAIT_S:.0f} s after it was asked first"
         return "no answer from the target: a missing DescribeConfigs ACL?"

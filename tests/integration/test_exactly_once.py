@@ -8,36 +8,23 @@ import re
 import signal
 import time
 
-from mirror_core.replication.exactly_once import slot_of, slot_topic
+from mirror_core.replication.slots import slot_of
 from tests.integration.conftest import flow_lines
 from tests.integration.test_resilience import BackgroundProducer
 from tests.kafka_harness import (
+    SLOTS,
     create_topic,
-    delete_topic,
     end_offsets,
     kill_owners,
     partition_count,
     produce_sequence,
     read_all,
-    topics,
+    slot_topic_of,
     wait_until,
 )
 
 EOS = ["exactly.once.enabled = true", "exactly.once.slots = 4", "dc2.consumer.session.timeout.ms = 6000",
        "dc2.consumer.heartbeat.interval.ms = 1000"]
-
-
-SLOTS = slot_topic("dc1", "dc2")
-
-
-def slot_topic_of(dc2: str, slots: int) -> None:
-    """The session's dc1->dc2 flows share their slot topic (one partition per slot), and slots cannot be fewer than
-    before: a test that needs ``slots`` has it made afresh (other tests leave it at the default 8)."""
-    if SLOTS in topics(dc2):
-        if partition_count(dc2, SLOTS) == slots:
-            return
-        delete_topic(dc2, SLOTS)
-    create_topic(dc2, SLOTS, slots)
 
 
 def assert_exactly_once(src_records, dst_records) -> None:  # type: ignore[no-untyped-def]
@@ -146,7 +133,8 @@ def test_fewer_slots_than_the_slot_topic_has_are_refused_in_one_line(dc1, dc2, n
     produce_sequence(dc1, t, 2, 100)
     m = start_mirror(flow_lines(name, "exactly.once.enabled = true", "exactly.once.slots = 2"))
     line = (f"exactly.once.slots = 2, but the slot topic {SLOTS} on dc2 has 4 partitions (slots cannot be fewer "
-            f"than before in place): set exactly.once.slots = 4, or stop every instance of the flow and delete {SLOTS}")
+            f"than before in place; every instance of a flow needs the same count): set exactly.once.slots = 4, or "
+            f"stop every instance of the flow and delete {SLOTS}")
     wait_until(lambda: line in m.log(), 60, what="the refusal said")
     time.sleep(2)
     assert m.alive() and sum(end_offsets(dc2, f"dc1.{t}").values() or [0]) == 0, "nothing copied"

@@ -27,7 +27,7 @@ class FakeProducer:
         self.queued = 0
         return 0
 
-    def purge(self, in_queue: bool, in_flight: bool) -> None:
+    def purge(self, in_queue: bool, in_flight: bool, blocking: bool = True) -> None:
         self.queued = 0
         self.purged = True
 

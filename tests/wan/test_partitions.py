@@ -9,7 +9,7 @@ import pytest
 
 from tests.integration.test_exactly_once import EOS
 from tests.integration.test_resilience import BackgroundProducer
-from tests.kafka_harness import copied_by, create_topic, metric, read_all, wait_until
+from tests.kafka_harness import copied_by, create_topic, metric, read_all, slot_topic_of, wait_until
 from tests.wan.conftest import seconds
 from tests.wan_harness import catch_up, delivered_in_order, report, target_reachable
 
@@ -25,6 +25,7 @@ GIVE_UP_LINES = ("the commit did not finish within", "could not be aborted")
 def test_long_partition_with_exactly_once_loses_and_duplicates_nothing(dc1, dc2, name, wan, wan_mirror):
     t = f"{name}.eos"
     create_topic(dc1, t, 4)
+    slot_topic_of(dc2, 4)
     m = wan_mirror(*EOS, "dc2.producer.transaction.timeout.ms = 30000")
     outage = seconds("WAN_PARTITION_SECONDS", 300)
     with BackgroundProducer(dc1, t, 4, rate_per_s=1000) as load:
@@ -127,9 +128,11 @@ def test_copying_resumes_soon_after_an_outage(dc1, dc2, name, wan, wan_mirror, b
 # minute or more, and the gauge kept its value at the cut meanwhile. The lag watch (lag_watch.py) now refreshes
 # it from the source while the loop is held.
 @pytest.mark.parametrize("mode", ["at-least-once", "exactly-once"])
-def test_lag_gauge_shows_the_backlog_during_a_partition(dc1, name, wan, wan_mirror, mode):
+def test_lag_gauge_shows_the_backlog_during_a_partition(dc1, dc2, name, wan, wan_mirror, mode):
     t = f"{name}.laggauge"
     create_topic(dc1, t, 2)
+    if mode == "exactly-once":
+        slot_topic_of(dc2, 4)
     m = wan_mirror(*(EOS if mode == "exactly-once" else ()))
     with BackgroundProducer(dc1, t, 2, rate_per_s=400) as load:
         wait_until(lambda: sum(copied_by(m, t).values()) > 100, 60, what="copying before the outage")
@@ -223,6 +226,7 @@ def test_a_transaction_left_unsettled_by_a_partition_is_settled_by_taking_its_sl
 
     t = f"{name}.unsettled"
     create_topic(dc1, t, 2)
+    slot_topic_of(dc2, 4)
     m = wan_mirror(*EOS)
     with BackgroundProducer(dc1, t, 2, rate_per_s=200) as load:
         wait_until(lambda: len(read_all(dc2, f"dc1.{t}")) > 200, 90, 1, what="copying before the cut")

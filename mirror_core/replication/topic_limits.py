@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES
 from mirror_core.config.model import FlowConfig
-from mirror_core.stores.internal_topics import Asked, ask_until_known
+from mirror_core.stores.internal_topics import ask_until_known
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class TopicLimits:
                 self.set({r: read.limit}, read.at)
         new = [remote for remote in remotes if remote not in self.budgets]
         try:
-            asked: Asked = ask_until_known(self.describe, new, self.set, wait)
+            asked = ask_until_known(self.describe, new, self.set, wait)
         except Exception as exc:  # the lookup must not stop the copy: the topics stay unknown
             log.warning("flow %s: max.message.bytes of the remote topics unknown (%s); asked again at the next "
                         "topic refresh", self.flow.name, exc)

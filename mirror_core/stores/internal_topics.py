@@ -118,9 +118,10 @@ def internal_topics_limit(admin: AdminClient, topics: Sequence[str], who: str,
                                 wait)
     except Exception as exc:  # e.g. the request could not be made at all
         log.debug("%s: max.message.bytes of %s unknown (%s)", who, ", ".join(topics), exc)
-    for topic in [t for t in topics if t not in limits] if not asked.stopped else []:
-        log.info("%s: max.message.bytes of %s unknown (%s): batches written there kept within Kafka's default %d",
-                 who, topic, asked.why_unknown(topic), KAFKA_DEFAULT_MESSAGE_MAX_BYTES)
+    if not asked.stopped:
+        for topic in (t for t in topics if t not in limits):
+            log.info("%s: max.message.bytes of %s unknown (%s): batches written there kept within Kafka's default %d",
+                     who, topic, asked.why_unknown(topic), KAFKA_DEFAULT_MESSAGE_MAX_BYTES)
     default = KAFKA_DEFAULT_MESSAGE_MAX_BYTES
     return min((limits.get(t, default) for t in topics), default=default)
 

@@ -15,6 +15,8 @@ import time
 import bench.run as bench_run
 from bench import batch_forward
 from bench.scale import Cluster
+from mirror_core.wire.codec import Reader, string
+from mirror_core.wire.connection import Connection
 
 _TABLE = []
 for _i in range(256):
@@ -54,15 +56,15 @@ def gaps() -> None:
     with bench_run.local_clusters("fwd-gaps-") as (_work, clusters):
         Cluster(clusters[1].bootstrap).create("g", 1)
         host, port = clusters[1].bootstrap.rsplit(":", 1)
-        wire = batch_forward.Wire(host, int(port))
+        wire = Connection(host, int(port), {}, "the target")
         batch_forward.await_leadership(wire, "g", 1)
         for deltas in ([0, 1, 2], [0, 2, 5]):
             b = batch(deltas)
-            r = batch_forward.Reader(wire.call(batch_forward.API_PRODUCE, 8, struct.pack(">hhii", -1, -1, 30_000, 1)
-                                               + batch_forward.string("g") + struct.pack(">iii", 1, 0, len(b)) + b))
-            r.int(">i")
+            r = Reader(wire.call(batch_forward.API_PRODUCE, 8, struct.pack(">hhii", -1, -1, 30_000, 1)
+                                 + string("g") + struct.pack(">iii", 1, 0, len(b)) + b))
+            r.int32()
             r.string()
-            r.int(">i")
+            r.int32()
             _index, error, base = r.take(">ihq")
             print(f"offset deltas {deltas}: error {error}, base offset {base}", flush=True)
 

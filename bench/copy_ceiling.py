@@ -131,8 +131,11 @@ if __name__ == "__main__":
         bare_copy(source, target, topic, remote, int(partitions), int(records))
     elif sys.argv[1:2] in (["--forward"], *([f"--forward-{m}"] for m in batch_forward.MODES)):
         source, target, topic, remote, partitions = sys.argv[2:7]
+        # Optionally: an mm2.properties and the two aliases, whose TLS and SASL settings the connections use.
+        settings = batch_forward.cluster_settings(*sys.argv[7:10]) if len(sys.argv) >= 10 else ({}, {})
         batch_forward.forward(source, target, topic, remote, int(partitions),
-                              mode=sys.argv[1].removeprefix("--forward").removeprefix("-") or "plain")
+                              mode=sys.argv[1].removeprefix("--forward").removeprefix("-") or "plain",
+                              source_settings=settings[0], target_settings=settings[1])
     elif sys.argv[1:2] == ["--forward-modes"]:
         forward_modes(*(int(a) for a in sys.argv[2:5]))
     elif len(sys.argv) < 3:

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from bench import batch_forward
-from bench.batch_forward import CONTROL, TRANSACTIONAL, attributes, control_type, producer_id
+from mirror_core.wire.connection import Connection
+from mirror_core.wire.records import CONTROL, TRANSACTIONAL, attributes, control_type, producer_id
 from tests.kafka_harness import REPO, create_topic, end_offsets, produce_sequence, producer, read_all, wait_until
 
 PARTITIONS, RECORDS = 4, 20_000
@@ -57,8 +58,8 @@ def _transactions(bootstrap: str, topic: str, partitions: int, count: int, per_t
 
 def _batches(bootstrap: str, topic: str, partitions: int) -> dict[int, list[memoryview]]:
     """Each partition's record batches (data and control), read with the prototype's own fetch."""
-    where = batch_forward.leaders(bootstrap, topic)
-    wire = batch_forward.Wire(*where.brokers[next(iter(where.partitions.values()))])
+    where = batch_forward.leaders(bootstrap, topic, {})
+    wire = Connection(*where.brokers[next(iter(where.partitions.values()))], {}, bootstrap)
     response = wire.call(batch_forward.API_FETCH, 11, batch_forward.fetch_request(
         topic, dict.fromkeys(range(partitions), 0), 4 << 20, 64 << 20))
     wire.sock.close()

@@ -9,17 +9,24 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from bench.batch_forward import API_FETCH
 from mirror_core.config.loader import load_config
+from mirror_core.errors import MirrorError
 from mirror_core.state.store import StateStore
 from mirror_core.stores.records import decode_checkpoint_key
+from mirror_core.wire.connection import Connection, WireError
+from mirror_core.wire.sasl import SaslError
 from tests.integration.conftest import flow_lines
 from tests.kafka_harness import (
+    REPO,
     MirrorProcess,
     create_topic,
     produce_sequence,
@@ -174,3 +181,54 @@ def test_password_from_a_secrets_file_only_the_mirror_reads(secure: SecureCluste
         assert PASSWORD not in bad.stdout + bad.stderr
     finally:
         del os.environ["MIRROR_TEST_CA"]
+
+
+def _wire_settings(secure: SecureCluster, tmp_path: Path, password: str | None = None) -> dict[str, str]:
+    """The SASL_SSL cluster's consumer settings as the product loads them from mm2.properties lines."""
+    config = write_config(tmp_path / "wire.properties", {"dc1s": secure.sasl_bootstrap, "dc2": "127.0.0.1:1"},
+                          secure.lines("dc1s", password) + flow_lines("wire", flow=FLOW))
+    return load_config(config).cluster("dc1s").client_settings("consumer")
+
+
+def test_the_wire_client_copies_record_batches_over_sasl_ssl_with_the_configs_settings(
+        secure: SecureCluster, dc2: str, name: str, tmp_path: Path) -> None:
+    """mirror_core.wire (TLS from the trust store, SCRAM-SHA-512) under the batch-forwarding prototype."""
+    topic, remote = f"{name}.wire", f"{name}.wire.copy"
+    create_topic(secure.plain_bootstrap, topic, 2)
+    create_topic(dc2, remote, 2)
+    produce_sequence(secure.plain_bootstrap, topic, 2, 300)
+    settings = _wire_settings(secure, tmp_path)
+    host, port = secure.sasl_bootstrap.rsplit(":", 1)
+    # Precondition: the listener takes nothing but TLS and SASL (a plaintext client gets no answer it can read).
+    with pytest.raises(MirrorError):
+        Connection(host, int(port), {}, "dc1s", timeout=5).close()
+    with Connection(host, int(port), settings, "dc1s") as c:
+        assert c.version(API_FETCH, (11,)) == 11  # authenticated: the broker answers past the handshake
+    config = write_config(tmp_path / "mm2.properties", {"dc1s": secure.sasl_bootstrap, "dc2": dc2},
+                          secure.lines("dc1s") + flow_lines(name, flow=FLOW))
+    proc = subprocess.Popen([sys.executable, "-m", "bench.copy_ceiling", "--forward-idempotent", secure.sasl_bootstrap,
+                             dc2, topic, remote, "2", str(config), "dc1s", "dc2"], cwd=REPO)
+    try:
+        wait_until(lambda: len(read_all(dc2, remote, timeout=10)) >= 300, 60, interval=1, what="300 records copied")
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+    source, target = read_all(secure.plain_bootstrap, topic), read_all(dc2, remote)
+    for p in range(2):
+        assert [(r.key, r.value) for r in target if r.partition == p] == \
+            [(r.key, r.value) for r in source if r.partition == p], p
+
+
+def test_the_wire_client_says_which_cluster_broker_and_user_a_refusal_is_about(secure: SecureCluster,
+                                                                               tmp_path: Path) -> None:
+    host, port = secure.sasl_bootstrap.rsplit(":", 1)
+    wrong = "Wr0ng-" + PASSWORD
+    with pytest.raises(SaslError) as refused:
+        Connection(host, int(port), _wire_settings(secure, tmp_path, wrong), "dc1s")
+    line = str(refused.value)
+    assert f"dc1s (broker {host}:{port}): SASL SCRAM-SHA-512 authentication of user 'mirror' failed" in line
+    assert "\n" not in line and wrong not in line and PASSWORD not in line
+    untrusted = {k: v for k, v in _wire_settings(secure, tmp_path).items() if not k.startswith("ssl.ca.")}
+    with pytest.raises(WireError, match=r"dc1s \(broker .*\): TLS handshake failed: .*CERTIFICATE_VERIFY_FAILED"):
+        Connection(host, int(port), untrusted, "dc1s")

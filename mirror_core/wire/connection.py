@@ -1,0 +1,200 @@
+"""One connection to one broker, set up from a cluster's librdkafka settings as librdkafka would: TLS
+(``ssl.*``), SASL PLAIN or SCRAM (``sasl.*``), then the versions the broker serves (ApiVersions).
+
+Requests use header v1 and non-flexible versions; answers come in the order the requests were sent, so a
+caller may keep several in flight (:meth:`Connection.send`, then :meth:`Connection.receive` for each).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import struct
+from collections import deque
+from collections.abc import Mapping
+from types import TracebackType
+
+from mirror_core.errors import MirrorError
+from mirror_core.wire import sasl
+from mirror_core.wire.codec import ProtocolError, Reader, blob, string
+
+API_SASL_HANDSHAKE, API_API_VERSIONS, API_SASL_AUTHENTICATE = 17, 18, 36
+API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 10: "FindCoordinator", 17: "SaslHandshake",
+             18: "ApiVersions", 22: "InitProducerId", 24: "AddPartitionsToTxn", 26: "EndTxn", 36: "SaslAuthenticate"}
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+CLIENT_ID = b"mirror-core"
+
+
+class WireError(MirrorError):
+    """A broker connection that cannot be set up or used as asked: one line naming the cluster and broker."""
+
+
+def tls_context(settings: Mapping[str, str], where: str) -> ssl.SSLContext:
+    """The TLS client context librdkafka would build from these settings: trusted CAs (``ssl.ca.pem`` in
+    memory, ``ssl.ca.location`` a file or directory, else the system's), the client certificate
+    (``ssl.certificate.pem``/``ssl.key.pem`` in memory or ``.location`` files, ``ssl.key.password``), and
+    verification (``enable.ssl.certificate.verification``, ``ssl.endpoint.identification.algorithm``: https
+    checks the broker's host name, as librdkafka does by default)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    verify = settings.get("enable.ssl.certificate.verification", "true").strip().lower() != "false"
+    ctx.check_hostname = verify and settings.get("ssl.endpoint.identification.algorithm", "https").lower() == "https"
+    ctx.verify_mode = ssl.CERT_REQUIRED if verify else ssl.CERT_NONE
+    try:
+        if settings.get("ssl.ca.pem"):
+            ctx.load_verify_locations(cadata=settings["ssl.ca.pem"])
+        elif settings.get("ssl.ca.location"):
+            location = settings["ssl.ca.location"]
+            if os.path.isdir(location):
+                ctx.load_verify_locations(capath=location)
+            else:
+                ctx.load_verify_locations(cafile=location)
+        else:
+            ctx.load_default_certs()
+        password = settings.get("ssl.key.password")
+        if settings.get("ssl.certificate.pem") and settings.get("ssl.key.pem"):
+            _load_identity_in_memory(ctx, settings["ssl.certificate.pem"], settings["ssl.key.pem"], password)
+        elif settings.get("ssl.certificate.location"):
+            ctx.load_cert_chain(settings["ssl.certificate.location"], settings.get("ssl.key.location"), password)
+    except (ssl.SSLError, OSError) as exc:
+        raise WireError(f"{where}: the TLS settings do not load: {exc.__class__.__name__}: {exc}") from None
+    return ctx
+
+
+def _load_identity_in_memory(ctx: ssl.SSLContext, cert_pem: str, key_pem: str, password: str | None) -> None:
+    """``ssl`` loads a certificate chain from files only: an anonymous in-memory file (never on a disk)
+    holds the key while it loads."""
+    fd = os.memfd_create("mirror-core-identity", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, (cert_pem.rstrip() + "\n" + key_pem.rstrip() + "\n").encode())
+        ctx.load_cert_chain(f"/proc/self/fd/{fd}", password=password)
+    finally:
+        os.close(fd)
+
+
+class Connection:
+    """A broker connection speaking request header v1 / response header v0."""
+
+    def __init__(self, host: str, port: int, settings: Mapping[str, str], where: str, timeout: float = 30.0) -> None:
+        """``where`` names the cluster in every error line; ``timeout`` bounds each socket operation."""
+        self.where = f"{where} (broker {host}:{port})"
+        protocol = settings.get("security.protocol", "PLAINTEXT").strip().upper()
+        if protocol not in PROTOCOLS:
+            raise WireError(f"{self.where}: security.protocol {protocol} is not one of {', '.join(PROTOCOLS)}")
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise WireError(f"{self.where}: cannot connect: {exc}") from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
+        self.sock: socket.socket = sock
+        self.correlation = 0
+        #: correlation ids of requests not yet answered, in order (one thread may send while another receives)
+        self.sent: deque[int] = deque()
+        try:
+            if protocol.endswith("SSL"):
+                ctx = tls_context(settings, where)
+                try:
+                    self.sock = ctx.wrap_socket(sock, server_hostname=host)
+                except (ssl.SSLError, OSError) as exc:
+                    raise WireError(f"{self.where}: TLS handshake failed: {exc}") from None
+            self.versions = self._api_versions()
+            if protocol.startswith("SASL"):
+                self._authenticate(settings)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def version(self, api: int, spoken: tuple[int, ...]) -> int:
+        """The highest of the versions this client speaks (``spoken``) that the broker serves."""
+        low, high = self.versions.get(api, (0, -1))
+        usable = [v for v in spoken if low <= v <= high]
+        if not usable:
+            served = f"versions {low}-{high}" if high >= 0 else "no version"
+            raise WireError(f"{self.where}: the broker serves {API_NAMES.get(api, api)} {served}; this client speaks "
+                            f"{', '.join(map(str, spoken))}")
+        return max(usable)
+
+    def send(self, api: int, version: int, body: bytes) -> int:
+        self.correlation += 1
+        header = struct.pack(">hhi", api, version, self.correlation) + struct.pack(">h", len(CLIENT_ID)) + CLIENT_ID
+        self.sent.append(self.correlation)  # before the bytes leave: the answer may be read at once elsewhere
+        try:
+            self.sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+        except OSError as exc:
+            raise WireError(f"{self.where}: sending {API_NAMES.get(api, api)} failed: {exc}") from None
+        return self.correlation
+
+    def receive(self) -> memoryview:
+        """The answer to the oldest request not yet answered (its body, after the correlation id)."""
+        size = struct.unpack(">i", self._exactly(4))[0]
+        data = memoryview(self._exactly(size))
+        correlation = struct.unpack_from(">i", data)[0]
+        expected = self.sent.popleft() if self.sent else None
+        if correlation != expected:
+            raise ProtocolError(f"{self.where}: an answer to request {correlation} where {expected} was due")
+        return data[4:]
+
+    def call(self, api: int, version: int, body: bytes) -> memoryview:
+        self.send(api, version, body)
+        return self.receive()
+
+    def _exactly(self, n: int) -> bytearray:
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            try:
+                k = self.sock.recv_into(view[got:], n - got)
+            except OSError as exc:
+                raise WireError(f"{self.where}: receiving failed: {exc}") from None
+            if not k:
+                raise WireError(f"{self.where}: the broker closed the connection")
+            got += k
+        return buf
+
+    def _api_versions(self) -> dict[int, tuple[int, int]]:
+        """ApiVersions v0: every broker answers it, before any SASL exchange too."""
+        r = Reader(self.call(API_API_VERSIONS, 0, b""))
+        error = r.int16()
+        if error:
+            raise WireError(f"{self.where}: ApiVersions failed with error {error}")
+        return {api: (low, high) for api, low, high in (r.take(">hhh") for _ in range(r.count()))}
+
+    def _authenticate(self, settings: Mapping[str, str]) -> None:
+        mechanism = sasl.mechanism_for(settings, self.where)
+        r = Reader(self.call(API_SASL_HANDSHAKE, self.version(API_SASL_HANDSHAKE, (1,)), string(mechanism)))
+        error = r.int16()
+        offered = [r.string() for _ in range(r.count())]
+        if error:
+            raise sasl.SaslError(f"{self.where}: the broker does not take SASL {mechanism} on this listener (it "
+                                 f"offers {', '.join(m or '' for m in offered) or 'none'})")
+        username, password = settings.get("sasl.username", ""), settings.get("sasl.password", "")
+        version = self.version(API_SASL_AUTHENTICATE, (0, 1))
+        try:
+            if mechanism == "PLAIN":
+                self._sasl_step(version, sasl.plain(username, password))
+            else:
+                scram = sasl.ScramClient(mechanism, username, password)
+                server_first = self._sasl_step(version, scram.first())
+                scram.verify(self._sasl_step(version, scram.final(server_first)))
+        except sasl.SaslError as exc:
+            raise sasl.SaslError(f"{self.where}: SASL {mechanism} authentication of user '{username}' failed: "
+                                 f"{exc}") from None
+
+    def _sasl_step(self, version: int, payload: bytes) -> bytes:
+        r = Reader(self.call(API_SASL_AUTHENTICATE, version, blob(payload)))
+        error, message = r.int16(), r.string()
+        answer = r.blob()
+        if error:
+            raise sasl.SaslError(message or f"error {error}")
+        return bytes(answer or b"")

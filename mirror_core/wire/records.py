@@ -1,0 +1,135 @@
+"""Record batches (magic v2) as the broker stores and serves them: split from a fetch, filtered as a
+read_committed consumer would, and restamped for the copier's own producer id. A batch is a view into the
+fetch response; nothing here looks at a record's key or value.
+
+Layout (KIP-98): base offset int64 @0, batch length int32 @8, partition leader epoch int32 @12, magic int8
+@16, CRC32C uint32 @17 (over attributes to the end), attributes int16 @21, last offset delta int32 @23, base
+and max timestamps int64 @27/@35, producer id int64 @43, producer epoch int16 @51, base sequence int32 @53,
+record count int32 @57, then the records (@61).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+import google_crc32c
+
+from mirror_core.wire.codec import ProtocolError
+
+TRANSACTIONAL, CONTROL = 0x10, 0x20  # attributes bits 4 and 5
+BATCH_HEADER = 61  # bytes of a v2 batch header before its records
+LOG_OVERHEAD = 12  # base offset and batch length: the batch length counts from after them
+CRC_FROM = 21  # the CRC32C covers a batch from its attributes to its end
+ABORT_MARKER = 0  # a control record's type (its key: version int16, type int16); 1 is a commit
+
+
+def split_batches(records: memoryview) -> list[memoryview]:
+    """The whole batches of a fetched record set, in order (a fetch may end inside a batch: that part is
+    fetched again from the next offset)."""
+    out: list[memoryview] = []
+    at, end = 0, len(records)
+    while at + LOG_OVERHEAD <= end:
+        size = LOG_OVERHEAD + struct.unpack_from(">i", records, at + 8)[0]
+        if at + size > end:
+            break
+        if size < BATCH_HEADER:
+            raise ProtocolError(f"record batch at byte {at} of a fetch is {size} bytes, shorter than its header")
+        magic = records[at + 16]
+        if magic != 2:
+            raise ProtocolError(f"record batch of magic {magic} at offset {base_offset(records[at:at + 12])}: only "
+                                "magic 2 (Kafka 0.11 and later) is copied as batches")
+        out.append(records[at:at + size])
+        at += size
+    return out
+
+
+def base_offset(batch: memoryview | bytes | bytearray) -> int:
+    return int(struct.unpack_from(">q", batch, 0)[0])
+
+
+def attributes(batch: memoryview | bytes | bytearray) -> int:
+    return int(struct.unpack_from(">h", batch, 21)[0])
+
+
+def producer_id(batch: memoryview | bytes | bytearray) -> int:
+    return int(struct.unpack_from(">q", batch, 43)[0])
+
+
+def record_count(batch: memoryview | bytes | bytearray) -> int:
+    return int(struct.unpack_from(">i", batch, 57)[0])
+
+
+def next_offset(batch: memoryview | bytes | bytearray) -> int:
+    """The offset after the batch's last one (its last record may have been removed by compaction: the
+    batch keeps its last offset delta)."""
+    return base_offset(batch) + int(struct.unpack_from(">i", batch, 23)[0]) + 1
+
+
+def contiguous(batch: memoryview | bytes | bytearray) -> bool:
+    """No offset inside the batch is missing (compaction removes records but keeps the batch's range): the
+    target, assigning offsets one after another, maps the batch with a single offset-map run."""
+    return next_offset(batch) - base_offset(batch) == record_count(batch)
+
+
+def _varint(data: memoryview, at: int) -> tuple[int, int]:
+    """A zigzag varint at ``at``: its value and where the next field starts."""
+    raw, shift = 0, 0
+    while True:
+        b = data[at]
+        raw |= (b & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), at
+
+
+def control_type(batch: memoryview) -> int:
+    """A control batch's marker type, from its one record's key (control batches are never compressed)."""
+    at = _varint(batch, BATCH_HEADER)[1] + 1  # record length, then its attributes byte
+    at = _varint(batch, _varint(batch, at)[1])[1]  # timestamp delta, offset delta
+    at = _varint(batch, at)[1]  # key length
+    return int(struct.unpack_from(">h", batch, at + 2)[0])
+
+
+def committed(batches: list[memoryview], aborted: list[tuple[int, int]]) -> list[memoryview]:
+    """The batches a read_committed consumer would hand out, as whole batches: control batches dropped, and
+    a transactional batch dropped while its producer is in an aborted transaction of the fetch response's
+    list (``(producer id, first offset)``) whose abort marker has not come yet (the Java consumer's rule)."""
+    pending = sorted(aborted, key=lambda a: a[1])
+    aborting: set[int] = set()
+    out: list[memoryview] = []
+    for batch in batches:
+        last = next_offset(batch) - 1
+        while pending and pending[0][1] <= last:
+            aborting.add(pending.pop(0)[0])
+        if attributes(batch) & CONTROL:
+            if control_type(batch) == ABORT_MARKER:
+                aborting.discard(producer_id(batch))
+        elif not (attributes(batch) & TRANSACTIONAL and producer_id(batch) in aborting):
+            out.append(batch)
+    return out
+
+
+@dataclass
+class ProducerStamp:
+    """The copier as an idempotent (or transactional) producer: its producer id and epoch, and each
+    partition's next sequence. Every batch it sends is restamped with them."""
+
+    producer_id: int
+    epoch: int
+    transactional: bool = False
+    sequences: dict[int, int] = field(default_factory=dict)
+
+    def stamp(self, partition: int, batch: memoryview | bytes) -> bytearray:
+        """``batch`` as this producer's next batch to ``partition``: producer id, epoch and base sequence
+        rewritten, the transactional bit set as this producer is (the source's transaction was committed), the
+        CRC recomputed. Base offset and leader epoch are not covered by the CRC: the produce request sets them."""
+        out = bytearray(batch)
+        sequence = self.sequences.get(partition, 0)
+        kept = attributes(out) & ~TRANSACTIONAL
+        struct.pack_into(">h", out, 21, kept | (TRANSACTIONAL if self.transactional else 0))
+        struct.pack_into(">qhi", out, 43, self.producer_id, self.epoch, sequence)
+        # google_crc32c takes read-only buffers only: one copy of the covered bytes.
+        struct.pack_into(">I", out, 17, google_crc32c.value(bytes(memoryview(out)[CRC_FROM:])))
+        self.sequences[partition] = (sequence + record_count(out)) & 0x7FFFFFFF  # sequences wrap at int32's max
+        return out

@@ -1,0 +1,19 @@
+"""Record batches (v2) built by hand for the unit tests of the wire client and the batch-forwarding prototype."""
+
+from __future__ import annotations
+
+import struct
+
+from bench.batch_forward_checks import varint
+
+
+def batch(base: int, last_delta: int, records: bytes = b"r" * 10, attributes: int = 0, producer_id: int = -1) -> bytes:
+    tail = struct.pack(">hiqqqhii", attributes, last_delta, 1, 1, producer_id, -1, -1, last_delta + 1) + records
+    return struct.pack(">qiibI", base, 4 + 1 + 4 + len(tail), 7, 2, 0xDEADBEEF) + tail
+
+
+def marker(base: int, producer_id: int, kind: int) -> bytes:
+    """A control batch holding one commit (1) or abort (0) marker, as a transaction coordinator writes it."""
+    key, value = struct.pack(">hh", 0, kind), struct.pack(">hi", 0, 3)
+    body = b"\x00" + varint(0) + varint(0) + varint(len(key)) + key + varint(len(value)) + value + varint(0)
+    return batch(base, 0, varint(len(body)) + body, attributes=0x30, producer_id=producer_id)

@@ -1,0 +1,90 @@
+"""Record batches as the wire client handles them (mirror_core/wire/records.py): which whole batches a
+fetched record set holds, where the next fetch starts, which batches a read_committed reader keeps, and how a
+batch is restamped for the copier's own producer id."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from bench.batch_forward_checks import crc32c
+from mirror_core.wire import records
+from mirror_core.wire.codec import ProtocolError
+from mirror_core.wire.records import ProducerStamp
+from tests.unit.record_batches import batch, marker
+
+
+def test_whole_batches_are_taken_and_a_trailing_partial_one_waits_for_the_next_fetch() -> None:
+    first, second = batch(100, 4), batch(105, 2)
+    got = records.split_batches(memoryview(first + second + batch(108, 1)[:30]))
+    assert [bytes(b) for b in got] == [first, second]
+    assert records.next_offset(got[-1]) == 108
+
+
+def test_control_batches_say_whether_they_commit_or_abort() -> None:
+    assert records.control_type(memoryview(marker(9, 7, 0))) == records.ABORT_MARKER
+    assert records.control_type(memoryview(marker(9, 7, 1))) == 1
+
+
+def test_read_committed_keeps_committed_and_plain_batches_and_drops_aborted_ones_and_every_marker() -> None:
+    aborted_1, aborted_2 = batch(0, 1, attributes=0x10, producer_id=7), batch(2, 0, attributes=0x10, producer_id=7)
+    committed_txn = batch(3, 1, attributes=0x10, producer_id=8)
+    abort, commit = marker(5, 7, 0), marker(6, 8, 1)
+    again = batch(7, 0, attributes=0x10, producer_id=7)  # producer 7's next transaction, after its abort
+    plain = batch(8, 2)
+    late = batch(11, 0, attributes=0x10, producer_id=3)  # an aborted transaction of a lower producer id, later
+    batches = [memoryview(b) for b in (aborted_1, aborted_2, committed_txn, abort, commit, again, plain, late)]
+    aborted = [(7, 0), (3, 11)]
+    assert [bytes(b) for b in records.committed(batches, aborted)] == [committed_txn, again, plain]
+    # A fetch starting inside the aborted transaction (its first batch came in an earlier fetch): the broker
+    # lists it all the same, with a first offset below this fetch's first batch.
+    assert [bytes(b) for b in records.committed(batches[1:], aborted)] == [committed_txn, again, plain]
+    assert [bytes(b) for b in records.committed(batches, [])] == [aborted_1, aborted_2, committed_txn, again,
+                                                                  plain, late]
+
+
+def test_any_producers_batches_and_markers_are_split_alike() -> None:
+    data = marker(0, 7, 1) + batch(1, 0, producer_id=42)
+    assert len(records.split_batches(memoryview(data))) == 2
+
+
+def test_a_batch_of_an_older_format_or_shorter_than_its_header_is_refused_in_a_line_naming_it() -> None:
+    old = bytearray(batch(40, 0))
+    old[16] = 1  # magic 1: Kafka before 0.11
+    with pytest.raises(ProtocolError, match="magic 1 at offset 40: only magic 2"):
+        records.split_batches(memoryview(bytes(old)))
+    with pytest.raises(ProtocolError, match="shorter than its header"):
+        records.split_batches(memoryview(struct.pack(">qi", 0, 20) + b"x" * 20))
+
+
+def test_a_batch_missing_offsets_inside_its_range_is_not_contiguous() -> None:
+    assert records.contiguous(batch(10, 4))  # 5 records over offsets 10-14
+    compacted = bytearray(batch(10, 4))
+    struct.pack_into(">i", compacted, 57, 3)  # compaction kept 3 of the 5 records, and the batch's range
+    assert not records.contiguous(compacted) and records.next_offset(compacted) == 15
+
+
+def test_a_restamped_batch_carries_this_producers_id_epoch_and_sequences_with_a_valid_crc() -> None:
+    producer = ProducerStamp(producer_id=1234, epoch=3)
+    first = batch(10, 4, attributes=0x10 | 0x04, producer_id=7)  # transactional, lz4
+    out = [producer.stamp(2, memoryview(first)), producer.stamp(2, memoryview(batch(15, 1))),
+           producer.stamp(5, memoryview(batch(0, 0)))]
+    assert [struct.unpack_from(">qhi", b, 43) for b in out] == [(1234, 3, 0), (1234, 3, 5), (1234, 3, 0)]
+    assert struct.unpack_from(">h", out[0], 21)[0] == 0x04  # compression kept; not transactional, as this producer
+    assert all(struct.unpack_from(">I", b, 17)[0] == crc32c(bytes(b[21:])) for b in out)
+    assert out[0][61:] == first[61:] and out[0][:17] == first[:17]  # records, offsets and length as they were
+    assert producer.sequences == {2: 7, 5: 1}
+
+
+def test_sequences_wrap_at_the_int32_maximum_as_the_broker_expects() -> None:
+    producer = ProducerStamp(producer_id=1, epoch=0, sequences={0: 0x7FFFFFFE})
+    producer.stamp(0, memoryview(batch(0, 4)))
+    assert producer.sequences[0] == 3
+
+
+def test_a_transactional_producer_marks_every_batch_it_restamps_as_transactional() -> None:
+    producer = ProducerStamp(producer_id=9, epoch=0, transactional=True)
+    out = producer.stamp(0, memoryview(batch(0, 0, attributes=0x03)))  # zstd, from a plain producer
+    assert struct.unpack_from(">h", out, 21)[0] == 0x13
+    assert struct.unpack_from(">I", out, 17)[0] == crc32c(bytes(out[21:]))

@@ -39,8 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mirror_core.config.loader import load_config
+from mirror_core.wire import fetch as wire_fetch
+from mirror_core.wire import produce as wire_produce
 from mirror_core.wire.codec import Reader, string
 from mirror_core.wire.connection import Connection
+from mirror_core.wire.errors import name
+from mirror_core.wire.metadata import Brokers
 from mirror_core.wire.records import (
     CONTROL,
     TRANSACTIONAL,
@@ -49,7 +53,6 @@ from mirror_core.wire.records import (
     committed,
     next_offset,
     producer_id,
-    split_batches,
 )
 
 API_PRODUCE, API_FETCH, API_LIST_OFFSETS, API_METADATA = 0, 1, 2, 3
@@ -74,33 +77,12 @@ class Leaders:
 
 
 def leaders(bootstrap: str, topic: str, settings: Mapping[str, str]) -> Leaders:
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
-    wire = Connection(host, int(port), settings, bootstrap)
-    r = Reader(wire.call(API_METADATA, 4, struct.pack(">i", 1) + string(topic) + b"\x00"))
-    wire.sock.close()
-    r.int32()
-    brokers: dict[int, tuple[str, int]] = {}
-    for _ in range(r.int32()):
-        node = r.int32()
-        broker_host, broker_port = r.string() or "", r.int32()
-        r.string()
-        brokers[node] = (broker_host, broker_port)
-    r.string()
-    r.int32()
-    partitions: dict[int, int] = {}
-    for _ in range(r.int32()):
-        error, name, _internal = r.int16(), r.string(), r.int8()
-        if error:
-            raise RuntimeError(f"metadata for {name}: error {error}")
-        for _ in range(r.int32()):
-            p_error, index, leader = r.take(">hii")
-            if p_error:
-                raise RuntimeError(f"metadata for {name}[{index}]: error {p_error}")
-            for _ in range(2):  # replicas, then in-sync replicas
-                skip = 4 * r.int32()  # read before `r.at +=` loads r.at
-                r.at += skip
-            partitions[index] = leader
-    return Leaders(brokers, partitions)
+    brokers = Brokers(bootstrap, settings, bootstrap)
+    meta = brokers.metadata([topic])
+    found = meta.topics[topic]
+    if found.error or any(found.errors.values()):
+        raise RuntimeError(f"metadata for {topic}: {name(found.error)} {sorted(set(found.errors.values()))}")
+    return Leaders({n: (b.host, b.port) for n, b in meta.brokers.items()}, found.leaders)
 
 
 def await_leadership(wire: Connection, topic: str, partitions: int, timeout: float = 60) -> None:
@@ -124,9 +106,7 @@ def await_leadership(wire: Connection, topic: str, partitions: int, timeout: flo
 
 
 def fetch_request(topic: str, offsets: dict[int, int], partition_max: int, max_bytes: int) -> bytes:
-    parts = b"".join(struct.pack(">iiqqi", p, -1, off, -1, partition_max) for p, off in offsets.items())
-    return (struct.pack(">iiiibii", -1, 500, 1, max_bytes, 1, 0, -1) + struct.pack(">i", 1) + string(topic)
-            + struct.pack(">i", len(offsets)) + parts + struct.pack(">i", 0) + string(""))
+    return wire_fetch.fetch_request({(topic, p): off for p, off in offsets.items()}, 500, 1, max_bytes, partition_max)
 
 
 def plain_only(batches: list[memoryview]) -> list[memoryview]:
@@ -237,58 +217,28 @@ class Transaction:
 
 def produce_request(remote: str, batches: dict[int, memoryview] | dict[int, bytearray],
                     transactional_id: str | None = None) -> bytes:
-    """One batch per partition (Kafka takes exactly one v2 batch per partition in a produce request), its base
-    offset set to 0 and leader epoch to -1 as a client sends them (outside the CRC, so the CRC stays valid)."""
-    parts = []
-    for p, batch in batches.items():
-        head = bytearray(batch[:12])
-        struct.pack_into(">q", head, 0, 0)
-        parts.append(struct.pack(">ii", p, len(batch)) + bytes(head) + struct.pack(">i", -1) + bytes(batch[16:]))
-    tid = string(transactional_id) if transactional_id is not None else struct.pack(">h", -1)
-    return (tid + struct.pack(">hi", -1, 30_000) + struct.pack(">i", 1) + string(remote)
-            + struct.pack(">i", len(parts)) + b"".join(parts))
+    return wire_produce.produce_request({(remote, p): b for p, b in batches.items()}, 30_000, transactional_id)
 
 
 def parse_fetch(response: memoryview, topic: str, any_producer: bool = False
                 ) -> dict[int, tuple[list[memoryview], list[tuple[int, int]]]]:
-    """A Fetch v11 response for one topic: per partition that returned whole batches, those batches and the
-    aborted transactions (producer id, first offset) the broker listed for the fetched range."""
-    r = Reader(response)
-    _throttle, error, _session = r.take(">ihi")
-    if error:
-        raise RuntimeError(f"fetch {topic}: error {error}")
+    """Per partition that returned whole batches: those batches and the aborted transactions (producer id,
+    first offset) the broker listed for the fetched range. Any error stops the prototype (it never retries)."""
     out: dict[int, tuple[list[memoryview], list[tuple[int, int]]]] = {}
-    for _ in range(r.int32()):
-        r.string()
-        for _ in range(r.int32()):
-            index, p_error = r.take(">ih")
-            r.at += 24  # high watermark, last stable offset, log start offset
-            aborted = [(pid, first) for pid, first in (r.take(">qq") for _ in range(max(r.int32(), 0)))]
-            r.int32()  # preferred read replica
-            records = r.blob()
-            if p_error:
-                raise RuntimeError(f"fetch {topic}[{index}]: error {p_error}")
-            batches = split_batches(records) if records is not None else []
-            if not any_producer:
-                plain_only(batches)
-            if batches:
-                out[index] = (batches, aborted)
+    for part in wire_fetch.parse_fetch(response, f"fetch {topic}"):
+        if part.error:
+            raise RuntimeError(f"fetch {topic}[{part.partition}]: {name(part.error)}")
+        if not any_producer:
+            plain_only(part.batches)
+        if part.batches:
+            out[part.partition] = (part.batches, part.aborted)
     return out
 
 
 def check_produce(response: memoryview) -> None:
-    r = Reader(response)
-    for _ in range(r.int32()):
-        name = r.string()
-        for _ in range(r.int32()):
-            index, error = r.take(">ih")
-            r.at += 24
-            for _ in range(r.int32()):
-                r.int32()
-                r.string()
-            message = r.string()
-            if error:
-                raise RuntimeError(f"produce to {name}[{index}]: error {error} {message or ''}")
+    for part in wire_produce.parse_produce(response):
+        if part.error:
+            raise RuntimeError(f"produce to {part.topic}[{part.partition}]: {name(part.error)} {part.message or ''}")
 
 
 def cluster_settings(config: str, source: str, target: str) -> tuple[dict[str, str], dict[str, str]]:

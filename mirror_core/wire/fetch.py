@@ -1,0 +1,62 @@
+"""Fetch v11 as the batch copier asks it: each partition's record batches as the leader stores them, with the
+aborted transactions of the range fetched (read_committed), and what bounds the partition's log."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from mirror_core.wire.codec import Reader, array, int32, int64, string
+from mirror_core.wire.connection import WireError
+from mirror_core.wire.errors import name
+from mirror_core.wire.records import split_batches
+
+API_FETCH = 1
+FETCH_VERSION = 11  # the last non-flexible version (Kafka 2.3 up to 4.x)
+READ_COMMITTED = 1
+
+
+@dataclass
+class FetchedPartition:
+    topic: str
+    partition: int
+    error: int
+    high_watermark: int
+    last_stable: int
+    log_start: int
+    #: (producer id, first offset) of each aborted transaction overlapping the range fetched
+    aborted: list[tuple[int, int]] = field(default_factory=list)
+    #: the whole batches fetched (a trailing partial batch is fetched again from the next offset)
+    batches: list[memoryview] = field(default_factory=list)
+
+
+def fetch_request(positions: Mapping[tuple[str, int], int], max_wait_ms: int, min_bytes: int, max_bytes: int,
+                  partition_max_bytes: int, isolation: int = READ_COMMITTED) -> bytes:
+    """A sessionless fetch from each (topic, partition) at its position."""
+    by_topic: dict[str, list[tuple[int, int]]] = {}
+    for (topic, partition), offset in positions.items():
+        by_topic.setdefault(topic, []).append((partition, offset))
+    topics = array(string(topic) + array(int32(p) + int32(-1) + int64(offset) + int64(-1) + int32(partition_max_bytes)
+                                         for p, offset in parts) for topic, parts in by_topic.items())
+    head = int32(-1) + int32(max_wait_ms) + int32(min_bytes) + int32(max_bytes) + bytes([isolation])
+    return head + int32(0) + int32(-1) + topics + array([]) + string("")
+
+
+def parse_fetch(data: memoryview, where: str) -> list[FetchedPartition]:
+    r = Reader(data)
+    _throttle, error, _session = r.take(">ihi")
+    if error:
+        raise WireError(f"{where}: fetch refused: {name(error)}")
+    out: list[FetchedPartition] = []
+    for _ in range(r.count()):
+        topic = r.string() or ""
+        for _ in range(r.count()):
+            index, p_error, high, stable, start = r.take(">ihqqq")
+            aborted = [(pid, first) for pid, first in (r.take(">qq") for _ in range(r.count()))]
+            r.int32()  # preferred read replica
+            records = r.blob()
+            part = FetchedPartition(topic, index, p_error, high, stable, start, aborted)
+            if not p_error and records is not None:
+                part.batches = split_batches(records)
+            out.append(part)
+    return out

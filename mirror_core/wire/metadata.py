@@ -1,0 +1,121 @@
+"""Where each partition's leader is (Metadata v4), and one connection per broker of a cluster, opened on
+first use with the cluster's settings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from mirror_core.wire.codec import Reader, array, string
+from mirror_core.wire.connection import Connection, WireError
+
+API_METADATA = 3
+NO_LEADER = -1
+
+
+@dataclass(frozen=True)
+class Broker:
+    node: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    """One topic's partitions: the leader of each (``NO_LEADER`` while none is elected) and each one's error
+    code (0, or e.g. LEADER_NOT_AVAILABLE); ``error``: the topic's own (UNKNOWN_TOPIC_OR_PARTITION...)."""
+
+    name: str
+    error: int
+    leaders: dict[int, int] = field(default_factory=dict)
+    errors: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    brokers: dict[int, Broker]
+    topics: dict[str, TopicMetadata]
+
+
+def metadata_request(topics: Iterable[str]) -> bytes:
+    """Metadata v4 for these topics, never creating one."""
+    return array(string(t) for t in topics) + b"\x00"
+
+
+def parse_metadata(data: memoryview) -> ClusterMetadata:
+    r = Reader(data)
+    r.int32()  # throttle time
+    brokers: dict[int, Broker] = {}
+    for _ in range(r.count()):
+        node, host, port = r.int32(), r.string() or "", r.int32()
+        r.string()  # rack
+        brokers[node] = Broker(node, host, port)
+    r.string()  # cluster id
+    r.int32()  # controller
+    topics: dict[str, TopicMetadata] = {}
+    for _ in range(r.count()):
+        error, name, _internal = r.int16(), r.string() or "", r.int8()
+        topic = TopicMetadata(name, error)
+        for _ in range(r.count()):
+            p_error, index, leader = r.take(">hii")
+            for _ in range(2):  # replicas, then in-sync replicas
+                r.skip(4 * r.count())
+            topic.leaders[index] = leader
+            topic.errors[index] = p_error
+        topics[name] = topic
+    return ClusterMetadata(brokers, topics)
+
+
+class Brokers:
+    """A cluster's brokers as the wire client reaches them: metadata through any of them, then one connection
+    per broker, opened on first use (``where`` names the cluster in error lines)."""
+
+    def __init__(self, bootstrap: str, settings: Mapping[str, str], where: str, timeout: float = 30.0) -> None:
+        self.bootstrap = [(h, int(p)) for h, _, p in (s.strip().rpartition(":") for s in bootstrap.split(","))]
+        self.settings, self.where, self.timeout = settings, where, timeout
+        self.known: dict[int, Broker] = {}
+        self.open: dict[int, Connection] = {}
+
+    def metadata(self, topics: Iterable[str]) -> ClusterMetadata:
+        """Asked of a broker already connected, else of the bootstrap servers in turn."""
+        body = metadata_request(topics)
+        candidates: list[Connection | tuple[str, int]] = [*self.open.values(), *self.bootstrap]
+        failures: list[str] = []
+        for c in candidates:
+            try:
+                conn = c if isinstance(c, Connection) else Connection(*c, self.settings, self.where, self.timeout)
+            except WireError as exc:
+                failures.append(str(exc))
+                continue
+            try:
+                meta = parse_metadata(conn.call(API_METADATA, conn.version(API_METADATA, (4,)), body))
+            except WireError as exc:
+                failures.append(str(exc))
+                self._forget(conn)
+                continue
+            finally:
+                if not isinstance(c, Connection):
+                    conn.close()
+            self.known.update(meta.brokers)
+            return meta
+        raise WireError(f"{self.where}: no broker answered a metadata request: {'; '.join(failures)}")
+
+    def connection(self, node: int) -> Connection:
+        conn = self.open.get(node)
+        if conn is None:
+            broker = self.known.get(node)
+            if broker is None:
+                raise WireError(f"{self.where}: broker {node} is not in the metadata")
+            conn = self.open[node] = Connection(broker.host, broker.port, self.settings, self.where, self.timeout)
+        return conn
+
+    def _forget(self, conn: Connection) -> None:
+        for node, c in list(self.open.items()):
+            if c is conn:
+                del self.open[node]
+        conn.close()
+
+    def close(self) -> None:
+        for c in self.open.values():
+            c.close()
+        self.open.clear()

@@ -1,0 +1,52 @@
+"""Produce v8 as the batch copier sends it (one restamped batch per partition and request), and what each
+partition's answer says: the target offset of the batch's first record, the base of its offset-map run."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from mirror_core.wire.codec import Reader, array, int16, int32, string
+
+API_PRODUCE = 0
+PRODUCE_VERSION = 8  # the last non-flexible version (Kafka 2.4 up to 4.x)
+ACKS_ALL = -1
+
+
+@dataclass(frozen=True)
+class Produced:
+    topic: str
+    partition: int
+    error: int
+    #: target offset of the batch's first record (-1 on an error)
+    base_offset: int
+    log_start: int
+    message: str | None
+
+
+def produce_request(batches: Mapping[tuple[str, int], bytes | bytearray | memoryview], timeout_ms: int,
+                    transactional_id: str | None = None, acks: int = ACKS_ALL) -> bytes:
+    """One v2 batch per partition (a broker takes exactly one per partition and request), sent with base offset 0
+    and leader epoch -1 as a client sends them: neither is covered by the CRC, which stays valid."""
+    by_topic: dict[str, list[bytes]] = {}
+    for (topic, partition), batch in batches.items():
+        head = bytearray(batch[:16])
+        struct.pack_into(">qii", head, 0, 0, len(batch) - 12, -1)
+        by_topic.setdefault(topic, []).append(int32(partition) + int32(len(batch)) + bytes(head) + bytes(batch[16:]))
+    return (string(transactional_id) + int16(acks) + int32(timeout_ms)
+            + array(string(topic) + array(parts) for topic, parts in by_topic.items()))
+
+
+def parse_produce(data: memoryview) -> list[Produced]:
+    r = Reader(data)
+    out: list[Produced] = []
+    for _ in range(r.count()):
+        topic = r.string() or ""
+        for _ in range(r.count()):
+            index, error, base, _append_time, log_start = r.take(">ihqqq")
+            for _ in range(r.count()):  # record errors: (batch index, message); the partition's message says it
+                r.int32()
+                r.string()
+            out.append(Produced(topic, index, error, base, log_start, r.string()))
+    return out

@@ -1,0 +1,57 @@
+"""The wire client's request layouts and answers (mirror_core/wire/metadata.py, fetch.py, produce.py), read
+from responses built by hand in the versions it speaks: where leaders are, what a fetch returned per
+partition, and the target offset a produce answer gives each batch."""
+
+from __future__ import annotations
+
+import struct
+
+from mirror_core.wire.codec import string
+from mirror_core.wire.fetch import fetch_request, parse_fetch
+from mirror_core.wire.metadata import NO_LEADER, Broker, parse_metadata
+from mirror_core.wire.produce import parse_produce, produce_request
+from tests.unit.record_batches import batch
+
+
+def test_metadata_gives_brokers_leaders_and_each_partitions_error() -> None:
+    brokers = struct.pack(">i", 2) + b"".join(struct.pack(">i", n) + string(h) + struct.pack(">i", p) + string(None)
+                                              for n, h, p in ((1, "b1", 9092), (2, "b2", 9093)))
+    partitions = (struct.pack(">hii", 0, 0, 2) + struct.pack(">ii", 1, 2) + struct.pack(">ii", 1, 2)
+                  + struct.pack(">hii", 5, 1, NO_LEADER) + struct.pack(">i", 0) + struct.pack(">i", 0))
+    topics = (struct.pack(">i", 2) + struct.pack(">h", 0) + string("orders") + b"\x00" + struct.pack(">i", 2)
+              + partitions + struct.pack(">h", 3) + string("gone") + b"\x00" + struct.pack(">i", 0))
+    meta = parse_metadata(memoryview(struct.pack(">i", 0) + brokers + string("cluster") + struct.pack(">i", 1)
+                                     + topics))
+    assert meta.brokers == {1: Broker(1, "b1", 9092), 2: Broker(2, "b2", 9093)}
+    assert meta.topics["orders"].leaders == {0: 2, 1: NO_LEADER}
+    assert meta.topics["orders"].errors == {0: 0, 1: 5}  # LEADER_NOT_AVAILABLE while an election runs
+    assert meta.topics["gone"].error == 3 and not meta.topics["gone"].leaders
+
+
+def test_a_fetch_asks_each_partition_at_its_position_read_committed_and_reads_back_what_bounds_the_log() -> None:
+    request = fetch_request({("a", 0): 5, ("a", 3): 9, ("b", 1): 0}, 500, 1, 64 << 20, 4 << 20)
+    assert struct.unpack_from(">iiiib", request) == (-1, 500, 1, 64 << 20, 1)
+    assert request.count(string("a")) == 1  # partitions grouped under their topic
+    assert struct.pack(">iiqqi", 3, -1, 9, -1, 4 << 20) in request
+    first = batch(5, 1)
+    body = (struct.pack(">ihqqqi", 0, 0, 7, 7, 2, 1) + struct.pack(">qq", 9, 5) + struct.pack(">ii", -1, len(first))
+            + first + struct.pack(">ihqqqi", 3, 1, -1, -1, -1, -1) + struct.pack(">ii", -1, -1))
+    got = parse_fetch(memoryview(struct.pack(">ihi", 0, 0, 0) + struct.pack(">i", 1) + string("a")
+                                 + struct.pack(">i", 2) + body), "dc1")
+    assert [(p.partition, p.error, p.high_watermark, p.log_start, p.aborted) for p in got] == \
+        [(0, 0, 7, 2, [(9, 5)]), (3, 1, -1, -1, [])]  # OFFSET_OUT_OF_RANGE reported, not raised
+    assert [bytes(b) for b in got[0].batches] == [first]
+
+
+def test_a_produce_answer_gives_each_batch_its_target_base_offset_or_its_error() -> None:
+    request = produce_request({("r", 2): batch(40, 2)}, 30_000, None)
+    assert request[:8] == struct.pack(">hhi", -1, -1, 30_000)  # no transactional id, acks=all
+    sent = request[-len(batch(40, 2)):]
+    assert struct.unpack_from(">qii", sent) == (0, len(sent) - 12, -1) and sent[16:] == batch(40, 2)[16:]
+    answer = (struct.pack(">i", 1) + string("r") + struct.pack(">i", 2)
+              + struct.pack(">ihqqq", 2, 0, 1200, -1, 0) + struct.pack(">i", 0) + string(None)
+              + struct.pack(">ihqqq", 3, 10, -1, -1, 0) + struct.pack(">i", 1) + struct.pack(">i", 0) + string("big")
+              + string("MESSAGE_TOO_LARGE") + struct.pack(">i", 0))
+    got = parse_produce(memoryview(answer))
+    assert [(p.partition, p.error, p.base_offset, p.message) for p in got] == \
+        [(2, 0, 1200, None), (3, 10, -1, "MESSAGE_TOO_LARGE")]

@@ -195,6 +195,26 @@ def stored_batches(cluster: LocalCluster, topic: str) -> Iterator[tuple[int, byt
             pos += 12 + length
 
 
+def produce_transactions(bootstrap: str, topic: str, partitions: int, count: int, per_txn: int) -> int:
+    """``count`` transactions of ``per_txn`` records over every partition, every other one aborted: the
+    gappy, partly aborted source a Kafka Streams application leaves. Returns how many were committed."""
+    p = producer(bootstrap, **{"transactional.id": f"{topic}-txn"})
+    p.init_transactions(30)
+    committed = 0
+    for t in range(count):
+        p.begin_transaction()
+        for i in range(per_txn):
+            p.produce(topic, value=b"txn-%d-%d" % (t, i), key=b"t%d" % i, partition=i % partitions,
+                      headers=[("txn", str(t).encode())])
+        p.flush(30)  # nothing in flight when aborting (Kafka 4: INVALID_TXN_STATE otherwise)
+        if t % 2:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            committed += per_txn
+    return committed
+
+
 def producer_ids(cluster: LocalCluster, topic: str) -> dict[int, set[int]]:
     """Per partition, the producer ids of the record batches the broker stored (the header's producerId)."""
     out: dict[int, set[int]] = {}

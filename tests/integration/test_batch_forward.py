@@ -12,7 +12,15 @@ import pytest
 from bench import batch_forward
 from mirror_core.wire.connection import Connection
 from mirror_core.wire.records import CONTROL, TRANSACTIONAL, attributes, control_type, producer_id
-from tests.kafka_harness import REPO, create_topic, end_offsets, produce_sequence, producer, read_all, wait_until
+from tests.kafka_harness import (
+    REPO,
+    create_topic,
+    end_offsets,
+    produce_sequence,
+    produce_transactions,
+    read_all,
+    wait_until,
+)
 
 PARTITIONS, RECORDS = 4, 20_000
 
@@ -36,26 +44,6 @@ def test_forwarded_batches_hold_the_same_records_at_the_same_offsets(dc1: str, d
     assert target == source  # partition, offset, key, value, headers and timestamp of every record
 
 
-def _transactions(bootstrap: str, topic: str, partitions: int, count: int, per_txn: int) -> int:
-    """``count`` transactions of ``per_txn`` records over every partition, every other one aborted: the
-    gappy, partly aborted source a Kafka Streams application leaves. Returns how many were committed."""
-    p = producer(bootstrap, **{"transactional.id": f"{topic}-txn"})
-    p.init_transactions(30)
-    committed = 0
-    for t in range(count):
-        p.begin_transaction()
-        for i in range(per_txn):
-            p.produce(topic, value=b"txn-%d-%d" % (t, i), key=b"t%d" % i, partition=i % partitions,
-                      headers=[("txn", str(t).encode())])
-        p.flush(30)  # nothing in flight when aborting (Kafka 4: INVALID_TXN_STATE otherwise)
-        if t % 2:
-            p.abort_transaction(30)
-        else:
-            p.commit_transaction(30)
-            committed += per_txn
-    return committed
-
-
 def _batches(bootstrap: str, topic: str, partitions: int) -> dict[int, list[memoryview]]:
     """Each partition's record batches (data and control), read with the prototype's own fetch."""
     where = batch_forward.leaders(bootstrap, topic, {})
@@ -74,7 +62,7 @@ def test_idempotent_and_transactional_modes_copy_what_read_committed_sees_of_any
     create_topic(dc1, topic, PARTITIONS)
     create_topic(dc2, remote, PARTITIONS)
     produce_sequence(dc1, topic, PARTITIONS, 5_000)  # idempotent (the harness producer's default)
-    first = 5_000 + _transactions(dc1, topic, PARTITIONS, 20, 400)
+    first = 5_000 + produce_transactions(dc1, topic, PARTITIONS, 20, 400)
     # Preconditions: the source has aborted records and markers (gaps) and more than one producer.
     assert len(read_all(dc1, topic)) == first < sum(end_offsets(dc1, topic, "read_uncommitted").values())
     assert len({producer_id(b) for bs in _batches(dc1, topic, PARTITIONS).values() for b in bs} - {-1}) >= 2

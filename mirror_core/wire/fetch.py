@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from mirror_core.wire.codec import Reader, array, int32, int64, string
+from mirror_core.wire.codec import ProtocolError, Reader, array, int32, int64, string
 from mirror_core.wire.connection import WireError
 from mirror_core.wire.errors import name
 from mirror_core.wire.records import split_batches
@@ -28,6 +28,8 @@ class FetchedPartition:
     aborted: list[tuple[int, int]] = field(default_factory=list)
     #: the whole batches fetched (a trailing partial batch is fetched again from the next offset)
     batches: list[memoryview] = field(default_factory=list)
+    #: batches the client cannot take (e.g. an older record format), in one line; None when all is well
+    problem: str | None = None
 
 
 def fetch_request(positions: Mapping[tuple[str, int], int], max_wait_ms: int, min_bytes: int, max_bytes: int,
@@ -57,6 +59,9 @@ def parse_fetch(data: memoryview, where: str) -> list[FetchedPartition]:
             records = r.blob()
             part = FetchedPartition(topic, index, p_error, high, stable, start, aborted)
             if not p_error and records is not None:
-                part.batches = split_batches(records)
+                try:
+                    part.batches = split_batches(records)
+                except ProtocolError as exc:  # this partition's, not the whole answer's
+                    part.problem = f"{where}: {topic}[{index}]: {exc}"
             out.append(part)
     return out

@@ -1,0 +1,80 @@
+"""Which broker leads each partition a wire client works on, found (Metadata) on a thread of its own when a
+partition has no known leader or its leader moved, with a worker started for each leader broker."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+
+from mirror_core.wire.connection import WireError
+from mirror_core.wire.metadata import NO_LEADER, Brokers
+
+log = logging.getLogger(__name__)
+TP = tuple[str, int]
+#: after a failed metadata request, or while a partition has no leader: how long before asking again
+RETRY_S = 0.5
+
+
+class LeaderTracker:
+    """``lock``: the caller's condition, held while leaders change and notified after (the caller's workers
+    wait on it); ``start_worker(node)``: called under it once per broker that comes to lead a partition."""
+
+    def __init__(self, brokers: Brokers, lock: threading.Condition, start_worker: Callable[[int], None],
+                 stop: threading.Event) -> None:
+        self.brokers, self.lock, self.start_worker, self.stop = brokers, lock, start_worker, stop
+        self.leaders: dict[TP, int] = {}
+        self.wanted: set[TP] = set()
+        self.workers: set[int] = set()
+        self._stale = threading.Event()
+        threading.Thread(target=self._run, name=f"leaders-{brokers.where}", daemon=True).start()
+
+    def want(self, tps: Iterable[TP]) -> None:
+        """Find these partitions' leaders (under the lock)."""
+        new = set(tps) - self.wanted
+        self.wanted |= new
+        if any(tp not in self.leaders for tp in new):
+            self._stale.set()
+
+    def forget(self, tps: Iterable[TP]) -> None:
+        self.wanted -= set(tps)
+
+    def moved(self, tps: Iterable[TP]) -> None:
+        """Their leader moved or is unreachable: found again (under the lock)."""
+        for tp in tps:
+            self.leaders.pop(tp, None)
+        self._stale.set()
+
+    def wake(self) -> None:
+        self._stale.set()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self._stale.wait(30)
+            if self.stop.is_set():
+                return
+            self._stale.clear()
+            with self.lock:
+                topics = {tp[0] for tp in self.wanted if tp not in self.leaders}
+            if not topics:
+                continue
+            try:
+                meta = self.brokers.metadata(sorted(topics))
+            except WireError as exc:
+                log.warning("%s", exc)
+                self._stale.set()
+                self.stop.wait(RETRY_S)
+                continue
+            with self.lock:
+                for topic, found in meta.topics.items():
+                    for partition, leader in found.leaders.items():
+                        if (topic, partition) in self.wanted and leader != NO_LEADER and not found.errors[partition]:
+                            self.leaders[topic, partition] = leader
+                missing = any(tp not in self.leaders for tp in self.wanted)
+                for node in set(self.leaders.values()) - self.workers:
+                    self.workers.add(node)
+                    self.start_worker(node)
+                self.lock.notify_all()
+            if missing:  # no leader yet (an election, a topic just created): asked again shortly
+                self._stale.set()
+                self.stop.wait(RETRY_S)

@@ -50,3 +50,19 @@ def parse_produce(data: memoryview) -> list[Produced]:
                 r.string()
             out.append(Produced(topic, index, error, base, log_start, r.string()))
     return out
+
+
+API_INIT_PRODUCER_ID = 22
+
+
+def init_producer_id_request(transactional_id: str | None, transaction_timeout_ms: int = 60_000) -> bytes:
+    """InitProducerId v1: an idempotent producer's id and epoch (no transactional id), or a transactional one's."""
+    return string(transactional_id) + int32(transaction_timeout_ms)
+
+
+def parse_init_producer_id(data: memoryview) -> tuple[int, int, int]:
+    """(error, producer id, epoch)."""
+    r = Reader(data)
+    r.int32()  # throttle time
+    error, producer_id, epoch = r.take(">hqh")
+    return error, producer_id, epoch

@@ -110,6 +110,25 @@ def committed(batches: list[memoryview], aborted: list[tuple[int, int]]) -> list
     return out
 
 
+def restamp(batch: memoryview | bytes | bytearray, producer_id: int, epoch: int, sequence: int,
+            transactional: bool = False) -> bytearray:
+    """``batch`` as a producer's batch: producer id, epoch and base sequence rewritten, the transactional bit set
+    as that producer is (the source's transaction was committed), the CRC recomputed. Base offset and leader
+    epoch are not covered by the CRC: the produce request sets them."""
+    out = bytearray(batch)
+    kept = attributes(out) & ~TRANSACTIONAL
+    struct.pack_into(">h", out, 21, kept | (TRANSACTIONAL if transactional else 0))
+    struct.pack_into(">qhi", out, 43, producer_id, epoch, sequence)
+    # google_crc32c takes read-only buffers only: one copy of the covered bytes.
+    struct.pack_into(">I", out, 17, google_crc32c.value(bytes(memoryview(out)[CRC_FROM:])))
+    return out
+
+
+def next_sequence(sequence: int, batch: memoryview | bytes | bytearray) -> int:
+    """The sequence after ``batch``'s records (sequences wrap at int32's maximum, as the broker expects)."""
+    return (sequence + record_count(batch)) & 0x7FFFFFFF
+
+
 @dataclass
 class ProducerStamp:
     """The copier as an idempotent (or transactional) producer: its producer id and epoch, and each
@@ -121,15 +140,7 @@ class ProducerStamp:
     sequences: dict[int, int] = field(default_factory=dict)
 
     def stamp(self, partition: int, batch: memoryview | bytes) -> bytearray:
-        """``batch`` as this producer's next batch to ``partition``: producer id, epoch and base sequence
-        rewritten, the transactional bit set as this producer is (the source's transaction was committed), the
-        CRC recomputed. Base offset and leader epoch are not covered by the CRC: the produce request sets them."""
-        out = bytearray(batch)
+        """``batch`` as this producer's next batch to ``partition`` (:func:`restamp`)."""
         sequence = self.sequences.get(partition, 0)
-        kept = attributes(out) & ~TRANSACTIONAL
-        struct.pack_into(">h", out, 21, kept | (TRANSACTIONAL if self.transactional else 0))
-        struct.pack_into(">qhi", out, 43, self.producer_id, self.epoch, sequence)
-        # google_crc32c takes read-only buffers only: one copy of the covered bytes.
-        struct.pack_into(">I", out, 17, google_crc32c.value(bytes(memoryview(out)[CRC_FROM:])))
-        self.sequences[partition] = (sequence + record_count(out)) & 0x7FFFFFFF  # sequences wrap at int32's max
-        return out
+        self.sequences[partition] = next_sequence(sequence, batch)
+        return restamp(batch, self.producer_id, self.epoch, sequence, self.transactional)

@@ -1,17 +1,30 @@
 """The wire client against real brokers (mirror_core/wire): the batch fetcher hands out every committed
 record batch of many partitions exactly once and in order, drops what it fetched before a seek, and reports
-a position beyond the log instead of guessing. (TLS and SASL: test_security.py.)"""
+a position beyond the log instead of guessing; the batch sender lands them in order, says where each landed
+(target offsets one after another: an exact offset map per batch), and hands a refusal to the caller with
+the partition's later batches not written. (TLS and SASL: test_security.py.)"""
 
 from __future__ import annotations
 
 import time
 
+from mirror_core.devcluster.toxiproxy import Toxic
 from mirror_core.wire.errors import NAMES
 from mirror_core.wire.fetch import FetchedPartition
 from mirror_core.wire.fetcher import BatchFetcher, FetchLimits
 from mirror_core.wire.metadata import Brokers
-from mirror_core.wire.records import committed, next_offset, record_count
-from tests.kafka_harness import create_topic, produce_sequence, produce_transactions, read_all
+from mirror_core.wire.records import base_offset, committed, next_offset, producer_id, record_count
+from mirror_core.wire.sender import NOT_SENT, BatchSender, Outgoing, Sent
+from tests.kafka_harness import (
+    alter_topic,
+    create_topic,
+    end_offsets,
+    produce_sequence,
+    produce_transactions,
+    read_all,
+    wait_until,
+)
+from tests.wan_harness import WanLink
 
 PARTITIONS = 6
 
@@ -86,3 +99,173 @@ def _log_ends(brokers: Brokers, topic: str) -> dict[int, FetchedPartition]:
     finally:
         fetcher.close()
     return out
+
+
+def _copy(fetcher: BatchFetcher, sender: BatchSender, topic: str, remote: str, ends: dict[int, int],
+          timeout: float = 60) -> list[Sent]:
+    """Every committed batch of ``topic`` up to ``ends`` sent to the same partition of ``remote``, each
+    partition resumed as soon as its batches are handed over; every result, once all have answered."""
+    return _copy_from(fetcher, sender, topic, remote, ends, dict.fromkeys(ends, 0), 0, timeout)
+
+
+def _copy_from(fetcher: BatchFetcher, sender: BatchSender, topic: str, remote: str, ends: dict[int, int],
+               positions: dict[int, int], handed: int, timeout: float = 60) -> list[Sent]:
+    """:func:`_copy` from ``positions``, with ``handed`` batches already sent and not yet answered."""
+    results: list[Sent] = []
+    deadline = time.monotonic() + timeout
+    while any(positions[p] < ends[p] for p in ends) or len(results) < handed:
+        assert time.monotonic() < deadline, f"copied up to {positions} of {ends}; {len(results)}/{handed} answered"
+        for part in fetcher.poll(0.05):
+            kept = committed(part.batches, part.aborted)
+            sender.send([Outgoing(remote, part.partition, b, token=base_offset(b)) for b in kept])
+            handed += len(kept)
+            positions[part.partition] = next_offset(part.batches[-1])
+            fetcher.resume((topic, part.partition), positions[part.partition])
+        results += sender.poll(0.05)
+    return results
+
+
+def test_the_sender_lands_every_batch_in_order_and_says_where_for_an_exact_offset_map(dc1: str, dc2: str,
+                                                                                       name: str) -> None:
+    topic, remote = f"{name}.send", f"{name}.send.copy"
+    create_topic(dc1, topic, PARTITIONS)
+    create_topic(dc2, remote, PARTITIONS)
+    for start in (0, 3_000):
+        produce_sequence(dc1, topic, PARTITIONS, 3_000, start=start)
+    produce_transactions(dc1, topic, PARTITIONS, 6, 60)
+    source = read_all(dc1, topic)
+    brokers = Brokers(dc1, {}, "dc1")
+    ends = {p: part.high_watermark for p, part in _log_ends(brokers, topic).items()}
+    fetcher = BatchFetcher(brokers, FetchLimits(max_wait_ms=100, partition_max_bytes=1))
+    sender = BatchSender(Brokers(dc2, {}, "dc2"))
+    try:
+        fetcher.assign({(topic, p): 0 for p in range(PARTITIONS)})
+        results = _copy(fetcher, sender, topic, remote, ends)
+    finally:
+        fetcher.close()
+        sender.close()
+    assert [r.describe() for r in results if r.error] == []
+    target = read_all(dc2, remote)
+    for p in range(PARTITIONS):
+        mine = sorted((r for r in results if r.batch.partition == p), key=lambda r: r.base_offset)
+        # One batch after another on the target: each lands where the previous one ended, in source order.
+        assert [r.base_offset for r in mine] == [0, *(r.base_offset + record_count(r.batch.data) for r in mine[:-1])]
+        assert [r.batch.token for r in mine] == sorted(r.batch.token for r in mine)  # type: ignore[type-var]
+        assert [(r.key, r.value, r.headers, r.timestamp) for r in target if r.partition == p] == \
+            [(r.key, r.value, r.headers, r.timestamp) for r in source if r.partition == p], p
+    written = _log_ends(Brokers(dc2, {}, "dc2"), remote)
+    assert sum(part.high_watermark for part in written.values()) == len(source)  # nothing written twice
+
+
+def test_a_refused_batch_is_the_callers_with_the_partitions_later_batches_not_written(dc1: str, dc2: str,
+                                                                                     name: str) -> None:
+    topic, remote = f"{name}.refuse", f"{name}.refuse.copy"
+    create_topic(dc1, topic, 2)
+    create_topic(dc2, remote, 2, {"max.message.bytes": "2000"})
+    for start in (0, 40, 80):  # three small batches per partition (20 records each)...
+        produce_sequence(dc1, topic, 2, 40, start=start)
+    produce_sequence(dc1, topic, 2, 2, start=120, value_size=3000)  # ...then one the target refuses
+    produce_sequence(dc1, topic, 2, 40, start=122)  # and one behind it
+    brokers = Brokers(dc1, {}, "dc1")
+    ends = {p: part.high_watermark for p, part in _log_ends(brokers, topic).items()}
+    fetcher = BatchFetcher(brokers, FetchLimits(max_wait_ms=100, partition_max_bytes=1))
+    sender = BatchSender(Brokers(dc2, {}, "dc2"))
+    try:
+        fetcher.assign({(topic, p): 0 for p in range(2)})
+        results = _copy(fetcher, sender, topic, remote, ends)
+        for p in range(2):
+            mine = [r for r in results if r.batch.partition == p]
+            assert [r.error for r in mine] == [0, 0, 0, 10, NOT_SENT], mine  # MESSAGE_TOO_LARGE, then not sent
+            assert "MESSAGE_TOO_LARGE" in mine[3].describe()
+        assert sum(part.high_watermark for part in _log_ends(Brokers(dc2, {}, "dc2"), remote).values()) == 120
+        # The operator raises the limit; the caller rewinds and sends the refused batch and the next again.
+        alter_topic(dc2, remote, {"max.message.bytes": "1048588"})
+        again = [r.batch for r in results if r.error]
+        for p in range(2):
+            sender.rewind((remote, p))
+        sender.send(Outgoing(b.topic, b.partition, b.data, b.token) for b in again)
+        deadline = time.monotonic() + 30
+        retried: list[Sent] = []
+        while len(retried) < len(again) and time.monotonic() < deadline:
+            retried += sender.poll(0.5)
+        assert [r.describe() for r in retried if r.error] == []
+    finally:
+        fetcher.close()
+        sender.close()
+    target = read_all(dc2, remote)
+    assert len(target) == len(read_all(dc1, topic)) == 162
+    # A refusal takes a new producer id: what is sent after it never looks like a batch sent again.
+    for p, batches in _raw_batches(dc2, remote, 2).items():
+        assert producer_id(batches[0]) != producer_id(batches[-1]), p
+
+
+def _raw_batches(bootstrap: str, topic: str, partitions: int) -> dict[int, list[memoryview]]:
+    """Each partition's batches as stored (one fetch: the small topics here fit)."""
+    fetcher = BatchFetcher(Brokers(bootstrap, {}, bootstrap), FetchLimits(max_wait_ms=10))
+    out: dict[int, list[memoryview]] = {}
+    try:
+        fetcher.assign({(topic, p): 0 for p in range(partitions)})
+        deadline = time.monotonic() + 30
+        while len(out) < partitions and time.monotonic() < deadline:
+            out.update((part.partition, part.batches) for part in fetcher.poll(0.5))
+    finally:
+        fetcher.close()
+    return out
+
+
+def test_batches_whose_answers_are_lost_are_sent_again_and_not_written_twice(dc1: str, dc2: str, name: str,
+                                                                            wan: WanLink) -> None:
+    """The link to the target drops the broker's answers (the requests still arrive and are written), then
+    closes: the outcome of what was in flight is unknown, so it is sent again with the same sequences, and
+    the broker recognises what it already has."""
+    topic, remote = f"{name}.lost", f"{name}.lost.copy"
+    create_topic(dc1, topic, 4)
+    create_topic(dc2, remote, 4)
+    for start in range(0, 40_000, 4_000):  # ten batches per partition
+        produce_sequence(dc1, topic, 4, 4_000, start=start)
+    brokers = Brokers(dc1, {}, "dc1")
+    ends = {p: part.high_watermark for p, part in _log_ends(brokers, topic).items()}
+    fetcher = BatchFetcher(brokers, FetchLimits(max_wait_ms=100, partition_max_bytes=1))
+    # Socket waits of 5 + 5 s: an answer that does not come within them is a lost connection.
+    sender = BatchSender(Brokers(wan.bootstrap, {}, "dc2", timeout=5), timeout_ms=5_000)
+    results: list[Sent] = []
+    try:
+        fetcher.assign({(topic, p): 0 for p in range(4)})
+        # A first batch per partition lands, then the answers stop coming.
+        positions = dict.fromkeys(range(4), 0)
+        while len(positions) and len(results) < 4:
+            for part in fetcher.poll(0.05):
+                if positions[part.partition] == 0:
+                    sender.send([Outgoing(remote, part.partition, b) for b in part.batches])
+                    positions[part.partition] = next_offset(part.batches[-1])
+            results += sender.poll(0.05)
+        wan.toxic(Toxic.timeout(3_000))  # answers held, then the connection closed
+        for p in range(4):
+            fetcher.resume((topic, p), positions[p])
+        acked = sum(record_count(r.batch.data) for r in results if not r.error)
+        handed = 4
+        while handed < 16:  # three more batches per partition go out into the cut
+            for part in fetcher.poll(0.05):
+                if handed < 16:
+                    sender.send([Outgoing(remote, part.partition, b) for b in part.batches])
+                    handed += len(part.batches)
+                    positions[part.partition] = next_offset(part.batches[-1])
+                    if handed < 16:
+                        fetcher.resume((topic, part.partition), positions[part.partition])
+        # Precondition: written on the target, not acknowledged to the sender.
+        wait_until(lambda: sum(end_offsets(dc2, remote, "read_uncommitted").values()) > acked, 20,
+                   what="records written whose answers were lost")
+        assert not [r for r in sender.poll(0) if not r.error]
+        wait_until(lambda: sender.retried > 0, 30, what="a lost connection's batches sent again")
+        wan.clear()
+        for p in range(4):
+            fetcher.resume((topic, p), positions[p])
+        results += _copy_from(fetcher, sender, topic, remote, ends, positions, handed - len(results))
+    finally:
+        fetcher.close()
+        sender.close()
+    assert [r.describe() for r in results if r.error] == []
+    assert sum(end_offsets(dc2, remote, "read_uncommitted").values()) == 40_000  # nothing written twice
+    source, target = read_all(dc1, topic), read_all(dc2, remote)
+    for p in range(4):
+        assert [r.value for r in target if r.partition == p] == [r.value for r in source if r.partition == p], p

@@ -1,0 +1,305 @@
+"""Record batches produced to their partitions' leaders as the copier's own idempotent producer.
+
+Every batch handed to :meth:`BatchSender.send` gets exactly one :class:`Sent` back from :meth:`BatchSender.poll`:
+where it landed on the target (the base of its offset-map run), or why not. A produce request carries the next
+batch of as many partitions as the leader has ready (librdkafka sends one partition per request), up to
+``MAX_IN_FLIGHT`` requests per connection and batches per partition: the broker remembers a producer's last
+five batches per partition, so a batch sent again with the same sequence is recognised and not written twice.
+
+Transient failures are retried here, in order: a moved leader, a broker that is busy or catching up, a lost
+connection (its outcome unknown), or a broker that forgot this producer (a new producer id). The failed batch
+and those of the partition sent after it go back to the front of its queue once all of them have answered,
+and are stamped again from the last acknowledged sequence, so what landed is recognised. Any other error
+(MESSAGE_TOO_LARGE, TOPIC_AUTHORIZATION_FAILED...), or a batch retried for longer than the delivery timeout, is
+the caller's: that batch carries the error, those queued behind it ``NOT_SENT``, and the partition takes no
+more until :meth:`BatchSender.rewind`.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from mirror_core.wire.codec import ProtocolError
+from mirror_core.wire.connection import Connection, WireError
+from mirror_core.wire.errors import RETRIABLE, STALE_LEADER, name
+from mirror_core.wire.leaders import TP, LeaderTracker
+from mirror_core.wire.metadata import Brokers
+from mirror_core.wire.produce import (
+    API_INIT_PRODUCER_ID,
+    API_PRODUCE,
+    PRODUCE_VERSION,
+    init_producer_id_request,
+    parse_init_producer_id,
+    parse_produce,
+    produce_request,
+)
+from mirror_core.wire.records import next_sequence, restamp
+
+log = logging.getLogger(__name__)
+MAX_IN_FLIGHT = 5
+#: the broker no longer knows this producer's sequences (or fenced its epoch): a new producer id, then again
+RENEW = frozenset({45, 47, 59, 90})  # OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID, FENCED
+NOT_SENT = -100  # an earlier batch of the partition failed: this one was not written (send it again after rewind)
+CONNECTION_LOST = -101
+RETRY_S = 0.2
+
+
+@dataclass(eq=False)
+class Outgoing:
+    """One batch for the target partition (``topic``, ``partition``); ``token``: the caller's, given back."""
+
+    topic: str
+    partition: int
+    data: memoryview | bytes
+    token: object = None
+    producer_id: int = -1  # as last stamped (sequences are per producer id)
+    sequence: int = -1
+    first_sent: float = 0.0
+    generation: int = 0  # the partition's when handed over: a rewind since makes the batch void
+
+
+@dataclass(frozen=True)
+class Sent:
+    batch: Outgoing
+    #: 0: landed at ``base_offset``; else a Kafka error code, ``NOT_SENT`` or ``CONNECTION_LOST``
+    error: int
+    base_offset: int = -1
+    message: str | None = None
+
+    def describe(self) -> str:
+        what = {NOT_SENT: "not sent (an earlier batch failed)", CONNECTION_LOST: "connection lost"}.get(
+            self.error, name(self.error))
+        return f"{self.batch.topic}[{self.batch.partition}]: {what}{': ' + self.message if self.message else ''}"
+
+
+class _Partition:
+    __slots__ = ("acked_seq", "failed", "generation", "in_flight", "known", "next_seq", "queue", "returned")
+
+    def __init__(self) -> None:
+        self.queue: deque[Outgoing] = deque()
+        self.in_flight: deque[Outgoing] = deque()
+        self.returned: list[Outgoing] = []  # retried: back to the queue's front once in_flight is empty
+        self.acked_seq = 0  # the sequence after the last acknowledged batch (current producer id)
+        self.next_seq = 0
+        self.failed = False  # the caller must rewind before anything more is sent
+        self.generation = 0
+        #: the broker acknowledged a batch of this partition from the current producer id: it checks the
+        #: sequences of the next ones. Until then one batch at a time: a broker takes any first sequence from a
+        #: producer id it does not know, so a batch behind a refused one would be written.
+        self.known = False
+
+
+class BatchSender:
+    def __init__(self, brokers: Brokers, timeout_ms: int = 30_000, delivery_timeout_s: float = 120.0,
+                 max_request_bytes: int = 16 << 20) -> None:
+        self.brokers, self.timeout_ms = brokers, timeout_ms
+        self.delivery_timeout_s, self.max_request_bytes = delivery_timeout_s, max_request_bytes
+        self._cond = threading.Condition()
+        self._parts: dict[TP, _Partition] = {}
+        self._results: queue.SimpleQueue[Sent] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self.producer_id, self.epoch = -1, -1
+        self._renew = True  # no producer id yet
+        #: batches sent again after a transient failure (a moved leader, a lost connection...)
+        self.retried = 0
+        self._renewing = False
+        self._leaders = LeaderTracker(brokers, self._cond, self._start, self._stop)
+
+    def send(self, batches: Iterable[Outgoing]) -> None:
+        """Queue batches, in order per partition."""
+        with self._cond:
+            tps = []
+            for b in batches:
+                tp = (b.topic, b.partition)
+                p = self._parts.get(tp) or self._parts.setdefault(tp, _Partition())
+                if p.failed:
+                    self._results.put(Sent(b, NOT_SENT))
+                    continue
+                b.generation = p.generation
+                p.queue.append(b)
+                tps.append(tp)
+            self._leaders.want(tps)
+            self._cond.notify_all()
+
+    def rewind(self, tp: TP) -> None:
+        """The caller handled ``tp``'s failure: batches sent from now on are taken (sequences go on from the last
+        acknowledged one once what is in flight has answered)."""
+        with self._cond:
+            p = self._parts.get(tp)
+            if p is not None and p.failed:
+                p.failed = False
+                p.generation += 1
+                self._cond.notify_all()
+
+    def poll(self, timeout: float) -> list[Sent]:
+        out: list[Sent] = []
+        try:
+            out.append(self._results.get(timeout=timeout) if timeout > 0 else self._results.get_nowait())
+            while True:
+                out.append(self._results.get_nowait())
+        except queue.Empty:
+            return out
+
+    def in_flight(self) -> int:
+        """Batches handed over and not yet answered."""
+        with self._cond:
+            return sum(len(p.queue) + len(p.in_flight) + len(p.returned) for p in self._parts.values())
+
+    def close(self) -> None:
+        self._stop.set()
+        self._leaders.wake()
+        with self._cond:
+            self._cond.notify_all()
+
+    def _start(self, node: int) -> None:
+        threading.Thread(target=self._produce_to, args=(node,), name=f"produce-{node}", daemon=True).start()
+
+    def _take(self, node: int) -> dict[TP, Outgoing]:
+        """The next batch of each partition this broker leads that may go now, stamped (under the lock)."""
+        chosen: dict[TP, Outgoing] = {}
+        budget = self.max_request_bytes
+        leaders = self._leaders.leaders
+        now = time.monotonic()
+        for tp, p in self._parts.items():
+            if not p.queue or p.failed or p.returned or len(p.in_flight) >= MAX_IN_FLIGHT or leaders.get(tp) != node:
+                continue
+            if p.in_flight and (p.in_flight[-1].producer_id != self.producer_id or not p.known
+                                or p.in_flight[-1].generation != p.generation):
+                continue  # those in flight answer first: order across producer ids or a rewind is not the broker's
+            b = p.queue[0]
+            if chosen and len(b.data) > budget:
+                continue
+            if not p.in_flight:
+                p.next_seq = p.acked_seq  # after a retry: from the last acknowledged batch, as first sent
+            p.queue.popleft()
+            b.producer_id, b.sequence = self.producer_id, p.next_seq
+            b.first_sent = b.first_sent or now
+            p.next_seq = next_sequence(p.next_seq, b.data)
+            p.in_flight.append(b)
+            chosen[tp] = b
+            budget -= len(b.data)
+        return chosen
+
+    def _produce_to(self, node: int) -> None:
+        """One connection to ``node``: sends while the window has room and batches wait, else reads the oldest
+        answer (answers come in the order of the requests)."""
+        conn: Connection | None = None
+        outstanding: deque[dict[TP, Outgoing]] = deque()
+        while not self._stop.is_set():
+            try:
+                if conn is None:
+                    broker = self.brokers.known[node]
+                    conn = Connection(broker.host, broker.port, self.brokers.settings, self.brokers.where,
+                                      self.brokers.timeout + self.timeout_ms / 1000)
+                if self._renew and not outstanding and self._claim_renewal():
+                    self._new_producer_id(conn)
+                with self._cond:
+                    chosen = self._take(node) if len(outstanding) < MAX_IN_FLIGHT and not self._renew else {}
+                    if not chosen and not outstanding:
+                        self._cond.wait(0.5)
+                        continue
+                if chosen:
+                    body = produce_request({tp: restamp(b.data, b.producer_id, self.epoch, b.sequence)
+                                            for tp, b in chosen.items()}, self.timeout_ms)
+                    outstanding.append(chosen)
+                    conn.send(API_PRODUCE, conn.version(API_PRODUCE, (PRODUCE_VERSION,)), body)
+                    continue
+                answers = parse_produce(conn.receive())  # before the request leaves `outstanding`: it may fail
+                self._answered(outstanding.popleft(), {(a.topic, a.partition): (a.error, a.base_offset, a.message)
+                                                       for a in answers})
+            except (WireError, ProtocolError) as exc:
+                log.warning("%s", exc)
+                if conn is not None:
+                    conn.close()
+                    conn = None
+                while outstanding:  # their outcome is unknown: sent again with the same sequences
+                    self._answered(outstanding.popleft(), {})
+                self._stop.wait(RETRY_S)
+
+    def _claim_renewal(self) -> bool:
+        with self._cond:
+            if self._renewing or not self._renew:
+                return False
+            self._renewing = True
+            return True
+
+    def _new_producer_id(self, conn: Connection) -> None:
+        """A producer id (InitProducerId, asked again while the broker is not ready to give one); every
+        partition's sequences start again at 0 for it."""
+        try:
+            deadline = time.monotonic() + self.timeout_ms / 1000
+            while True:
+                error, producer_id, epoch = parse_init_producer_id(conn.call(
+                    API_INIT_PRODUCER_ID, conn.version(API_INIT_PRODUCER_ID, (1,)), init_producer_id_request(None)))
+                if not error:
+                    break
+                if error not in RETRIABLE or time.monotonic() > deadline:
+                    raise WireError(f"{self.brokers.where}: no producer id: {name(error)}")
+                self._stop.wait(RETRY_S)
+            with self._cond:
+                self.producer_id, self.epoch = producer_id, epoch
+                for p in self._parts.values():
+                    p.acked_seq = p.next_seq = 0
+                    p.known = False
+                self._renew = False
+                self._cond.notify_all()
+        finally:
+            with self._cond:
+                self._renewing = False
+
+    def _answered(self, request: dict[TP, Outgoing], answers: dict[TP, tuple[int, int, str | None]]) -> None:
+        """A request's answers (none: the connection was lost, its outcome unknown)."""
+        with self._cond:
+            for tp, b in request.items():
+                p = self._parts[tp]
+                p.in_flight.remove(b)
+                error, base, message = answers.get(tp, (CONNECTION_LOST, -1, None))
+                current = b.producer_id == self.producer_id
+                if p.failed or b.generation != p.generation:
+                    # Void for the caller; the sequences stay the broker's: what landed counts, an unknown outcome
+                    # takes a new producer id (the next batch must never look like a resent one).
+                    if not error and current:
+                        p.acked_seq, p.known = next_sequence(b.sequence, b.data), True
+                    elif error == CONNECTION_LOST and current:
+                        self._renew = True
+                    self._results.put(Sent(b, NOT_SENT))
+                elif not error and not p.returned:
+                    if current:
+                        p.acked_seq, p.known = next_sequence(b.sequence, b.data), True
+                    self._results.put(Sent(b, 0, base, message))
+                elif p.returned or error == CONNECTION_LOST or error in RETRIABLE or error in RENEW:
+                    # Sent again in order once the partition's batches in flight have all answered.
+                    if time.monotonic() - b.first_sent > self.delivery_timeout_s:
+                        self._fail(p, b, error, f"retried for {self.delivery_timeout_s:.0f} s")
+                        continue
+                    p.returned.append(b)
+                    self.retried += 1
+                    if error in STALE_LEADER or error == CONNECTION_LOST:
+                        self._leaders.moved([tp])
+                    if error in RENEW and b.producer_id == self.producer_id and len(p.returned) == 1:
+                        log.info("%s: %s[%d]: %s, asking for a new producer id", self.brokers.where, *tp, name(error))
+                        self._renew = True
+                else:
+                    self._fail(p, b, error, message)
+                if not p.in_flight and p.returned:
+                    p.queue.extendleft(reversed(p.returned))
+                    p.returned.clear()
+            self._cond.notify_all()
+
+    def _fail(self, p: _Partition, b: Outgoing, error: int, message: str | None) -> None:
+        """``b`` failed for the caller: it carries the error, what is queued behind it is not sent (under the lock).
+        A new producer id follows: a batch retried before may have landed unseen, and what the caller sends
+        after its rewind must not share its sequence."""
+        p.failed = True
+        self._renew = True
+        self._results.put(Sent(b, error, -1, message))
+        for later in [*p.returned, *p.queue]:
+            self._results.put(Sent(later, NOT_SENT))
+        p.returned.clear()
+        p.queue.clear()

@@ -1,0 +1,98 @@
+"""The batch sender's ordering rules (mirror_core/wire/sender.py), driven without a broker: what it may put in
+flight for a partition, and what it sends again after a lost connection (the same batches, the same sequences)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from mirror_core.wire.metadata import Brokers
+from mirror_core.wire.sender import NOT_SENT, BatchSender, Outgoing
+from tests.unit.record_batches import batch
+
+TP = ("r", 0)
+
+
+@pytest.fixture
+def sender() -> Iterator[BatchSender]:
+    s = BatchSender(Brokers("127.0.0.1:1", {}, "dc2"))
+    s.producer_id, s.epoch, s._renew = 7, 0, False  # as if InitProducerId had answered
+    s._leaders.leaders[TP] = 1  # broker 1 leads the partition
+    yield s
+    s.close()
+
+
+def _queue(sender: BatchSender, *counts: int) -> list[Outgoing]:
+    batches = [Outgoing(*TP, batch(0, n - 1)) for n in counts]  # n records each
+    sender.send(batches)
+    return batches
+
+
+def test_a_partition_has_one_batch_in_flight_until_the_broker_knows_the_producer(sender: BatchSender) -> None:
+    first, second, third = _queue(sender, 3, 2, 4)
+    with sender._cond:
+        assert sender._take(1) == {TP: first} and first.sequence == 0
+        assert sender._take(1) == {}  # the broker would take any first sequence from an unknown producer id
+        assert sender._take(2) == {}  # another broker does not lead it
+    sender._answered({TP: first}, {TP: (0, 100, None)})
+    with sender._cond:
+        assert sender._take(1) == {TP: second} and second.sequence == 3
+        assert sender._take(1) == {TP: third} and third.sequence == 5  # pipelined now: sequences are checked
+    landed = sender.poll(0)
+    assert [(r.batch, r.error, r.base_offset) for r in landed] == [(first, 0, 100)]
+
+
+def test_a_lost_connection_sends_the_same_batches_again_in_order_with_the_same_sequences(sender: BatchSender) -> None:
+    first, second, third = _queue(sender, 3, 2, 4)
+    with sender._cond:
+        sender._take(1)
+    sender._answered({TP: first}, {TP: (0, 0, None)})
+    with sender._cond:
+        sender._take(1)
+        sender._take(1)
+    sender._answered({TP: second}, {})  # the connection was lost: outcome unknown
+    with sender._cond:
+        assert sender._take(1) == {}  # the third is still in flight: it answers first
+    sender._answered({TP: third}, {TP: (45, -1, None)})  # OUT_OF_ORDER_SEQUENCE behind the lost one
+    assert sender.retried == 2 and not sender._renew  # behind a failure, not a broker that forgot the producer
+    assert TP not in sender._leaders.leaders  # a lost connection: the leader is looked up again
+    sender._leaders.leaders[TP] = 1
+    with sender._cond:
+        assert sender._take(1) == {TP: second} and second.sequence == 3
+        assert sender._take(1) == {TP: third} and third.sequence == 5
+    assert [r.batch for r in sender.poll(0)] == [first]  # nothing reported for what is sent again
+
+
+def test_a_refusal_is_the_callers_and_voids_the_partitions_later_batches_until_it_rewinds(sender: BatchSender) -> None:
+    first, second, third = _queue(sender, 1, 1, 1)
+    with sender._cond:
+        sender._take(1)
+    sender._answered({TP: first}, {TP: (10, -1, "too big")})  # MESSAGE_TOO_LARGE
+    assert [(r.batch, r.error) for r in sender.poll(0)] == [(first, 10), (second, NOT_SENT), (third, NOT_SENT)]
+    assert sender._renew  # what is sent after the rewind must not look like a batch sent again
+    late = Outgoing(*TP, batch(0, 0))
+    sender.send([late])
+    assert [(r.batch, r.error) for r in sender.poll(0)] == [(late, NOT_SENT)]
+    sender.rewind(TP)
+    sender.send([first])
+    with sender._cond:
+        sender._renew = False
+        assert sender._take(1) == {TP: first}
+
+
+def test_an_unknown_outcome_of_a_batch_voided_by_a_rewind_takes_a_new_producer_id(sender: BatchSender) -> None:
+    first, second, third = _queue(sender, 1, 1, 1)
+    with sender._cond:
+        sender._take(1)
+    sender._answered({TP: first}, {TP: (0, 0, None)})
+    sender.rewind(TP)  # nothing failed: a rewind without a failure changes nothing
+    with sender._cond:
+        sender._take(1)
+        sender._take(1)
+    sender._answered({TP: second}, {TP: (10, -1, None)})
+    sender._renew = False  # (as if renewed already)
+    sender.rewind(TP)
+    sender._answered({TP: third}, {})  # void now; it may have landed: its sequence must never be reused
+    assert sender._renew
+    assert [(r.batch, r.error) for r in sender.poll(0)][-1] == (third, NOT_SENT)

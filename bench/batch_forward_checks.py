@@ -17,6 +17,7 @@ from bench import batch_forward
 from bench.scale import Cluster
 from mirror_core.wire.codec import Reader, string
 from mirror_core.wire.connection import Connection
+from mirror_core.wire.recode import varint
 
 _TABLE = []
 for _i in range(256):
@@ -31,14 +32,6 @@ def crc32c(data: bytes) -> int:
     for x in data:
         c = _TABLE[(c ^ x) & 0xFF] ^ (c >> 8)
     return c ^ 0xFFFFFFFF
-
-
-def varint(n: int) -> bytes:
-    n, out = (n << 1) ^ (n >> 63), bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    return bytes(out) + bytes([n])
 
 
 def batch(deltas: list[int]) -> bytes:

@@ -72,7 +72,7 @@ def contiguous(batch: memoryview | bytes | bytearray) -> bool:
     return next_offset(batch) - base_offset(batch) == record_count(batch)
 
 
-def _varint(data: memoryview, at: int) -> tuple[int, int]:
+def read_varint(data: memoryview | bytes, at: int) -> tuple[int, int]:
     """A zigzag varint at ``at``: its value and where the next field starts."""
     raw, shift = 0, 0
     while True:
@@ -85,9 +85,9 @@ def _varint(data: memoryview, at: int) -> tuple[int, int]:
 
 def control_type(batch: memoryview) -> int:
     """A control batch's marker type, from its one record's key (control batches are never compressed)."""
-    at = _varint(batch, BATCH_HEADER)[1] + 1  # record length, then its attributes byte
-    at = _varint(batch, _varint(batch, at)[1])[1]  # timestamp delta, offset delta
-    at = _varint(batch, at)[1]  # key length
+    at = read_varint(batch, BATCH_HEADER)[1] + 1  # record length, then its attributes byte
+    at = read_varint(batch, read_varint(batch, at)[1])[1]  # timestamp delta, offset delta
+    at = read_varint(batch, at)[1]  # key length
     return int(struct.unpack_from(">h", batch, at + 2)[0])
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from bench.batch_forward_checks import varint
+from mirror_core.wire.recode import varint
 
 
 def batch(base: int, last_delta: int, records: bytes = b"r" * 10, attributes: int = 0, producer_id: int = -1) -> bytes:

@@ -1,0 +1,104 @@
+"""Record batches with offset gaps inside them, rewritten so their records' offset deltas run 0..n-1.
+
+Compaction removes records but keeps each batch's range, so a compacted source serves batches with offsets
+missing inside them; a Kafka 4 broker refuses such a batch from a producer (INVALID_RECORD). The records are
+decompressed, each one's offset delta rewritten (the rest of the record is copied as it is), and compressed
+again with the batch's own codec. The source offset of every record that follows a gap is returned: where the
+offset map needs a new run.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import cramjam
+
+from mirror_core.wire.codec import ProtocolError
+from mirror_core.wire.records import BATCH_HEADER, base_offset, read_varint, record_count
+
+CODEC_MASK = 0x07
+CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+XERIAL_MAGIC = b"\x82SNAPPY\x00"  # Java clients frame snappy data in blocks behind this header
+
+
+def varint(value: int) -> bytes:
+    """A zigzag varint, as records encode their fields."""
+    raw = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+def _snappy_decompress(data: bytes) -> bytes:
+    if not data.startswith(XERIAL_MAGIC):
+        return bytes(cramjam.snappy.decompress_raw(data))
+    out, at = bytearray(), 16  # magic, version, compatible version
+    while at < len(data):
+        (size,) = struct.unpack_from(">i", data, at)
+        out += cramjam.snappy.decompress_raw(data[at + 4:at + 4 + size])
+        at += 4 + size
+    return bytes(out)
+
+
+def decompress(codec: int, data: bytes) -> bytes:
+    if codec == 0:
+        return data
+    if codec == 1:
+        return bytes(cramjam.gzip.decompress(data))
+    if codec == 2:
+        return _snappy_decompress(data)
+    if codec == 3:
+        return bytes(cramjam.lz4.decompress(data))
+    if codec == 4:
+        return bytes(cramjam.zstd.decompress(data))
+    raise ProtocolError(f"record batch compressed with codec {codec}: not one of {', '.join(CODECS.values())}")
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    """As a Kafka client compresses a batch's records (snappy: raw blocks, which every client reads)."""
+    if codec == 0:
+        return data
+    if codec == 1:
+        return bytes(cramjam.gzip.compress(data))
+    if codec == 2:
+        return bytes(cramjam.snappy.compress_raw(data))
+    if codec == 3:  # a frame of independent blocks: Kafka reads no other (its broker: "Dependent block stream")
+        lz4 = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        lz4.compress(data)
+        return bytes(lz4.finish())
+    if codec == 4:
+        return bytes(cramjam.zstd.compress(data))
+    raise ProtocolError(f"record batch compressed with codec {codec}: not one of {', '.join(CODECS.values())}")
+
+
+def contiguous_copy(batch: memoryview | bytes | bytearray) -> tuple[bytearray, list[tuple[int, int]]]:
+    """``batch`` with its records' offset deltas 0..n-1 and its last offset delta n-1 (its CRC is left to
+    :func:`mirror_core.wire.records.restamp`), and (index, source offset) of each record after a gap."""
+    head = bytes(batch[:BATCH_HEADER])
+    codec = struct.unpack_from(">h", head, 21)[0] & CODEC_MASK
+    raw = decompress(codec, bytes(batch[BATCH_HEADER:]))
+    base, count = base_offset(head), record_count(head)
+    out = bytearray()
+    gaps: list[tuple[int, int]] = []
+    at, previous = 0, base - 1
+    for index in range(count):
+        length, body = read_varint(raw, at)
+        end = body + length
+        _, after_ts = read_varint(raw, body + 1)  # attributes (1 byte), then the timestamp delta
+        delta, after_delta = read_varint(raw, after_ts)
+        if base + delta != previous + 1:
+            gaps.append((index, base + delta))
+        previous = base + delta
+        record = raw[body:after_ts] + varint(index) + raw[after_delta:end]
+        out += varint(len(record)) + record
+        at = end
+    if at != len(raw):
+        raise ProtocolError(f"record batch at offset {base}: {len(raw) - at} bytes after its {count} records")
+    records = compress(codec, bytes(out))
+    copy = bytearray(head) + records
+    struct.pack_into(">i", copy, 8, len(copy) - 12)  # batch length
+    struct.pack_into(">i", copy, 23, count - 1)  # last offset delta
+    return copy, gaps

@@ -14,7 +14,9 @@ modes:
   every batch gets its producer id, epoch and base sequence rewritten and its CRC32C recomputed (C code:
   google-crc32c). It takes any source then: idempotent and transactional producers' batches, with aborted
   transactions dropped batch by batch from the fetch response's aborted list and control batches (the
-  commit and abort markers) not copied;
+  commit and abort markers) not copied. Since 2026-11-28 this mode runs on the product's batch path
+  (mirror_core.wire: fetcher and sender, with leaders found and transient failures retried), not on the
+  code below;
 - transactional: as idempotent, but as a transactional producer that commits every ``commit_interval``
   seconds (1 s: mirror_core's ``offset.flush.interval.ms`` under backlog) and when a fetch finds nothing
   more, as mirror_core's exactly-once mode does; it drains its in-flight requests before each commit. Its
@@ -44,6 +46,7 @@ from mirror_core.wire import produce as wire_produce
 from mirror_core.wire.codec import Reader, string
 from mirror_core.wire.connection import Connection
 from mirror_core.wire.errors import name
+from mirror_core.wire.fetcher import BatchFetcher
 from mirror_core.wire.metadata import Brokers
 from mirror_core.wire.records import (
     CONTROL,
@@ -54,6 +57,7 @@ from mirror_core.wire.records import (
     next_offset,
     producer_id,
 )
+from mirror_core.wire.sender import BatchSender, Outgoing
 
 API_PRODUCE, API_FETCH, API_LIST_OFFSETS, API_METADATA = 0, 1, 2, 3
 API_FIND_COORDINATOR, API_INIT_PRODUCER_ID, API_ADD_PARTITIONS_TO_TXN, API_END_TXN = 10, 22, 24, 26
@@ -247,6 +251,30 @@ def cluster_settings(config: str, source: str, target: str) -> tuple[dict[str, s
     return (loaded.cluster(source).client_settings("consumer"), loaded.cluster(target).client_settings("producer"))
 
 
+def copy_batches(source: str, target: str, topic: str, remote: str, partitions: int,
+                 source_settings: Mapping[str, str], target_settings: Mapping[str, str],
+                 max_in_flight: int = 20_000) -> None:
+    """The idempotent mode on the product's own batch path (mirror_core.wire's fetcher and sender): committed
+    batches of every partition, resumed as soon as they are handed over, until killed; at most
+    ``max_in_flight`` batches handed over and not yet answered. Any failure the sender hands back stops it."""
+    fetcher = BatchFetcher(Brokers(source, source_settings, "the source"))
+    sender = BatchSender(Brokers(target, target_settings, "the target"))
+    fetcher.assign({(topic, p): 0 for p in range(partitions)})
+    waiting = 0
+    while True:
+        for part in fetcher.poll(0.05 if waiting < max_in_flight else 0):
+            if part.error or part.problem:
+                raise RuntimeError(part.problem or f"fetch {topic}[{part.partition}]: {name(part.error)}")
+            kept = committed(part.batches, part.aborted)
+            sender.send(Outgoing(remote, part.partition, b) for b in kept)
+            waiting += len(kept)
+            fetcher.resume((topic, part.partition), next_offset(part.batches[-1]))
+        for result in sender.poll(0.05 if waiting >= max_in_flight else 0):
+            waiting -= 1
+            if result.error:
+                raise RuntimeError(result.describe())
+
+
 def forward(source: str, target: str, topic: str, remote: str, partitions: int, in_flight: int = 8,
             mode: str = "plain", commit_interval: float = 1.0, source_settings: Mapping[str, str] | None = None,
             target_settings: Mapping[str, str] | None = None) -> None:
@@ -258,6 +286,9 @@ def forward(source: str, target: str, topic: str, remote: str, partitions: int, 
         raise ValueError(f"mode {mode!r}: one of {', '.join(MODES)}")
     idempotent = mode != "plain"
     src_settings, dst_settings = source_settings or {}, target_settings or {}
+    if mode == "idempotent":
+        copy_batches(source, target, topic, remote, partitions, src_settings, dst_settings)
+        return
     src, dst = leaders(source, topic, src_settings), leaders(target, remote, dst_settings)
     if len(set(src.partitions.values())) != 1 or len(set(dst.partitions.values())) != 1:
         raise RuntimeError("the prototype expects one leader per cluster (the bench's single-node clusters)")

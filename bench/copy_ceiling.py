@@ -16,6 +16,7 @@ Python thread can; mirror_core's rate over the bare loop's is what its own bookk
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -118,7 +119,7 @@ def forward_modes(partitions: int, records: int, rounds: int = 1) -> None:
         mm2 = mm2_run(partitions, records, r)
         rate = float(mm2["records_per_s"] or 1)
         row: dict[str, object] = {"round": r, "partitions": partitions, "records": records, "mm2": mm2}
-        for mode in batch_forward.MODES:
+        for mode in os.environ.get("MODES", ",".join(batch_forward.MODES)).split(","):  # MODES=idempotent: one
             run = bare_run(partitions, records, f"--forward-{mode}")
             row[f"forward_{mode}"] = run
             row[f"{mode}_over_mm2"] = round(float(run["records_per_s"] or 0) / rate, 2)

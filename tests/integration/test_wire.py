@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import time
 
+from confluent_kafka import Producer
+
 from mirror_core.devcluster.toxiproxy import Toxic
 from mirror_core.wire.errors import NAMES
 from mirror_core.wire.fetch import FetchedPartition
 from mirror_core.wire.fetcher import BatchFetcher, FetchLimits
 from mirror_core.wire.metadata import Brokers
-from mirror_core.wire.records import base_offset, committed, next_offset, producer_id, record_count
+from mirror_core.wire.recode import CODECS, contiguous_copy
+from mirror_core.wire.records import base_offset, committed, contiguous, next_offset, producer_id, record_count
 from mirror_core.wire.sender import NOT_SENT, BatchSender, Outgoing, Sent
 from tests.kafka_harness import (
     alter_topic,
@@ -200,14 +203,21 @@ def test_a_refused_batch_is_the_callers_with_the_partitions_later_batches_not_wr
 
 
 def _raw_batches(bootstrap: str, topic: str, partitions: int) -> dict[int, list[memoryview]]:
-    """Each partition's batches as stored (one fetch: the small topics here fit)."""
-    fetcher = BatchFetcher(Brokers(bootstrap, {}, bootstrap), FetchLimits(max_wait_ms=10))
-    out: dict[int, list[memoryview]] = {}
+    """Each partition's batches as stored, up to its log end (a fetch reads one log segment: resumed until
+    then)."""
+    brokers = Brokers(bootstrap, {}, bootstrap)
+    ends = {p: part.high_watermark for p, part in _log_ends(brokers, topic).items()}
+    fetcher = BatchFetcher(brokers, FetchLimits(max_wait_ms=10))
+    out: dict[int, list[memoryview]] = {p: [] for p in range(partitions)}
     try:
         fetcher.assign({(topic, p): 0 for p in range(partitions)})
         deadline = time.monotonic() + 30
-        while len(out) < partitions and time.monotonic() < deadline:
-            out.update((part.partition, part.batches) for part in fetcher.poll(0.5))
+        while any(not out[p] or next_offset(out[p][-1]) < ends[p] for p in out if ends[p]):
+            assert time.monotonic() < deadline, f"{topic}: batches up to {ends} not fetched"
+            for part in fetcher.poll(0.5):
+                out[part.partition] += part.batches
+                if part.batches:
+                    fetcher.resume((topic, part.partition), next_offset(part.batches[-1]))
     finally:
         fetcher.close()
     return out
@@ -269,3 +279,58 @@ def test_batches_whose_answers_are_lost_are_sent_again_and_not_written_twice(dc1
     source, target = read_all(dc1, topic), read_all(dc2, remote)
     for p in range(4):
         assert [r.value for r in target if r.partition == p] == [r.value for r in source if r.partition == p], p
+
+
+def test_a_compacted_sources_gapped_batches_are_rewritten_for_every_codec_and_land_record_for_record(
+        dc1: str, dc2: str, name: str) -> None:
+    """Compaction leaves batches with offsets missing inside them, which a Kafka 4 broker refuses from a
+    producer: each is rewritten with contiguous offset deltas (decompressed and compressed again with its own
+    codec), and lands with every surviving record, in order."""
+    topic, remote = f"{name}.compacted", f"{name}.compacted.copy"
+    codecs = [c for c in CODECS.values() if c != "none"]
+    create_topic(dc1, topic, len(codecs), {"cleanup.policy": "compact", "segment.ms": "100",
+                                           "min.cleanable.dirty.ratio": "0.01"})
+    create_topic(dc2, remote, len(codecs))
+    for partition, codec in enumerate(codecs):
+        p = Producer({"bootstrap.servers": dc1, "compression.type": codec, "linger.ms": 50})
+        for wave in range(6):  # one batch per wave: a "hot" key between unique ones, overwritten by the next wave
+            for k in range(6):
+                key = f"unique-{wave}-{k}" if k % 2 else "hot"
+                p.produce(topic, key=key.encode(), value=f"{codec}-{wave}-{k}".encode() * 20, partition=partition)
+            p.flush(10)
+            time.sleep(0.3)
+    dc1_brokers = Brokers(dc1, {}, "dc1")
+
+    def gapped() -> dict[int, list[memoryview]]:
+        batches = _raw_batches(dc1, topic, len(codecs))
+        return batches if all(any(not contiguous(b) for b in bs) for bs in batches.values()) else {}
+
+    source_batches = wait_until(gapped, 90, interval=1, what="compaction to leave gaps inside batches of every codec")
+    ends = {p: part.high_watermark for p, part in _log_ends(dc1_brokers, topic).items()}
+    sender = BatchSender(Brokers(dc2, {}, "dc2"))
+    try:
+        # Precondition: the broker refuses a gapped batch as it is.
+        raw = next(b for b in source_batches[0] if not contiguous(b))
+        sender.send([Outgoing(remote, 0, raw)])
+        refused = wait_until(lambda: sender.poll(0.5), 30, what="the raw gapped batch answered")
+        assert NAMES.get(refused[0].error) == "INVALID_RECORD", refused[0].describe()
+        sender.rewind((remote, 0))
+        outgoing = []
+        for p, batches in source_batches.items():
+            assert next_offset(batches[-1]) == ends[p]
+            outgoing += [Outgoing(remote, p, b if contiguous(b) else contiguous_copy(b)[0]) for b in batches]
+        sender.send(outgoing)
+        results: list[Sent] = []
+        deadline = time.monotonic() + 30
+        while len(results) < len(outgoing) and time.monotonic() < deadline:
+            results += sender.poll(0.5)
+    finally:
+        sender.close()
+    assert [r.describe() for r in results if r.error] == []
+    source, target = read_all(dc1, topic), read_all(dc2, remote)
+    assert len(source) < 36 * len(codecs)  # compacted
+    for p in range(len(codecs)):
+        assert [(r.key, r.value) for r in target if r.partition == p] == \
+            [(r.key, r.value) for r in source if r.partition == p], codecs[p]
+        assert [r.offset for r in target if r.partition == p] == list(range(len(
+            [r for r in source if r.partition == p])))  # contiguous on the target

@@ -146,6 +146,8 @@ class BatchFetcher:
                     self._results.put((generations[tp], part))
             self._release(again)
             self._release(stale, stale=True)
+        if conn is not None:
+            conn.close()
 
     def _release(self, tps: Iterable[TP], stale: bool = False) -> None:
         with self._cond:

@@ -59,6 +59,7 @@ class Outgoing:
     data: memoryview | bytes
     token: object = None
     producer_id: int = -1  # as last stamped (sequences are per producer id)
+    epoch: int = -1
     sequence: int = -1
     first_sent: float = 0.0
     generation: int = 0  # the partition's when handed over: a rewind since makes the batch void
@@ -178,7 +179,7 @@ class BatchSender:
             if not p.in_flight:
                 p.next_seq = p.acked_seq  # after a retry: from the last acknowledged batch, as first sent
             p.queue.popleft()
-            b.producer_id, b.sequence = self.producer_id, p.next_seq
+            b.producer_id, b.epoch, b.sequence = self.producer_id, self.epoch, p.next_seq
             b.first_sent = b.first_sent or now
             p.next_seq = next_sequence(p.next_seq, b.data)
             p.in_flight.append(b)
@@ -205,7 +206,7 @@ class BatchSender:
                         self._cond.wait(0.5)
                         continue
                 if chosen:
-                    body = produce_request({tp: restamp(b.data, b.producer_id, self.epoch, b.sequence)
+                    body = produce_request({tp: restamp(b.data, b.producer_id, b.epoch, b.sequence)
                                             for tp, b in chosen.items()}, self.timeout_ms)
                     outstanding.append(chosen)
                     conn.send(API_PRODUCE, conn.version(API_PRODUCE, (PRODUCE_VERSION,)), body)
@@ -221,10 +222,13 @@ class BatchSender:
                 while outstanding:  # their outcome is unknown: sent again with the same sequences
                     self._answered(outstanding.popleft(), {})
                 self._stop.wait(RETRY_S)
+        if conn is not None:
+            conn.close()
 
     def _claim_renewal(self) -> bool:
+        """This worker asks for the new producer id (one at a time, and only for batches waiting to go)."""
         with self._cond:
-            if self._renewing or not self._renew:
+            if self._renewing or not self._renew or not any(p.queue for p in self._parts.values()):
                 return False
             self._renewing = True
             return True
@@ -239,8 +243,11 @@ class BatchSender:
                     API_INIT_PRODUCER_ID, conn.version(API_INIT_PRODUCER_ID, (1,)), init_producer_id_request(None)))
                 if not error:
                     break
-                if error not in RETRIABLE or time.monotonic() > deadline:
-                    raise WireError(f"{self.brokers.where}: no producer id: {name(error)}")
+                if error not in RETRIABLE:
+                    self._refused_producer_id(error)
+                    return
+                if time.monotonic() > deadline:
+                    raise WireError(f"{self.brokers.where}: no producer id within {self.timeout_ms} ms: {name(error)}")
                 self._stop.wait(RETRY_S)
             with self._cond:
                 self.producer_id, self.epoch = producer_id, epoch
@@ -252,6 +259,16 @@ class BatchSender:
         finally:
             with self._cond:
                 self._renewing = False
+
+    def _refused_producer_id(self, error: int) -> None:
+        """No producer id (e.g. CLUSTER_AUTHORIZATION_FAILED): every partition's waiting batches are the caller's,
+        with that error; asked again once something more is sent."""
+        why = f"no producer id: {name(error)}"
+        log.error("%s: %s", self.brokers.where, why)
+        with self._cond:
+            for p in self._parts.values():
+                if p.queue and not p.failed:
+                    self._fail(p, p.queue.popleft(), error, why)
 
     def _answered(self, request: dict[TP, Outgoing], answers: dict[TP, tuple[int, int, str | None]]) -> None:
         """A request's answers (none: the connection was lost, its outcome unknown)."""

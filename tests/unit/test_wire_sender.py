@@ -96,3 +96,18 @@ def test_an_unknown_outcome_of_a_batch_voided_by_a_rewind_takes_a_new_producer_i
     sender._answered({TP: third}, {})  # void now; it may have landed: its sequence must never be reused
     assert sender._renew
     assert [(r.batch, r.error) for r in sender.poll(0)][-1] == (third, NOT_SENT)
+
+
+def test_a_refused_producer_id_is_the_callers_and_not_asked_again_until_more_is_sent(sender: BatchSender) -> None:
+    first, second = _queue(sender, 1, 1)
+    sender._renew = True
+    assert sender._claim_renewal()
+    sender._renewing = False
+    sender._refused_producer_id(31)  # CLUSTER_AUTHORIZATION_FAILED
+    got = sender.poll(0)
+    assert [(r.batch, r.error) for r in got] == [(first, 31), (second, NOT_SENT)]
+    assert got[0].describe() == "r[0]: CLUSTER_AUTHORIZATION_FAILED: no producer id: CLUSTER_AUTHORIZATION_FAILED"
+    assert not sender._claim_renewal()  # nothing waits: no request, no line, until the caller sends again
+    sender.rewind(TP)
+    _queue(sender, 1)
+    assert sender._claim_renewal()

@@ -90,10 +90,7 @@ class BatchFetcher:
             return out
 
     def close(self) -> None:
-        self._stop.set()
-        self._leaders.wake()
-        with self._cond:
-            self._cond.notify_all()
+        self._leaders.shutdown()
 
     def _start(self, node: int) -> None:
         threading.Thread(target=self._fetch_from, args=(node,), name=f"fetch-{node}", daemon=True).start()

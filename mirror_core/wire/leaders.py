@@ -45,8 +45,12 @@ class LeaderTracker:
             self.leaders.pop(tp, None)
         self._stale.set()
 
-    def wake(self) -> None:
+    def shutdown(self) -> None:
+        """Stop this thread and the workers (they watch ``stop`` and wait on ``lock``)."""
+        self.stop.set()
         self._stale.set()
+        with self.lock:
+            self.lock.notify_all()
 
     def _run(self) -> None:
         while not self.stop.is_set():

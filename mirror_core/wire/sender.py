@@ -153,10 +153,7 @@ class BatchSender:
             return sum(len(p.queue) + len(p.in_flight) + len(p.returned) for p in self._parts.values())
 
     def close(self) -> None:
-        self._stop.set()
-        self._leaders.wake()
-        with self._cond:
-            self._cond.notify_all()
+        self._leaders.shutdown()
 
     def _start(self, node: int) -> None:
         threading.Thread(target=self._produce_to, args=(node,), name=f"produce-{node}", daemon=True).start()

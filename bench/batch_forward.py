@@ -48,12 +48,14 @@ from mirror_core.wire.connection import Connection
 from mirror_core.wire.errors import name
 from mirror_core.wire.fetcher import BatchFetcher
 from mirror_core.wire.metadata import Brokers
+from mirror_core.wire.recode import contiguous_copy
 from mirror_core.wire.records import (
     CONTROL,
     TRANSACTIONAL,
     ProducerStamp,
     attributes,
     committed,
+    contiguous,
     next_offset,
     producer_id,
 )
@@ -266,7 +268,7 @@ def copy_batches(source: str, target: str, topic: str, remote: str, partitions: 
             if part.error or part.problem:
                 raise RuntimeError(part.problem or f"fetch {topic}[{part.partition}]: {name(part.error)}")
             kept = committed(part.batches, part.aborted)
-            sender.send(Outgoing(remote, part.partition, b) for b in kept)
+            sender.send(Outgoing(remote, part.partition, b if contiguous(b) else contiguous_copy(b)[0]) for b in kept)
             waiting += len(kept)
             fetcher.resume((topic, part.partition), next_offset(part.batches[-1]))
         for result in sender.poll(0.05 if waiting >= max_in_flight else 0):

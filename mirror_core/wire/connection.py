@@ -51,8 +51,14 @@ def tls_context(settings: Mapping[str, str], where: str) -> ssl.SSLContext:
                 ctx.load_verify_locations(cafile=location)
         else:
             ctx.load_default_certs()
-        password = settings.get("ssl.key.password")
-        if settings.get("ssl.certificate.pem") and settings.get("ssl.key.pem"):
+        # An empty password, never none: OpenSSL would prompt on the terminal for an encrypted key's.
+        password = settings.get("ssl.key.password") or ""
+        in_memory = [k for k in ("ssl.certificate.pem", "ssl.key.pem") if settings.get(k)]
+        if len(in_memory) == 1:
+            raise WireError(f"{where}: {in_memory[0]} is set without "
+                            f"{({'ssl.certificate.pem', 'ssl.key.pem'} - set(in_memory)).pop()}: the client "
+                            "certificate and its key are given together")
+        if in_memory:
             _load_identity_in_memory(ctx, settings["ssl.certificate.pem"], settings["ssl.key.pem"], password)
         elif settings.get("ssl.certificate.location"):
             ctx.load_cert_chain(settings["ssl.certificate.location"], settings.get("ssl.key.location"), password)

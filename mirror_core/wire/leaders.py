@@ -7,7 +7,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 
-from mirror_core.wire.connection import WireError
+from mirror_core.errors import MirrorError
 from mirror_core.wire.metadata import NO_LEADER, Brokers
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class LeaderTracker:
                 continue
             try:
                 meta = self.brokers.metadata(sorted(topics))
-            except WireError as exc:
+            except MirrorError as exc:  # unreachable, or refused (TLS, SASL): asked again
                 log.warning("%s", exc)
                 self._stale.set()
                 self.stop.wait(RETRY_S)

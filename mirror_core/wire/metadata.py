@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from mirror_core.errors import MirrorError
 from mirror_core.wire.codec import Reader, array, string
 from mirror_core.wire.connection import Connection, WireError
 
@@ -84,12 +85,12 @@ class Brokers:
         for c in candidates:
             try:
                 conn = c if isinstance(c, Connection) else Connection(*c, self.settings, self.where, self.timeout)
-            except WireError as exc:
+            except MirrorError as exc:  # unreachable, or TLS/SASL refused
                 failures.append(str(exc))
                 continue
             try:
                 meta = parse_metadata(conn.call(API_METADATA, conn.version(API_METADATA, (4,)), body))
-            except WireError as exc:
+            except MirrorError as exc:
                 failures.append(str(exc))
                 self._forget(conn)
                 continue

@@ -81,6 +81,9 @@ def contiguous_copy(batch: memoryview | bytes | bytearray) -> tuple[bytearray, l
     codec = struct.unpack_from(">h", head, 21)[0] & CODEC_MASK
     raw = decompress(codec, bytes(batch[BATCH_HEADER:]))
     base, count = base_offset(head), record_count(head)
+    if not count:
+        raise ProtocolError(f"record batch at offset {base} holds no record: nothing to copy (records.committed "
+                            "drops such batches)")
     out = bytearray()
     gaps: list[tuple[int, int]] = []
     at, previous = 0, base - 1

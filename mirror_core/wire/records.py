@@ -92,7 +92,8 @@ def control_type(batch: memoryview) -> int:
 
 
 def committed(batches: list[memoryview], aborted: list[tuple[int, int]]) -> list[memoryview]:
-    """The batches a read_committed consumer would hand out, as whole batches: control batches dropped, and
+    """The batches a read_committed consumer would hand out records of, as whole batches: control batches and
+    batches left empty by compaction dropped, and
     a transactional batch dropped while its producer is in an aborted transaction of the fetch response's
     list (``(producer id, first offset)``) whose abort marker has not come yet (the Java consumer's rule)."""
     pending = sorted(aborted, key=lambda a: a[1])
@@ -105,8 +106,8 @@ def committed(batches: list[memoryview], aborted: list[tuple[int, int]]) -> list
         if attributes(batch) & CONTROL:
             if control_type(batch) == ABORT_MARKER:
                 aborting.discard(producer_id(batch))
-        elif not (attributes(batch) & TRANSACTIONAL and producer_id(batch) in aborting):
-            out.append(batch)
+        elif not (attributes(batch) & TRANSACTIONAL and producer_id(batch) in aborting) and record_count(batch):
+            out.append(batch)  # (compaction may leave a batch with no record: nothing to copy)
     return out
 
 

@@ -59,6 +59,12 @@ class ScramClient:
         return hmac.new(key, msg, self.hash).digest()
 
     def final(self, server_first: bytes) -> bytes:
+        try:
+            return self._final(server_first)
+        except (ValueError, UnicodeDecodeError) as exc:  # binascii.Error is a ValueError
+            raise SaslError(f"SCRAM: the server's first message does not parse: {exc}") from None
+
+    def _final(self, server_first: bytes) -> bytes:
         text = server_first.decode()
         fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
         if "e" in fields:
@@ -78,8 +84,12 @@ class ScramClient:
         return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
 
     def verify(self, server_final: bytes) -> None:
-        fields = dict(part.split("=", 1) for part in server_final.decode().split(",") if "=" in part)
+        try:
+            fields = dict(part.split("=", 1) for part in server_final.decode().split(",") if "=" in part)
+            signature = base64.b64decode(fields.get("v", ""))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise SaslError(f"SCRAM: the server's final message does not parse: {exc}") from None
         if "e" in fields:
             raise SaslError(f"SCRAM: the server refused the proof: {fields['e']}")
-        if not hmac.compare_digest(base64.b64decode(fields.get("v", "")), self._server_signature):
+        if not hmac.compare_digest(signature, self._server_signature):
             raise SaslError("SCRAM: the server's signature does not match: it does not hold these credentials")

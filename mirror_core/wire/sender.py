@@ -7,8 +7,10 @@ batch of as many partitions as the leader has ready (librdkafka sends one partit
 five batches per partition, so a batch sent again with the same sequence is recognised and not written twice.
 
 Transient failures are retried here, in order: a moved leader, a broker that is busy or catching up, a lost
-connection (its outcome unknown), or a broker that forgot this producer (a new producer id). The failed batch
-and those of the partition sent after it go back to the front of its queue once all of them have answered,
+connection (its outcome unknown), or a broker that forgot this producer (a new producer id: a batch whose
+outcome was unknown may then be written twice, at least once, and its answer gives the copy that counts).
+The failed batch and those of the partition sent after it go back to the front of its queue once all of them
+have answered,
 and are stamped again from the last acknowledged sequence, so what landed is recognised. Any other error
 (MESSAGE_TOO_LARGE, TOPIC_AUTHORIZATION_FAILED...), or a batch retried for longer than the delivery timeout, is
 the caller's: that batch carries the error, those queued behind it ``NOT_SENT``, and the partition takes no
@@ -25,7 +27,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mirror_core.wire.codec import ProtocolError
+from mirror_core.errors import MirrorError
 from mirror_core.wire.connection import Connection, WireError
 from mirror_core.wire.errors import RETRIABLE, STALE_LEADER, name
 from mirror_core.wire.leaders import TP, LeaderTracker
@@ -63,6 +65,9 @@ class Outgoing:
     sequence: int = -1
     first_sent: float = 0.0
     generation: int = 0  # the partition's when handed over: a rewind since makes the batch void
+    handed: float = 0.0  # when the caller handed it over (a batch no leader takes fails after the delivery timeout)
+    node: int = -1  # the broker it was last sent to: a partition's batches in flight all go to one
+    order: int = 0  # when it was last sent, among all batches: what is sent again goes in this order
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,8 @@ class BatchSender:
         self._renew = True  # no producer id yet
         #: batches sent again after a transient failure (a moved leader, a lost connection...)
         self.retried = 0
+        self._sent = 0  # batches sent so far (each one's ``order``)
+        self._next_expiry = 0.0
         self._renewing = False
         self._leaders = LeaderTracker(brokers, self._cond, self._start, self._stop)
 
@@ -122,7 +129,7 @@ class BatchSender:
                 if p.failed:
                     self._results.put(Sent(b, NOT_SENT))
                     continue
-                b.generation = p.generation
+                b.generation, b.handed = p.generation, time.monotonic()
                 p.queue.append(b)
                 tps.append(tp)
             self._leaders.want(tps)
@@ -139,6 +146,10 @@ class BatchSender:
                 self._cond.notify_all()
 
     def poll(self, timeout: float) -> list[Sent]:
+        now = time.monotonic()
+        if now >= self._next_expiry:
+            self._next_expiry = now + 1.0
+            self._expire(now)
         out: list[Sent] = []
         try:
             out.append(self._results.get(timeout=timeout) if timeout > 0 else self._results.get_nowait())
@@ -168,8 +179,10 @@ class BatchSender:
             if not p.queue or p.failed or p.returned or len(p.in_flight) >= MAX_IN_FLIGHT or leaders.get(tp) != node:
                 continue
             if p.in_flight and (p.in_flight[-1].producer_id != self.producer_id or not p.known
-                                or p.in_flight[-1].generation != p.generation):
-                continue  # those in flight answer first: order across producer ids or a rewind is not the broker's
+                                or p.in_flight[-1].generation != p.generation or p.in_flight[-1].node != node):
+                # Those in flight answer first: order across producer ids, a rewind or two connections (a leader
+                # that moved) is not the broker's to keep.
+                continue
             b = p.queue[0]
             if chosen and len(b.data) > budget:
                 continue
@@ -178,6 +191,8 @@ class BatchSender:
             p.queue.popleft()
             b.producer_id, b.epoch, b.sequence = self.producer_id, self.epoch, p.next_seq
             b.first_sent = b.first_sent or now
+            self._sent += 1
+            b.node, b.order = node, self._sent
             p.next_seq = next_sequence(p.next_seq, b.data)
             p.in_flight.append(b)
             chosen[tp] = b
@@ -211,13 +226,15 @@ class BatchSender:
                 answers = parse_produce(conn.receive())  # before the request leaves `outstanding`: it may fail
                 self._answered(outstanding.popleft(), {(a.topic, a.partition): (a.error, a.base_offset, a.message)
                                                        for a in answers})
-            except (WireError, ProtocolError) as exc:
+            except MirrorError as exc:  # a connection, TLS or SASL failure, or an answer that does not parse
                 log.warning("%s", exc)
                 if conn is not None:
                     conn.close()
                     conn = None
                 while outstanding:  # their outcome is unknown: sent again with the same sequences
                     self._answered(outstanding.popleft(), {})
+                with self._cond:  # perhaps no longer the leader: looked up again
+                    self._leaders.moved([tp for tp, n in self._leaders.leaders.items() if n == node])
                 self._stop.wait(RETRY_S)
         if conn is not None:
             conn.close()
@@ -257,6 +274,16 @@ class BatchSender:
             with self._cond:
                 self._renewing = False
 
+    def _expire(self, now: float) -> None:
+        """A partition whose next batch no leader has taken within the delivery timeout (a broker that stays
+        unreachable, a topic that does not exist) fails: the caller hears of it."""
+        with self._cond:
+            for p in self._parts.values():
+                if p.queue and not p.in_flight and not p.returned and not p.failed and \
+                        now - p.queue[0].handed > self.delivery_timeout_s:
+                    self._fail(p, p.queue.popleft(), 7, f"not sent within {self.delivery_timeout_s:.0f} s: no "
+                                                         "reachable leader took it")
+
     def _refused_producer_id(self, error: int) -> None:
         """No producer id (e.g. CLUSTER_AUTHORIZATION_FAILED): every partition's waiting batches are the caller's,
         with that error; asked again once something more is sent."""
@@ -290,6 +317,7 @@ class BatchSender:
                 elif p.returned or error == CONNECTION_LOST or error in RETRIABLE or error in RENEW:
                     # Sent again in order once the partition's batches in flight have all answered.
                     if time.monotonic() - b.first_sent > self.delivery_timeout_s:
+                        p.returned.append(b)  # its outcome may be unknown too
                         self._fail(p, b, error, f"retried for {self.delivery_timeout_s:.0f} s")
                         continue
                     p.returned.append(b)
@@ -302,18 +330,21 @@ class BatchSender:
                 else:
                     self._fail(p, b, error, message)
                 if not p.in_flight and p.returned:
-                    p.queue.extendleft(reversed(p.returned))
+                    p.queue.extendleft(sorted(p.returned, key=lambda r: r.order, reverse=True))
                     p.returned.clear()
             self._cond.notify_all()
 
     def _fail(self, p: _Partition, b: Outgoing, error: int, message: str | None) -> None:
         """``b`` failed for the caller: it carries the error, what is queued behind it is not sent (under the lock).
-        A new producer id follows: a batch retried before may have landed unseen, and what the caller sends
-        after its rewind must not share its sequence."""
+        When batches of the partition wait to be sent again (``b`` among them after a delivery timeout), one of
+        them may have landed unseen: a new producer id follows, so that what the caller sends after its rewind
+        never shares such a batch's sequence. Otherwise the sequences stay the broker's, and the others'
+        batches waiting to be sent again keep theirs (a new id would write them twice)."""
         p.failed = True
-        self._renew = True
+        if p.returned:
+            self._renew = True
         self._results.put(Sent(b, error, -1, message))
-        for later in [*p.returned, *p.queue]:
+        for later in [r for r in [*p.returned, *p.queue] if r is not b]:
             self._results.put(Sent(later, NOT_SENT))
         p.returned.clear()
         p.queue.clear()

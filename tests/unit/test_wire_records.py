@@ -44,6 +44,12 @@ def test_read_committed_keeps_committed_and_plain_batches_and_drops_aborted_ones
                                                                   plain, late]
 
 
+def test_a_batch_compaction_left_empty_has_nothing_to_copy() -> None:
+    empty = bytearray(batch(20, 3, records=b""))
+    struct.pack_into(">i", empty, 57, 0)
+    assert records.committed([memoryview(bytes(empty)), memoryview(batch(24, 0))], []) == [batch(24, 0)]
+
+
 def test_any_producers_batches_and_markers_are_split_alike() -> None:
     data = marker(0, 7, 1) + batch(1, 0, producer_id=42)
     assert len(records.split_batches(memoryview(data))) == 2

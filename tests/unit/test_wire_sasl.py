@@ -38,11 +38,20 @@ def test_a_server_that_cannot_prove_the_credentials_is_refused() -> None:
     (SERVER_FIRST.replace(b"i=4096", b"i=1024"), "fewer than 4096"),  # a downgrade of the key stretching
     (b"r=someone-elses-nonce,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096", "does not continue this exchange"),
     (b"e=unknown-user", "refused the first message: unknown-user"),
+    (b"r=rOprNGfwEbeRWgbNEkqOxyz,s=not*base64,i=4096", "first message does not parse"),
+    (b"r=rOprNGfwEbeRWgbNEkqOxyz,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=many", "first message does not parse"),
 ])
 def test_a_server_first_message_that_weakens_or_breaks_the_exchange_is_refused(server_first: bytes,
                                                                                reason: str) -> None:
     with pytest.raises(sasl.SaslError, match=reason):
         rfc_client().final(server_first)
+
+
+def test_a_final_message_that_does_not_parse_is_a_sasl_error() -> None:
+    client = rfc_client()
+    client.final(SERVER_FIRST)
+    with pytest.raises(sasl.SaslError, match="final message does not parse"):
+        client.verify(b"v=not*base64")
 
 
 def test_user_names_are_escaped_and_plain_carries_no_authorization_id() -> None:

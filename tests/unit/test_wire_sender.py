@@ -70,15 +70,16 @@ def test_a_refusal_is_the_callers_and_voids_the_partitions_later_batches_until_i
         sender._take(1)
     sender._answered({TP: first}, {TP: (10, -1, "too big")})  # MESSAGE_TOO_LARGE
     assert [(r.batch, r.error) for r in sender.poll(0)] == [(first, 10), (second, NOT_SENT), (third, NOT_SENT)]
-    assert sender._renew  # what is sent after the rewind must not look like a batch sent again
+    # Nothing of the partition waits to be sent again: the sequences are the broker's, the producer id stays
+    # (a new one would write other partitions' batches waiting to be sent again a second time).
+    assert not sender._renew
     late = Outgoing(*TP, batch(0, 0))
     sender.send([late])
     assert [(r.batch, r.error) for r in sender.poll(0)] == [(late, NOT_SENT)]
     sender.rewind(TP)
     sender.send([first])
     with sender._cond:
-        sender._renew = False
-        assert sender._take(1) == {TP: first}
+        assert sender._take(1) == {TP: first} and first.sequence == 0
 
 
 def test_an_unknown_outcome_of_a_batch_voided_by_a_rewind_takes_a_new_producer_id(sender: BatchSender) -> None:
@@ -111,3 +112,41 @@ def test_a_refused_producer_id_is_the_callers_and_not_asked_again_until_more_is_
     sender.rewind(TP)
     _queue(sender, 1)
     assert sender._claim_renewal()
+
+
+def test_batches_in_flight_to_a_broker_that_no_longer_leads_answer_before_the_new_leader_gets_more(
+        sender: BatchSender) -> None:
+    first, second, third = _queue(sender, 1, 1, 1)
+    with sender._cond:
+        sender._take(1)
+    sender._answered({TP: first}, {TP: (0, 0, None)})
+    with sender._cond:
+        sender._take(1)
+        sender._leaders.leaders[TP] = 2  # a metadata refresh: broker 2 leads it now
+        assert sender._take(2) == {}  # the second, in flight to broker 1, answers first
+    sender._answered({TP: second}, {TP: (6, -1, None)})  # NOT_LEADER_OR_FOLLOWER
+    sender._leaders.leaders[TP] = 2
+    with sender._cond:
+        assert sender._take(2) == {TP: second} and second.sequence == 1
+        assert sender._take(2) == {TP: third} and third.sequence == 2
+
+
+def test_a_batch_no_leader_takes_fails_after_the_delivery_timeout(sender: BatchSender) -> None:
+    sender._leaders.leaders.clear()  # the leader is unknown and stays so
+    first, second = _queue(sender, 1, 1)
+    sender._expire(first.handed + sender.delivery_timeout_s - 1)
+    assert sender.poll(0) == []
+    sender._expire(first.handed + sender.delivery_timeout_s + 1)
+    got = sender.poll(0)
+    assert [(r.batch, r.error) for r in got] == [(first, 7), (second, NOT_SENT)]
+    assert "no reachable leader took it" in got[0].describe()
+
+
+def test_a_retried_batch_that_times_out_takes_a_new_producer_id_it_may_have_landed(sender: BatchSender) -> None:
+    (first,) = _queue(sender, 1)
+    with sender._cond:
+        sender._take(1)
+    first.first_sent -= sender.delivery_timeout_s + 1
+    sender._answered({TP: first}, {})  # the connection was lost, long after it was first sent
+    assert [(r.batch, r.error) for r in sender.poll(0)] == [(first, -101)]
+    assert sender._renew

@@ -10,11 +10,11 @@ Transient failures are retried here, in order: a moved leader, a broker that is 
 connection (its outcome unknown), or a broker that forgot this producer (a new producer id: a batch whose
 outcome was unknown may then be written twice, at least once, and its answer gives the copy that counts).
 The failed batch and those of the partition sent after it go back to the front of its queue once all of them
-have answered,
-and are stamped again from the last acknowledged sequence, so what landed is recognised. Any other error
-(MESSAGE_TOO_LARGE, TOPIC_AUTHORIZATION_FAILED...), or a batch retried for longer than the delivery timeout, is
-the caller's: that batch carries the error, those queued behind it ``NOT_SENT``, and the partition takes no
-more until :meth:`BatchSender.rewind`.
+have answered, and are stamped again from the last acknowledged sequence, so what landed is recognised. A
+partition's batches in flight all go to one broker (after its leader moved, the old one answers first). Any
+other error (MESSAGE_TOO_LARGE, TOPIC_AUTHORIZATION_FAILED...), a batch retried for longer than the delivery
+timeout, or one no reachable leader takes within it, is the caller's: that batch carries the error, those
+queued behind it ``NOT_SENT``, and the partition takes no more until :meth:`BatchSender.rewind`.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ class BatchFetcher:
         self._positions: dict[TP, int] = {}  # where each assigned partition is fetched next
         self._generation: dict[TP, int] = {}  # bumped by every assign/revoke: older results are dropped
         self._held: set[TP] = set()  # fetched and not yet resumed: not fetched again meanwhile
+        self._turn = 0  # rotates the order partitions are asked in
         self._results: queue.SimpleQueue[tuple[int, FetchedPartition]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._leaders = LeaderTracker(brokers, self._cond, self._start, self._stop)
@@ -96,9 +97,14 @@ class BatchFetcher:
         threading.Thread(target=self._fetch_from, args=(node,), name=f"fetch-{node}", daemon=True).start()
 
     def _mine(self, node: int) -> dict[TP, int]:
-        """Partitions this broker leads that are not held, now marked held (called under the lock)."""
+        """Partitions this broker leads that are not held, now marked held (called under the lock), starting one
+        further each time: a full answer gives the partitions it reaches last a partial batch or none, so the
+        same ones must not always come last."""
         leaders, held = self._leaders.leaders, self._held
-        mine = {tp: pos for tp, pos in self._positions.items() if leaders.get(tp) == node and tp not in held}
+        ready = [(tp, pos) for tp, pos in self._positions.items() if leaders.get(tp) == node and tp not in held]
+        self._turn += 1
+        start = self._turn % len(ready) if ready else 0
+        mine = dict(ready[start:] + ready[:start])
         self._held.update(mine)
         return mine
 

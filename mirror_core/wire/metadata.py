@@ -68,55 +68,27 @@ def parse_metadata(data: memoryview) -> ClusterMetadata:
 
 
 class Brokers:
-    """A cluster's brokers as the wire client reaches them: metadata through any of them, then one connection
-    per broker, opened on first use (``where`` names the cluster in error lines)."""
+    """A cluster's brokers as the wire client reaches them: metadata through the bootstrap servers or any
+    broker known since (``where`` names the cluster in error lines); the fetcher's and sender's workers open
+    their own connection to each leader with :attr:`settings`."""
 
     def __init__(self, bootstrap: str, settings: Mapping[str, str], where: str, timeout: float = 30.0) -> None:
         self.bootstrap = [(h, int(p)) for h, _, p in (s.strip().rpartition(":") for s in bootstrap.split(","))]
         self.settings, self.where, self.timeout = settings, where, timeout
         self.known: dict[int, Broker] = {}
-        self.open: dict[int, Connection] = {}
 
     def metadata(self, topics: Iterable[str]) -> ClusterMetadata:
-        """Asked of a broker already connected, else of the bootstrap servers in turn."""
+        """Asked of the bootstrap servers in turn, then of the brokers known from earlier answers."""
         body = metadata_request(topics)
-        candidates: list[Connection | tuple[str, int]] = [*self.open.values(), *self.bootstrap]
+        known = [(b.host, b.port) for b in list(self.known.values())]
         failures: list[str] = []
-        for c in candidates:
+        for address in [*self.bootstrap, *(a for a in known if a not in self.bootstrap)]:
             try:
-                conn = c if isinstance(c, Connection) else Connection(*c, self.settings, self.where, self.timeout)
-            except MirrorError as exc:  # unreachable, or TLS/SASL refused
+                with Connection(*address, self.settings, self.where, self.timeout) as conn:
+                    meta = parse_metadata(conn.call(API_METADATA, conn.version(API_METADATA, (4,)), body))
+            except MirrorError as exc:  # unreachable, TLS/SASL refused, or an answer that does not parse
                 failures.append(str(exc))
                 continue
-            try:
-                meta = parse_metadata(conn.call(API_METADATA, conn.version(API_METADATA, (4,)), body))
-            except MirrorError as exc:
-                failures.append(str(exc))
-                self._forget(conn)
-                continue
-            finally:
-                if not isinstance(c, Connection):
-                    conn.close()
             self.known.update(meta.brokers)
             return meta
         raise WireError(f"{self.where}: no broker answered a metadata request: {'; '.join(failures)}")
-
-    def connection(self, node: int) -> Connection:
-        conn = self.open.get(node)
-        if conn is None:
-            broker = self.known.get(node)
-            if broker is None:
-                raise WireError(f"{self.where}: broker {node} is not in the metadata")
-            conn = self.open[node] = Connection(broker.host, broker.port, self.settings, self.where, self.timeout)
-        return conn
-
-    def _forget(self, conn: Connection) -> None:
-        for node, c in list(self.open.items()):
-            if c is conn:
-                del self.open[node]
-        conn.close()
-
-    def close(self) -> None:
-        for c in self.open.values():
-            c.close()
-        self.open.clear()

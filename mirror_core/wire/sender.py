@@ -47,7 +47,9 @@ log = logging.getLogger(__name__)
 MAX_IN_FLIGHT = 5
 #: the broker no longer knows this producer's sequences (or fenced its epoch): a new producer id, then again
 RENEW = frozenset({45, 47, 59, 90})  # OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID, FENCED
-NOT_SENT = -100  # an earlier batch of the partition failed: this one was not written (send it again after rewind)
+#: an earlier batch of the partition failed: this one does not count (send it again after the rewind). It was not
+#: written, except one already in flight that landed all the same (at least once: it is then written again)
+NOT_SENT = -100
 CONNECTION_LOST = -101
 RETRY_S = 0.2
 

@@ -37,7 +37,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirror_core.config.loader import load_config
@@ -46,25 +46,27 @@ from mirror_core.wire import produce as wire_produce
 from mirror_core.wire.codec import Reader, string
 from mirror_core.wire.connection import Connection
 from mirror_core.wire.errors import name
+from mirror_core.wire.fetch import API_FETCH
 from mirror_core.wire.fetcher import BatchFetcher
 from mirror_core.wire.metadata import Brokers
+from mirror_core.wire.produce import API_INIT_PRODUCER_ID, API_PRODUCE, init_producer_id_request
 from mirror_core.wire.recode import contiguous_copy
 from mirror_core.wire.records import (
     CONTROL,
     TRANSACTIONAL,
-    ProducerStamp,
     attributes,
     committed,
     contiguous,
     next_offset,
+    next_sequence,
     producer_id,
+    restamp,
 )
 from mirror_core.wire.sender import BatchSender, Outgoing
 
-API_PRODUCE, API_FETCH, API_LIST_OFFSETS, API_METADATA = 0, 1, 2, 3
-API_FIND_COORDINATOR, API_INIT_PRODUCER_ID, API_ADD_PARTITIONS_TO_TXN, API_END_TXN = 10, 22, 24, 26
+API_LIST_OFFSETS, API_FIND_COORDINATOR, API_ADD_PARTITIONS_TO_TXN, API_END_TXN = 2, 10, 24, 26
 # Answered while a coordinator loads, moves or finishes the previous transaction's markers: asked again.
-RETRIABLE = {14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 51: "CONCURRENT_TRANSACTIONS"}
+RETRIABLE = frozenset({14, 15, 51})  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, CONCURRENT_TRANSACTIONS
 NOT_COORDINATOR = 16  # the coordinator moved or is not ready yet: found again, then asked again
 MODES = ("plain", "idempotent", "transactional")
 
@@ -72,8 +74,25 @@ MODES = ("plain", "idempotent", "transactional")
 
 class BrokerError(RuntimeError):
     def __init__(self, what: str, code: int) -> None:
-        super().__init__(f"{what}: error {code} {RETRIABLE.get(code, '')}".rstrip())
+        super().__init__(f"{what}: {name(code)}")
         self.code = code
+
+
+@dataclass
+class ProducerStamp:
+    """The copier as an idempotent (or transactional) producer: its producer id and epoch, and each
+    partition's next sequence. Every batch it sends is restamped with them."""
+
+    producer_id: int
+    epoch: int
+    transactional: bool = False
+    sequences: dict[int, int] = field(default_factory=dict)
+
+    def stamp(self, partition: int, batch: memoryview | bytes) -> bytearray:
+        """``batch`` as this producer's next batch to ``partition`` (:func:`restamp`)."""
+        sequence = self.sequences.get(partition, 0)
+        self.sequences[partition] = next_sequence(sequence, batch)
+        return restamp(batch, self.producer_id, self.epoch, sequence, self.transactional)
 
 
 @dataclass(frozen=True)
@@ -151,7 +170,7 @@ def retrying(wire: Connection, api: int, version: int, body: bytes, what: str,
         found = errors(r)
         if not found:
             return r
-        fatal = found - RETRIABLE.keys()
+        fatal = found - RETRIABLE
         if fatal or time.monotonic() > deadline:
             raise BrokerError(what, min(fatal or found))
         time.sleep(0.02)
@@ -161,8 +180,7 @@ def init_producer_id(wire: Connection, transactional_id: str | None = None) -> P
     """A producer id and epoch (InitProducerId v1), for an idempotent producer or, with ``transactional_id``,
     a transactional one. A broker answers COORDINATOR_LOAD_IN_PROGRESS until it has a block of ids from the
     controller, and a transaction coordinator while it loads its log."""
-    tid = string(transactional_id) if transactional_id is not None else struct.pack(">h", -1)
-    producer_id, epoch = retrying(wire, API_INIT_PRODUCER_ID, 1, tid + struct.pack(">i", 60_000),
+    producer_id, epoch = retrying(wire, API_INIT_PRODUCER_ID, 1, init_producer_id_request(transactional_id),
                                   "InitProducerId").take(">qh")
     return ProducerStamp(producer_id, epoch, transactional=transactional_id is not None)
 

@@ -17,6 +17,7 @@ from bench import batch_forward
 from bench.scale import Cluster
 from mirror_core.wire.codec import Reader, string
 from mirror_core.wire.connection import Connection
+from mirror_core.wire.produce import API_PRODUCE
 from mirror_core.wire.recode import varint
 
 _TABLE = []
@@ -53,7 +54,7 @@ def gaps() -> None:
         batch_forward.await_leadership(wire, "g", 1)
         for deltas in ([0, 1, 2], [0, 2, 5]):
             b = batch(deltas)
-            r = Reader(wire.call(batch_forward.API_PRODUCE, 8, struct.pack(">hhii", -1, -1, 30_000, 1)
+            r = Reader(wire.call(API_PRODUCE, 8, struct.pack(">hhii", -1, -1, 30_000, 1)
                                  + string("g") + struct.pack(">iii", 1, 0, len(b)) + b))
             r.int32()
             r.string()

@@ -40,9 +40,6 @@ class Reader:
     def int32(self) -> int:
         return self.take(">i")[0]
 
-    def int64(self) -> int:
-        return self.take(">q")[0]
-
     def string(self) -> str | None:
         n = self.int16()
         return None if n < 0 else bytes(self._span(n)).decode()

@@ -18,6 +18,7 @@ from types import TracebackType
 from mirror_core.errors import MirrorError
 from mirror_core.wire import sasl
 from mirror_core.wire.codec import ProtocolError, Reader, blob, string
+from mirror_core.wire.errors import name
 
 API_SASL_HANDSHAKE, API_API_VERSIONS, API_SASL_AUTHENTICATE = 17, 18, 36
 API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 10: "FindCoordinator", 17: "SaslHandshake",
@@ -173,7 +174,7 @@ class Connection:
         r = Reader(self.call(API_API_VERSIONS, 0, b""))
         error = r.int16()
         if error:
-            raise WireError(f"{self.where}: ApiVersions failed with error {error}")
+            raise WireError(f"{self.where}: ApiVersions failed: {name(error)}")
         return {api: (low, high) for api, low, high in (r.take(">hhh") for _ in range(r.count()))}
 
     def _authenticate(self, settings: Mapping[str, str]) -> None:

@@ -120,9 +120,7 @@ class BatchFetcher:
                 generations = {tp: self._generation[tp] for tp in mine}
             try:
                 if conn is None:
-                    broker = self.brokers.known[node]
-                    conn = Connection(broker.host, broker.port, self.brokers.settings, self.brokers.where,
-                                      self.brokers.timeout + limits.max_wait_ms / 1000)
+                    conn = self.brokers.connect(node, limits.max_wait_ms / 1000)
                 parts = parse_fetch(conn.call(API_FETCH, conn.version(API_FETCH, (FETCH_VERSION,)), fetch_request(
                     mine, limits.max_wait_ms, limits.min_bytes, limits.max_bytes, limits.partition_max_bytes)),
                     self.brokers.where)

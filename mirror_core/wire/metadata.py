@@ -92,3 +92,9 @@ class Brokers:
             self.known.update(meta.brokers)
             return meta
         raise WireError(f"{self.where}: no broker answered a metadata request: {'; '.join(failures)}")
+
+    def connect(self, node: int, wait_s: float = 0.0) -> Connection:
+        """A connection of the caller's own to broker ``node`` (known from a metadata answer); ``wait_s``: how
+        long the broker may hold an answer beyond the timeout (a fetch's max wait, a produce's timeout)."""
+        broker = self.known[node]
+        return Connection(broker.host, broker.port, self.settings, self.where, self.timeout + wait_s)

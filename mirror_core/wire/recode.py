@@ -10,6 +10,8 @@ offset map needs a new run.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from typing import Any
 
 import cramjam
 
@@ -43,35 +45,36 @@ def _snappy_decompress(data: bytes) -> bytes:
     return bytes(out)
 
 
+def _lz4_compress(data: bytes) -> bytes:
+    """A frame of independent blocks: Kafka reads no other (its broker: "Dependent block stream is unsupported")."""
+    lz4 = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+    lz4.compress(data)
+    return bytes(lz4.finish())
+
+
+#: codec id (attributes bits 0-2) -> (decompress, compress as a Kafka client does; snappy: raw blocks, which every
+#: client reads)
+_CODECS: dict[int, tuple[Callable[[bytes], Any], Callable[[bytes], Any]]] = {
+    0: (bytes, bytes),
+    1: (cramjam.gzip.decompress, cramjam.gzip.compress),
+    2: (_snappy_decompress, cramjam.snappy.compress_raw),
+    3: (cramjam.lz4.decompress, _lz4_compress),
+    4: (cramjam.zstd.decompress, cramjam.zstd.compress),
+}
+
+
+def _codec(codec: int) -> tuple[Callable[[bytes], Any], Callable[[bytes], Any]]:
+    if codec not in _CODECS:
+        raise ProtocolError(f"record batch compressed with codec {codec}: not one of {', '.join(CODECS.values())}")
+    return _CODECS[codec]
+
+
 def decompress(codec: int, data: bytes) -> bytes:
-    if codec == 0:
-        return data
-    if codec == 1:
-        return bytes(cramjam.gzip.decompress(data))
-    if codec == 2:
-        return _snappy_decompress(data)
-    if codec == 3:
-        return bytes(cramjam.lz4.decompress(data))
-    if codec == 4:
-        return bytes(cramjam.zstd.decompress(data))
-    raise ProtocolError(f"record batch compressed with codec {codec}: not one of {', '.join(CODECS.values())}")
+    return bytes(_codec(codec)[0](data))
 
 
 def compress(codec: int, data: bytes) -> bytes:
-    """As a Kafka client compresses a batch's records (snappy: raw blocks, which every client reads)."""
-    if codec == 0:
-        return data
-    if codec == 1:
-        return bytes(cramjam.gzip.compress(data))
-    if codec == 2:
-        return bytes(cramjam.snappy.compress_raw(data))
-    if codec == 3:  # a frame of independent blocks: Kafka reads no other (its broker: "Dependent block stream")
-        lz4 = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
-        lz4.compress(data)
-        return bytes(lz4.finish())
-    if codec == 4:
-        return bytes(cramjam.zstd.compress(data))
-    raise ProtocolError(f"record batch compressed with codec {codec}: not one of {', '.join(CODECS.values())}")
+    return bytes(_codec(codec)[1](data))
 
 
 def contiguous_copy(batch: memoryview | bytes | bytearray) -> tuple[bytearray, list[tuple[int, int]]]:

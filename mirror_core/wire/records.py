@@ -11,7 +11,6 @@ record count int32 @57, then the records (@61).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 
 import google_crc32c
 
@@ -93,9 +92,9 @@ def control_type(batch: memoryview) -> int:
 
 def committed(batches: list[memoryview], aborted: list[tuple[int, int]]) -> list[memoryview]:
     """The batches a read_committed consumer would hand out records of, as whole batches: control batches and
-    batches left empty by compaction dropped, and
-    a transactional batch dropped while its producer is in an aborted transaction of the fetch response's
-    list (``(producer id, first offset)``) whose abort marker has not come yet (the Java consumer's rule)."""
+    batches left empty by compaction dropped, and a transactional batch dropped while its producer is in an
+    aborted transaction of the fetch response's list (``(producer id, first offset)``) whose abort marker has
+    not come yet (the Java consumer's rule)."""
     pending = sorted(aborted, key=lambda a: a[1])
     aborting: set[int] = set()
     out: list[memoryview] = []
@@ -128,20 +127,3 @@ def restamp(batch: memoryview | bytes | bytearray, producer_id: int, epoch: int,
 def next_sequence(sequence: int, batch: memoryview | bytes | bytearray) -> int:
     """The sequence after ``batch``'s records (sequences wrap at int32's maximum, as the broker expects)."""
     return (sequence + record_count(batch)) & 0x7FFFFFFF
-
-
-@dataclass
-class ProducerStamp:
-    """The copier as an idempotent (or transactional) producer: its producer id and epoch, and each
-    partition's next sequence. Every batch it sends is restamped with them."""
-
-    producer_id: int
-    epoch: int
-    transactional: bool = False
-    sequences: dict[int, int] = field(default_factory=dict)
-
-    def stamp(self, partition: int, batch: memoryview | bytes) -> bytearray:
-        """``batch`` as this producer's next batch to ``partition`` (:func:`restamp`)."""
-        sequence = self.sequences.get(partition, 0)
-        self.sequences[partition] = next_sequence(sequence, batch)
-        return restamp(batch, self.producer_id, self.epoch, sequence, self.transactional)

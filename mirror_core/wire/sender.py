@@ -160,11 +160,6 @@ class BatchSender:
         except queue.Empty:
             return out
 
-    def in_flight(self) -> int:
-        """Batches handed over and not yet answered."""
-        with self._cond:
-            return sum(len(p.queue) + len(p.in_flight) + len(p.returned) for p in self._parts.values())
-
     def close(self) -> None:
         self._leaders.shutdown()
 
@@ -209,9 +204,7 @@ class BatchSender:
         while not self._stop.is_set():
             try:
                 if conn is None:
-                    broker = self.brokers.known[node]
-                    conn = Connection(broker.host, broker.port, self.brokers.settings, self.brokers.where,
-                                      self.brokers.timeout + self.timeout_ms / 1000)
+                    conn = self.brokers.connect(node, self.timeout_ms / 1000)
                 if self._renew and not outstanding and self._claim_renewal():
                     self._new_producer_id(conn)
                 with self._cond:

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from bench.batch_forward import API_FETCH
 from mirror_core.config.loader import load_config
 from mirror_core.errors import MirrorError
 from mirror_core.state.store import StateStore
 from mirror_core.stores.records import decode_checkpoint_key
 from mirror_core.wire.connection import Connection, WireError
+from mirror_core.wire.fetch import API_FETCH
 from mirror_core.wire.sasl import SaslError
 from tests.integration.conftest import flow_lines
 from tests.kafka_harness import (

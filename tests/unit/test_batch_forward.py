@@ -11,7 +11,6 @@ import pytest
 from bench import batch_forward
 from mirror_core.wire.codec import string
 from mirror_core.wire.connection import Connection
-from mirror_core.wire.records import ProducerStamp
 from tests.unit.record_batches import batch
 
 
@@ -59,7 +58,7 @@ def test_transaction_requests_carry_id_producer_and_partitions_in_their_v1_layou
 
     txn = batch_forward.Transaction.__new__(batch_forward.Transaction)
     txn.wire, txn.id, txn.topic, txn.added, txn.began = Recorder(), "tx", "t", set(), 0.0
-    txn.producer = ProducerStamp(77, 2, transactional=True)
+    txn.producer = batch_forward.ProducerStamp(77, 2, transactional=True)
     txn.add([3, 1])
     txn.add([1])  # already in the transaction: nothing sent
     txn.commit()

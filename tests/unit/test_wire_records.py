@@ -11,7 +11,6 @@ import pytest
 from bench.batch_forward_checks import crc32c
 from mirror_core.wire import records
 from mirror_core.wire.codec import ProtocolError
-from mirror_core.wire.records import ProducerStamp
 from tests.unit.record_batches import batch, marker
 
 
@@ -72,25 +71,23 @@ def test_a_batch_missing_offsets_inside_its_range_is_not_contiguous() -> None:
 
 
 def test_a_restamped_batch_carries_this_producers_id_epoch_and_sequences_with_a_valid_crc() -> None:
-    producer = ProducerStamp(producer_id=1234, epoch=3)
-    first = batch(10, 4, attributes=0x10 | 0x04, producer_id=7)  # transactional, lz4
-    out = [producer.stamp(2, memoryview(first)), producer.stamp(2, memoryview(batch(15, 1))),
-           producer.stamp(5, memoryview(batch(0, 0)))]
+    first, second, other = batch(10, 4, attributes=0x10 | 0x04, producer_id=7), batch(15, 1), batch(0, 0)
+    # Partition 2 gets the first two (sequences 0, then 5), another partition the third (sequence 0).
+    after_first = records.next_sequence(0, first)
+    out = [records.restamp(first, 1234, 3, 0), records.restamp(second, 1234, 3, after_first),
+           records.restamp(other, 1234, 3, 0)]
     assert [struct.unpack_from(">qhi", b, 43) for b in out] == [(1234, 3, 0), (1234, 3, 5), (1234, 3, 0)]
     assert struct.unpack_from(">h", out[0], 21)[0] == 0x04  # compression kept; not transactional, as this producer
     assert all(struct.unpack_from(">I", b, 17)[0] == crc32c(bytes(b[21:])) for b in out)
     assert out[0][61:] == first[61:] and out[0][:17] == first[:17]  # records, offsets and length as they were
-    assert producer.sequences == {2: 7, 5: 1}
+    assert (records.next_sequence(after_first, second), records.next_sequence(0, other)) == (7, 1)
 
 
 def test_sequences_wrap_at_the_int32_maximum_as_the_broker_expects() -> None:
-    producer = ProducerStamp(producer_id=1, epoch=0, sequences={0: 0x7FFFFFFE})
-    producer.stamp(0, memoryview(batch(0, 4)))
-    assert producer.sequences[0] == 3
+    assert records.next_sequence(0x7FFFFFFE, batch(0, 4)) == 3
 
 
 def test_a_transactional_producer_marks_every_batch_it_restamps_as_transactional() -> None:
-    producer = ProducerStamp(producer_id=9, epoch=0, transactional=True)
-    out = producer.stamp(0, memoryview(batch(0, 0, attributes=0x03)))  # zstd, from a plain producer
+    out = records.restamp(batch(0, 0, attributes=0x03), 9, 0, 0, transactional=True)  # zstd, from a plain producer
     assert struct.unpack_from(">h", out, 21)[0] == 0x13
     assert struct.unpack_from(">I", out, 17)[0] == crc32c(bytes(out[21:]))

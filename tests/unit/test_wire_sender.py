@@ -29,6 +29,13 @@ def _queue(sender: BatchSender, *counts: int) -> list[Outgoing]:
     return batches
 
 
+def _land(sender: BatchSender, b: Outgoing) -> None:
+    """``b`` goes to broker 1 and lands at offset 0: the broker knows the producer now."""
+    with sender._cond:
+        assert sender._take(1) == {TP: b}
+    sender._answered({TP: b}, {TP: (0, 0, None)})
+
+
 def test_a_partition_has_one_batch_in_flight_until_the_broker_knows_the_producer(sender: BatchSender) -> None:
     first, second, third = _queue(sender, 3, 2, 4)
     with sender._cond:
@@ -45,9 +52,7 @@ def test_a_partition_has_one_batch_in_flight_until_the_broker_knows_the_producer
 
 def test_a_lost_connection_sends_the_same_batches_again_in_order_with_the_same_sequences(sender: BatchSender) -> None:
     first, second, third = _queue(sender, 3, 2, 4)
-    with sender._cond:
-        sender._take(1)
-    sender._answered({TP: first}, {TP: (0, 0, None)})
+    _land(sender, first)
     with sender._cond:
         sender._take(1)
         sender._take(1)
@@ -84,9 +89,7 @@ def test_a_refusal_is_the_callers_and_voids_the_partitions_later_batches_until_i
 
 def test_an_unknown_outcome_of_a_batch_voided_by_a_rewind_takes_a_new_producer_id(sender: BatchSender) -> None:
     first, second, third = _queue(sender, 1, 1, 1)
-    with sender._cond:
-        sender._take(1)
-    sender._answered({TP: first}, {TP: (0, 0, None)})
+    _land(sender, first)
     sender.rewind(TP)  # nothing failed: a rewind without a failure changes nothing
     with sender._cond:
         sender._take(1)
@@ -117,9 +120,7 @@ def test_a_refused_producer_id_is_the_callers_and_not_asked_again_until_more_is_
 def test_batches_in_flight_to_a_broker_that_no_longer_leads_answer_before_the_new_leader_gets_more(
         sender: BatchSender) -> None:
     first, second, third = _queue(sender, 1, 1, 1)
-    with sender._cond:
-        sender._take(1)
-    sender._answered({TP: first}, {TP: (0, 0, None)})
+    _land(sender, first)
     with sender._cond:
         sender._take(1)
         sender._leaders.leaders[TP] = 2  # a metadata refresh: broker 2 leads it now

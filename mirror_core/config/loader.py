@@ -15,13 +15,19 @@ from typing import Any
 
 from mirror_core.config.client_props import KNOWN_JAVA_KEYS, ClientKind, Translation, applies_to, translate
 from mirror_core.config.errors import ConfigError, SettingError
-from mirror_core.config.keys import ALIASES, KEYS_BY_NAME, known_key_names, no_effect_reason
+from mirror_core.config.keys import (
+    ALIASES,
+    BATCH_PATH_MECHANISMS,
+    KEYS_BY_NAME,
+    known_key_names,
+    no_effect_reason,
+)
 from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig, Origin
 from mirror_core.config.properties import Property, load_properties, parse_properties
 from mirror_core.config.providers import resolve_placeholders
 from mirror_core.config.sasl import client_conf
 from mirror_core.filters import NameFilter
-from mirror_core.policy import policy_from_name
+from mirror_core.policy import ReplicationPolicy, policy_from_name
 
 _ALIAS_RE = re.compile(r"^[A-Za-z0-9_\-]+$")
 _FLOW_RE = re.compile(r"^([^.\s]+?)->([^.\s]+?)\.(.+)$")
@@ -359,9 +365,34 @@ class _Builder:
             sync_group_offsets_interval_s=values["sync.group.offsets.interval.seconds"],
             exactly_once=values["exactly.once.enabled"],
             exactly_once_slots=values["exactly.once.slots"],
+            data_path=self.check_data_path(values["replication.data.path"], values["exactly.once.enabled"], policy,
+                                           chosen.get("replication.data.path") or globals_.get("replication.data.path"),
+                                           (settings["consumer"] or clusters[src].client_settings("consumer"), src),
+                                           (settings["producer"] or clusters[dst].client_settings("producer"), dst)),
             consumer_overrides=MappingProxyType(settings["consumer"]),
             producer_overrides=MappingProxyType(settings["producer"]),
         )
+
+    def check_data_path(self, path: str, exactly_once: bool, policy: ReplicationPolicy, p: Property | None,
+                        *clients: tuple[Mapping[str, str], str]) -> str:
+        """``replication.data.path = batches`` where the batch path cannot go is an error naming the key's line."""
+        if path != "batches" or p is None:
+            return path
+        if exactly_once:
+            raise self.error("replication.data.path = batches is at-least-once only (exactly.once.enabled is true "
+                             "for this flow): set one of them differently", p)
+        if policy.uses_provenance:
+            raise self.error("replication.data.path = batches cannot add the identity policy's provenance header "
+                             "(batches are copied whole): use replication.data.path = records with this policy", p)
+        for settings, alias in clients:
+            if "SASL" not in settings.get("security.protocol", "PLAINTEXT").upper():
+                continue
+            mechanism = (settings.get("sasl.mechanisms") or settings.get("sasl.mechanism") or "GSSAPI").strip().upper()
+            if mechanism not in BATCH_PATH_MECHANISMS:
+                raise self.error(f"replication.data.path = batches: cluster {alias} logs in with SASL {mechanism}, "
+                                 f"which the batch path's client does not speak yet ({', '.join(BATCH_PATH_MECHANISMS)}"
+                                 "): use replication.data.path = records for this flow", p)
+        return path
 
     def check_client(self, kind: ClientKind, settings: dict[str, str], origins: Mapping[str, Origin],
                      owner: str, base: Mapping[str, str] | None = None) -> None:

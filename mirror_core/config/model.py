@@ -82,6 +82,8 @@ class FlowConfig:
     #: hand the target producer a partition's records only when it can send them (produce.py, Producing.release);
     #: None: auto, on with more than one producer (producer_pool.choose_producers)
     one_batch_per_partition: bool | None = None
+    #: replication.data.path: "records" (librdkafka, record by record) or "batches" (mirror_core.wire, whole batches)
+    data_path: str = "records"
     consumer_overrides: Mapping[str, str] = field(default_factory=_frozen, repr=False)
     producer_overrides: Mapping[str, str] = field(default_factory=_frozen, repr=False)
 

@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 
@@ -41,6 +41,7 @@ from mirror_core.metrics import Metrics
 from mirror_core.policy import HEARTBEATS_TOPIC
 from mirror_core.replication.acks import Acks
 from mirror_core.replication.assignment import Assignment
+from mirror_core.replication.batch_path import BatchCopier, BatchDelivery, WireReader, wire_clients
 from mirror_core.replication.commit import OffsetMapWriter, ProgressCommitter, advance_idle
 from mirror_core.replication.delivery import AtLeastOnce, Delivery, ExactlyOnce
 from mirror_core.replication.exactly_once import SlotManager
@@ -54,6 +55,8 @@ from mirror_core.replication.retry import MAX_PROBE_INTERVAL_S, Backoff, Throttl
 from mirror_core.replication.topics import TopicManager
 from mirror_core.stores.offset_syncs import ensure_offset_syncs_topic, offset_syncs_topic
 from mirror_core.stores.progress import ProgressStore, ensure_progress_topic
+from mirror_core.wire.fetcher import BatchFetcher
+from mirror_core.wire.sender import BatchSender
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +113,8 @@ class FlowReplicator:
         self._assignment: Assignment | None = None
         self._producing: Producing | None = None
         self._delivery: Delivery | None = None
+        self._copier: BatchCopier | None = None  # replication.data.path = batches
+        self._wire: tuple[BatchFetcher, BatchSender] | None = None  # its clients (closed with the pipeline)
         #: replication.producers; keeps auto's measured round trip for this run of the flow (the service makes a
         #: new FlowReplicator when the flow is started again)
         self._producer_choice = ProducerChooser(flow, self.stop.is_set, self.reporter.set_producers)
@@ -221,9 +226,14 @@ class FlowReplicator:
             src, flow.worker_group_id, flow.consumer_overrides, self.source_health,
             enforced={"topic.metadata.refresh.interval.ms": refresh_ms, "auto.offset.reset": flow.start_position,
                       **self.membership}, standing=True)
-        self._acks = acks = Acks(flow.name, consumer, self.metrics, request_refresh=lambda: None,
+        reading, wire = consumer, None
+        if flow.data_path == "batches":
+            # The group still assigns the partitions; the wire fetcher reads them (batch_path.py).
+            self._wire = wire = wire_clients(src, tgt, flow)
+            reading = cast(Consumer, WireReader(consumer, wire[0], topics.source, flow.start_position))
+        self._acks = acks = Acks(flow.name, reading, self.metrics, request_refresh=lambda: None,
                                  last_heartbeat_ms=self._last_heartbeat_ms, target=tgt)
-        self._assignment = assignment = Assignment(flow, consumer, topics, progress, acks, self.reporter,
+        self._assignment = assignment = Assignment(flow, reading, topics, progress, acks, self.reporter,
                                                    self.metrics, self.source_health, self.target_health, self.stop,
                                                    self._topic_ids, self._missing_topics)
         acks.request_refresh = assignment.request_refresh
@@ -240,8 +250,13 @@ class FlowReplicator:
             delivery = ExactlyOnce(slots, assignment)
         else:
             producers, own = make_target_producers(tgt, flow.producer_overrides, self.target_health, choice, internal)
-            delivery = AtLeastOnce(producers, assignment, acks, committer, target_meta, flow.policy.uses_provenance,
-                                   own)
+            if wire is None:
+                delivery = AtLeastOnce(producers, assignment, acks, committer, target_meta,
+                                       flow.policy.uses_provenance, own)
+            else:
+                self._copier = BatchCopier(flow.name, cast(WireReader, reading), wire[1], assignment.states, acks,
+                                           self.metrics, flow.max_in_flight_records, src)
+                delivery = BatchDelivery(self._copier, producers, assignment, acks, committer, target_meta, False, own)
         self._delivery = delivery
         acks.on_failure = delivery.on_failure
         self._producing = Producing(flow, acks.active.add, target_meta, delivery, limit,
@@ -260,9 +275,10 @@ class FlowReplicator:
             return
         consumer, acks, assignment = self._consumer, self._acks, self._assignment
         delivery, heartbeats, producing = self._delivery, self._heartbeats, self._producing
+        copier, reading = self._copier, acks.consumer if acks is not None else None
         src = self.config.cluster(self.flow.source)
         assert consumer is not None and acks is not None and assignment is not None and delivery is not None
-        assert producing is not None
+        assert producing is not None and reading is not None
         batch_max = self.flow.batch_max_records
         max_in_flight = self.flow.max_in_flight_records
         next_commit = 0.0
@@ -277,8 +293,8 @@ class FlowReplicator:
 
         self.reporter.set_state("running")
         copying_since = time.monotonic()
-        log.info("flow %s: replicating (instance %s, group %s)", self.flow.name, self.instance,
-                 self.flow.worker_group_id)
+        log.info("flow %s: replicating (instance %s, group %s, data path: %s)", self.flow.name, self.instance,
+                 self.flow.worker_group_id, self.flow.data_path)
         try:
             while not self.stop.is_set():
                 now = time.monotonic()
@@ -295,11 +311,16 @@ class FlowReplicator:
                 if delivery.in_flight() + parked >= max_in_flight:
                     delivery.poll_producers(parked_wait if parked else 0.05)  # back-pressure
                 else:
-                    msgs = self._consume(consumer, batch_max, parked_wait if parked else IDLE_WAIT_S)
-                    assignment.raise_callback_error()
-                    if msgs:
-                        self._dispatch(msgs)
-                    if pacer.after_read(now, len(msgs), batch_max):  # adaptive batching (pacing.py)
+                    if copier is None:
+                        msgs = self._consume(consumer, batch_max, parked_wait if parked else IDLE_WAIT_S)
+                        assignment.raise_callback_error()
+                        if msgs:
+                            self._dispatch(msgs)
+                        read = len(msgs)
+                    else:
+                        self._serve_group(consumer)
+                        read = copier.pump(IDLE_WAIT_S)
+                    if pacer.after_read(now, read, batch_max):  # adaptive batching (pacing.py)
                         delivery.send_now()
                     delivery.poll_producers(0)
                 acks.collect()
@@ -307,9 +328,9 @@ class FlowReplicator:
                 if now >= next_commit:
                     parked_gauge.set(parked)
                     states = list(assignment.states.values())
-                    advance_idle(consumer, states, delivery.log_end_fallback())
+                    advance_idle(reading, states, delivery.log_end_fallback())
                     delivery.commit()
-                    self.reporter.publish(consumer, list(assignment.states.values()), delivery.visible,
+                    self.reporter.publish(reading, list(assignment.states.values()), delivery.visible,
                                           self.instance, assignment.missing_topics, acks.last_heartbeat_ms,
                                           self.source_health, self.target_health)
                     next_commit = now + self.flow.commit_interval_ms / 1000.0
@@ -330,6 +351,16 @@ class FlowReplicator:
         if first is None:
             return []
         return [first, *consumer.consume(batch_max - 1, 0)] if batch_max > 1 else [first]
+
+    def _serve_group(self, consumer: Consumer) -> None:
+        """The batches data path: serve the group (rebalance callbacks) and its errors. Every assigned partition is
+        paused on the consumer: a record fetched before its pause is dropped here (the wire fetcher reads it)."""
+        for m in consumer.consume(64, 0):
+            err = m.error()
+            if err is not None:
+                self._consume_error(err, m.topic())
+        assert self._assignment is not None
+        self._assignment.raise_callback_error()
 
     def _emit_heartbeat(self, heartbeats: HeartbeatEmitter, now: float, src: ClusterConfig) -> None:
         try:
@@ -432,12 +463,16 @@ class FlowReplicator:
                 with contextlib.suppress(KafkaException):  # a fatal error: reported by _emit_heartbeat
                     hb_producer.flush(2)
             self._heartbeats = None
+            if self._wire is not None:  # (closed already with the delivery, unless the setup failed before it)
+                for client in self._wire:
+                    client.close()
+                self._wire = None
             if self._assignment is not None:
                 self._assignment.clear()
             if self._acks is not None:
                 self._last_heartbeat_ms = self._acks.last_heartbeat_ms
                 self._acks.clear()
-            self._assignment = self._acks = self._producing = None
+            self._assignment = self._acks = self._producing = self._copier = None
             self.reporter.set_state("stopped" if graceful else self.reporter.status.get("state", "stopped"))
             if not graceful:
                 # The old pipeline's clients sit in reference cycles (callbacks), and with the raised

@@ -44,6 +44,9 @@ class BatchFetcher:
         self._generation: dict[TP, int] = {}  # bumped by every assign/revoke: older results are dropped
         self._held: set[TP] = set()  # fetched and not yet resumed: not fetched again meanwhile
         self._turn = 0  # rotates the order partitions are asked in
+        #: (log start, high watermark) of each partition from its last answer while assigned, an empty one too (kept
+        #: after a revocation: a partition paused a while still has its lag; the caller drops what it no longer owns)
+        self.watermarks: dict[TP, tuple[int, int]] = {}
         self._results: queue.SimpleQueue[tuple[int, FetchedPartition]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._leaders = LeaderTracker(brokers, self._cond, self._start, self._stop)
@@ -137,6 +140,8 @@ class BatchFetcher:
             for part in parts:
                 tp = (part.topic, part.partition)
                 again.discard(tp)
+                if not part.error and tp in self._positions:
+                    self.watermarks[tp] = (part.log_start, part.high_watermark)
                 if part.error in STALE_LEADER:
                     log.info("%s: %s[%d]: %s, finding its leader again", self.brokers.where, part.topic,
                              part.partition, name(part.error))

@@ -77,9 +77,12 @@ def compress(codec: int, data: bytes) -> bytes:
     return bytes(_codec(codec)[1](data))
 
 
-def contiguous_copy(batch: memoryview | bytes | bytearray) -> tuple[bytearray, list[tuple[int, int]]]:
+def contiguous_copy(batch: memoryview | bytes | bytearray,
+                    start: int = -1) -> tuple[bytearray, list[tuple[int, int]]]:
     """``batch`` with its records' offset deltas 0..n-1 and its last offset delta n-1 (its CRC is left to
-    :func:`mirror_core.wire.records.restamp`), and (index, source offset) of each record after a gap."""
+    :func:`mirror_core.wire.records.restamp`), and (index, source offset) of each record after a gap. Records
+    below ``start`` are left out (a fetch serves the whole batch holding its position): the first record kept
+    follows a gap only when ``start`` itself is missing. Empty when none is kept."""
     head = bytes(batch[:BATCH_HEADER])
     codec = struct.unpack_from(">h", head, 21)[0] & CODEC_MASK
     raw = decompress(codec, bytes(batch[BATCH_HEADER:]))
@@ -89,22 +92,28 @@ def contiguous_copy(batch: memoryview | bytes | bytearray) -> tuple[bytearray, l
                             "drops such batches)")
     out = bytearray()
     gaps: list[tuple[int, int]] = []
-    at, previous = 0, base - 1
-    for index in range(count):
+    at, previous, kept = 0, max(base, start) - 1, 0
+    for _ in range(count):
         length, body = read_varint(raw, at)
         end = body + length
         _, after_ts = read_varint(raw, body + 1)  # attributes (1 byte), then the timestamp delta
         delta, after_delta = read_varint(raw, after_ts)
-        if base + delta != previous + 1:
-            gaps.append((index, base + delta))
-        previous = base + delta
-        record = raw[body:after_ts] + varint(index) + raw[after_delta:end]
-        out += varint(len(record)) + record
         at = end
+        if base + delta < start:
+            continue
+        if base + delta != previous + 1:
+            gaps.append((kept, base + delta))
+        previous = base + delta
+        record = raw[body:after_ts] + varint(kept) + raw[after_delta:end]
+        out += varint(len(record)) + record
+        kept += 1
     if at != len(raw):
         raise ProtocolError(f"record batch at offset {base}: {len(raw) - at} bytes after its {count} records")
+    if not kept:
+        return bytearray(), []
     records = compress(codec, bytes(out))
     copy = bytearray(head) + records
     struct.pack_into(">i", copy, 8, len(copy) - 12)  # batch length
-    struct.pack_into(">i", copy, 23, count - 1)  # last offset delta
+    struct.pack_into(">i", copy, 23, kept - 1)  # last offset delta
+    struct.pack_into(">i", copy, 57, kept)  # record count
     return copy, gaps

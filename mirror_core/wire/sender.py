@@ -60,7 +60,7 @@ class Outgoing:
 
     topic: str
     partition: int
-    data: memoryview | bytes
+    data: memoryview | bytes | bytearray
     token: object = None
     producer_id: int = -1  # as last stamped (sequences are per producer id)
     epoch: int = -1

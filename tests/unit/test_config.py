@@ -219,3 +219,31 @@ def test_global_enabled_has_no_effect_and_says_so() -> None:
     with pytest.raises(ConfigError, match="global 'enabled' has no effect") as err:
         load("enabled = true\n")
     assert err.value.line == 4
+
+
+def test_the_batches_data_path_is_opt_in_and_refused_where_it_cannot_go_in_one_line_naming_the_key() -> None:
+    assert load("dc1->dc2.enabled = true\n").flows[0].data_path == "records"
+    assert load("dc1->dc2.enabled = true\nreplication.data.path = batches\n").flows[0].data_path == "batches"
+    scram = ("dc1.security.protocol = SASL_SSL\ndc1.sasl.mechanism = SCRAM-SHA-256\n"
+             'dc1.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required '
+             'username="alice" password="s3cret";\n')
+    assert load(f"dc1->dc2.enabled = true\n{scram}dc1->dc2.replication.data.path = batches\n").flows[0].data_path \
+        == "batches"
+    for extra, says in [
+        ("dc1->dc2.replication.data.path = batches\ndc1->dc2.exactly.once.enabled = true\n", "at-least-once only"),
+        ("dc1->dc2.replication.data.path = batches\n"
+         "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n", "provenance"),
+        ("dc2.security.protocol = SASL_PLAINTEXT\ndc2.sasl.mechanism = GSSAPI\n"
+         "dc1->dc2.replication.data.path = batches\n", "cluster dc2 logs in with SASL GSSAPI"),
+        ("dc1->dc2.replication.data.path = sideways\n", "sideways"),
+    ]:
+        with pytest.raises(ConfigError) as err:
+            load(f"dc1->dc2.enabled = true\n{extra}")
+        assert says in str(err.value) and "replication.data.path" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_config_knows_the_same_sasl_mechanisms_as_the_batch_paths_client() -> None:
+    from mirror_core.config.keys import BATCH_PATH_MECHANISMS
+    from mirror_core.wire.sasl import MECHANISMS
+
+    assert set(BATCH_PATH_MECHANISMS) == set(MECHANISMS)

@@ -51,6 +51,17 @@ def test_a_gapped_batch_gets_deltas_0_to_n_minus_1_and_keeps_every_records_conte
     assert copy[:8] == original[:8] and copy[12:21] == original[12:21] and copy[27:61] == original[27:61]
 
 
+def test_records_below_the_start_are_left_out_and_the_first_kept_follows_a_gap_only_when_the_start_is_missing() -> None:
+    original = gapped(0, [1, 2, 5, 9])  # records at 1001, 1002, 1005, 1009
+    copy, gaps = contiguous_copy(original, start=1002)
+    assert record_count(copy) == 3 and [d for d, _ in parsed(copy)] == [0, 1, 2]
+    assert [rest for _, rest in parsed(copy)] == [rest for _, rest in parsed(original)][1:]
+    assert gaps == [(1, 1005), (2, 1009)]
+    copy, gaps = contiguous_copy(original, start=1003)  # 1003 was compacted away: the copy starts at 1005
+    assert record_count(copy) == 2 and gaps == [(0, 1005), (1, 1009)]
+    assert contiguous_copy(original, start=1010) == (bytearray(), [])
+
+
 def test_lz4_frames_are_written_with_independent_blocks_as_kafka_requires() -> None:
     frame = compress(3, b"x" * 100_000)
     assert frame[:4] == b"\x04\x22\x4d\x18" and frame[4] & 0x20  # FLG: block independence

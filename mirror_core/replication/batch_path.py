@@ -1,0 +1,375 @@
+"""The batches data path of a flow (``replication.data.path = batches``): the source's record batches copied
+whole over the mirror's own Kafka client (mirror_core.wire), at-least-once.
+
+The consumer group still shares the partitions out (cooperative rebalances, static members, the revoke that
+commits first), but every assigned partition stays paused on the consumer: :class:`WireReader` stands in for it
+where acks.py, assignment.py, commit.py and reporting.py seek, pause, resume and ask positions, and moves the
+wire fetcher instead. :class:`BatchCopier` hands each fetched partition's committed batches to the wire sender
+(a compacted source's gapped batches rewritten, records before the position left out) and turns each answer
+into a :class:`~mirror_core.replication.batch.Batch` acknowledgement: ``t_first`` is where the batch landed and
+its records follow one another, so acks.py, the offset map and progress work as on the records path.
+:class:`BatchDelivery` is at-least-once with the copier's batches counted in flight and flushed.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_INVALID, Consumer, KafkaError, TopicPartition
+
+from mirror_core.authorization import Access, denied_line
+from mirror_core.config.client_defaults import CONSUMER_DEFAULTS, STANDING_CONSUMER_DEFAULTS
+from mirror_core.config.model import ClusterConfig, FlowConfig
+from mirror_core.errors import MirrorError
+from mirror_core.kafka_io import log_ends_batch, log_starts_batch
+from mirror_core.metrics import Metrics
+from mirror_core.replication.acks import Acks
+from mirror_core.replication.batch import RECORD_ERRORS, Batch, PartitionState
+from mirror_core.replication.delivery import AtLeastOnce
+from mirror_core.replication.retry import MAX_BACKOFF_S
+from mirror_core.wire.errors import name
+from mirror_core.wire.fetch import FetchedPartition
+from mirror_core.wire.fetcher import BatchFetcher, FetchLimits
+from mirror_core.wire.leaders import TP
+from mirror_core.wire.metadata import Brokers
+from mirror_core.wire.recode import contiguous_copy
+from mirror_core.wire.records import base_offset, committed, contiguous, next_offset, record_count
+from mirror_core.wire.sender import CONNECTION_LOST, NOT_SENT, BatchSender, Outgoing, Sent
+
+log = logging.getLogger(__name__)
+OFFSET_OUT_OF_RANGE = 1
+#: the sender's own codes as the librdkafka errors acks.py knows
+_LOCAL_ERRORS = {NOT_SENT: KafkaError._PURGE_QUEUE, CONNECTION_LOST: KafkaError._TRANSPORT}
+
+
+def fetch_limits(source: ClusterConfig, flow: FlowConfig) -> FetchLimits:
+    """The flow's consumer settings that bound a fetch, as the records path's consumer would have them."""
+    s = {**CONSUMER_DEFAULTS, **STANDING_CONSUMER_DEFAULTS,
+         **source.client_settings("consumer", flow.consumer_overrides)}
+    return FetchLimits(max_wait_ms=int(s["fetch.wait.max.ms"]), min_bytes=int(s["fetch.min.bytes"]),
+                       max_bytes=int(s["fetch.max.bytes"]), partition_max_bytes=int(s["max.partition.fetch.bytes"]))
+
+
+def wire_clients(source: ClusterConfig, target: ClusterConfig, flow: FlowConfig) -> tuple[BatchFetcher, BatchSender]:
+    """The fetcher (the source, with the flow's consumer settings: TLS, SASL) and the sender (the target, with its
+    producer settings; message.timeout.ms is its delivery timeout)."""
+    consume = source.client_settings("consumer", flow.consumer_overrides)
+    fetcher = BatchFetcher(Brokers(source.bootstrap_servers, consume, f"source cluster {source.alias}"),
+                           fetch_limits(source, flow))
+    produce = target.client_settings("producer", flow.producer_overrides)
+    timeout_s = int(produce.get("message.timeout.ms", "120000")) / 1000
+    sender = BatchSender(Brokers(target.bootstrap_servers, produce, f"target cluster {target.alias}"),
+                         delivery_timeout_s=timeout_s)
+    return fetcher, sender
+
+
+class WireReader:
+    """The flow's consumer as the rest of the flow uses it, for partitions the wire fetcher reads. The consumer
+    keeps the group (subscribe, callbacks, close: everything not defined here goes to it), and each partition
+    assigned to it is paused there at once; seeks, pauses and resumes move the fetcher, and positions and
+    watermarks are the fetcher's."""
+
+    def __init__(self, consumer: Consumer, fetcher: BatchFetcher, source_admin: Any, start_position: str) -> None:
+        self.consumer = consumer
+        self.fetcher = fetcher
+        self.source_admin = source_admin
+        self.start_position = start_position
+        #: where each assigned partition is fetched from next (after the batches handed over)
+        self.positions: dict[TP, int] = {}
+        self.paused: set[TP] = set()
+        #: handed over and not fetched again yet: the copier holds them while too much is in flight
+        self.held: set[TP] = set()
+        #: fetched again from their position at this monotonic time (the source answered an error)
+        self.delayed: dict[TP, float] = {}
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.consumer, attr)
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        self.consumer.incremental_assign(partitions)
+        if not partitions:
+            return
+        self.consumer.pause(partitions)  # never fetched by the consumer: the fetcher reads them
+        logical = [tp for tp in partitions if tp.offset < 0]
+        starts = self.resolve([(tp.topic, tp.partition) for tp in logical if tp.offset == OFFSET_BEGINNING], True)
+        ends = self.resolve([(tp.topic, tp.partition) for tp in logical if tp.offset != OFFSET_BEGINNING], False)
+        fresh: dict[TP, int] = {}
+        for tp in partitions:
+            key = (tp.topic, tp.partition)
+            fresh[key] = tp.offset if tp.offset >= 0 else (starts if tp.offset == OFFSET_BEGINNING else ends)[key]
+            self._settle(key)
+            self.paused.discard(key)
+        self.positions.update(fresh)
+        self.fetcher.assign(fresh)
+
+    def resolve(self, keys: list[TP], earliest: bool) -> dict[TP, int]:
+        """Each partition's log start (``earliest``) or end, from the source (one request per broker). The end is the
+        last stable offset, as a read_committed consumer resets to: records of a transaction still open there are
+        copied once it commits."""
+        if not keys:
+            return {}
+        found = log_starts_batch(self.source_admin, keys) if earliest else \
+            log_ends_batch(self.source_admin, keys, committed=True)
+        missing = [f"{t}[{p}]" for t, p in keys if (t, p) not in found]
+        if missing:
+            raise MirrorError(f"the source did not say where {', '.join(missing[:5])} "
+                              f"{'start' if earliest else 'end'} (retried with the flow)")
+        return found
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        self.fetcher.revoke(keys)
+        for key in keys:
+            self.positions.pop(key, None)
+            self.fetcher.watermarks.pop(key, None)
+            self.paused.discard(key)
+            self._settle(key)
+        self.consumer.incremental_unassign(partitions)
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        self.paused.update(keys)
+        for key in keys:
+            self._settle(key)
+        self.fetcher.revoke(keys)
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        again = {key: self.positions[key] for key in ((tp.topic, tp.partition) for tp in partitions)
+                 if key in self.paused and key in self.positions}
+        self.paused.difference_update(again)
+        self.fetcher.assign(again)
+
+    def seek(self, tp: TopicPartition) -> None:
+        key = (tp.topic, tp.partition)
+        self.positions[key] = tp.offset
+        self._settle(key)
+        if key not in self.paused:
+            self.fetcher.assign({key: tp.offset})
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return [TopicPartition(tp.topic, tp.partition, self.positions.get((tp.topic, tp.partition), OFFSET_INVALID))
+                for tp in partitions]
+
+    def get_watermark_offsets(self, tp: TopicPartition, timeout: float | None = None,
+                              cached: bool = False) -> tuple[int, int]:
+        if cached:
+            return self.fetcher.watermarks.get((tp.topic, tp.partition), (-1, -1))
+        return self.consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)  # type: ignore[no-any-return]
+
+    def handed_over(self, key: TP, end: int, hold: bool) -> None:
+        """``key``'s last fetch is handed over: fetch it again from ``end`` now, or once :meth:`release` says."""
+        self.positions[key] = end
+        if hold:
+            self.held.add(key)
+        else:
+            self.fetcher.resume(key, end)
+
+    def release(self) -> None:
+        for key in self.held:
+            self.fetcher.resume(key, self.positions[key])
+        self.held.clear()
+
+    def retry(self, key: TP, delay: float) -> None:
+        """Fetch ``key`` again from its position after ``delay`` seconds (:meth:`due` resumes it)."""
+        self.delayed[key] = time.monotonic() + delay
+
+    def due(self, now: float) -> None:
+        for key in [k for k, at in self.delayed.items() if now >= at]:
+            del self.delayed[key]
+            self.fetcher.resume(key, self.positions[key])
+
+    def _settle(self, key: TP) -> None:
+        """``key`` is fetched afresh (assigned, sought) or not at all (paused, unassigned): nothing waits for it."""
+        self.held.discard(key)
+        self.delayed.pop(key, None)
+
+
+class BatchCopier:
+    """Fetched batches to the sender, the sender's answers to the partitions' acknowledgements."""
+
+    def __init__(self, flow_name: str, reader: WireReader, sender: BatchSender, states: Mapping[TP, PartitionState],
+                 acks: Acks, metrics: Metrics, limit: int, source: ClusterConfig) -> None:
+        self.flow_name, self.reader, self.sender, self.states = flow_name, reader, sender, states
+        self.acks, self.metrics, self.limit, self.source = acks, metrics, limit, source
+        #: records handed to the sender and not answered yet (0 once closed: nothing more will be answered)
+        self.in_flight = 0
+        #: each source partition's state and its ``gen`` when its batches were last handed over: a rewind since
+        #: (acks.py), or a new state (assigned again), is the sender's rewind too, once the partition sends again
+        self._sent: dict[TP, tuple[PartitionState, int]] = {}
+
+    def pump(self, timeout: float) -> int:
+        """Answers in, fetched batches out (waiting up to ``timeout`` for a fetch); the records handed over."""
+        self.answer(self.sender.poll(0))
+        records = sum(self.take(part) for part in self.reader.fetcher.poll(timeout))
+        self.answer(self.sender.poll(0))
+        if self.reader.held and self.in_flight < self.limit:
+            self.reader.release()
+        if self.reader.delayed:
+            self.reader.due(time.monotonic())
+        return records
+
+    def collect(self, timeout: float) -> None:
+        self.answer(self.sender.poll(timeout))
+        if self.reader.held and self.in_flight < self.limit:
+            self.reader.release()
+
+    def take(self, part: FetchedPartition) -> int:
+        key = (part.topic, part.partition)
+        st = self.states.get(key)
+        start = self.reader.positions.get(key)
+        if st is None or start is None or not st.copying:
+            return 0  # released or paused since it was fetched (its fetch was revoked: this one is stale)
+        if part.error == OFFSET_OUT_OF_RANGE:
+            self._out_of_range(st, start)
+            return 0
+        if part.problem is not None:
+            self.acks.pause(st, f"{part.problem} (replication.data.path = records copies it)")
+            return 0
+        if part.error:
+            self._fetch_failed(st, part.error, start)
+            return 0
+        out: list[Outgoing] = []
+        records = 0
+        for raw in committed(part.batches, part.aborted):
+            if next_offset(raw) <= start:
+                continue  # a fetch serves the whole batch holding its position
+            try:
+                b = self._batch(st, raw, start)
+            except Exception as exc:  # a batch that cannot be read (codec, layout): its partition only stops
+                self.acks.pause(st, f"record batch at offset {base_offset(raw)} cannot be copied whole: {exc} "
+                                    "(replication.data.path = records copies it record by record)")
+                return records
+            if b is None:
+                continue
+            data, batch = b
+            out.append(Outgoing(st.remote, st.partition, data, token=batch))
+            records += batch.count
+        if out:
+            if st.origin is None:
+                st.origin = cast(Batch, out[0].token).first
+            st.next = cast(Batch, out[-1].token).next
+            self.acks.active.add(st)
+            sent = self._sent.get(key)
+            if sent is None or sent[0] is not st or sent[1] != st.gen:
+                self.sender.rewind((st.remote, st.partition))
+                self._sent[key] = (st, st.gen)
+            self.sender.send(out)
+            self.in_flight += records
+        self.reader.handed_over(key, next_offset(part.batches[-1]), hold=self.in_flight >= self.limit)
+        return records
+
+    @staticmethod
+    def _batch(st: PartitionState, raw: memoryview, start: int) -> tuple[memoryview | bytearray, Batch] | None:
+        """What to send of ``raw`` (records from ``start``, offsets contiguous), and its acknowledgement."""
+        gaps: list[tuple[int, int]] = []
+        data: memoryview | bytearray = raw
+        first = base_offset(raw)
+        if first < start or not contiguous(raw):
+            data, gaps = contiguous_copy(raw, start)
+            if not data:
+                return None
+            first = max(first, start)
+            if gaps and gaps[0][0] == 0:  # the first record kept follows a gap
+                first = gaps.pop(0)[1]
+        count = record_count(data)
+        run_index, run_first = gaps[-1] if gaps else (0, first)
+        b = Batch(st.gen, first)
+        # After its last record, not its last offset: offsets compacted away at a batch's end are passed as the
+        # records path passes them (commit.advance_idle, with an offset-map entry where the next record lands).
+        b.next = run_first + count - run_index
+        b.count = count
+        b.size = len(data)
+        b.pending = 1
+        b.gaps = gaps
+        b.ts_last = int(struct.unpack_from(">q", raw, 35)[0])  # the batch's max timestamp
+        st.pending.append(b)
+        return data, b
+
+    def answer(self, results: Iterable[Sent]) -> None:
+        now = time.time()
+        for r in results:
+            b = cast(Batch, r.batch.token)
+            self.in_flight -= b.count
+            if r.error == 0:
+                b.t_first, b.t_last, b.acked_at = r.base_offset, r.base_offset + b.count - 1, now
+            else:
+                b.err = KafkaError(_LOCAL_ERRORS.get(r.error, r.error), r.describe())
+            b.pending = 0
+
+    def _fetch_failed(self, st: PartitionState, error: int, start: int) -> None:
+        """The source answered an error for ``st`` (other than a moved leader, which the fetcher handles): fetched
+        again from the same position after a backoff. What was handed over stays in flight and counts."""
+        self.metrics.errors.labels(self.flow_name, "consume").inc()
+        delay = st.backoff
+        st.backoff = min(st.backoff * 2, MAX_BACKOFF_S)
+        denied = denied_line(self.flow_name, KafkaError(error), Access("Read", st.topic, self.source))
+        if denied is not None:
+            self.metrics.errors.labels(self.flow_name, "not_authorized").inc()
+            log.error("%s; fetching %s[%d] again in %.1fs", denied, st.topic, st.partition, delay)
+        else:
+            log.warning("flow %s: %s[%d]: the source answers %s; fetching it again from offset %d in %.1fs",
+                        self.flow_name, st.topic, st.partition, name(error), start, delay)
+        self.reader.retry((st.topic, st.partition), delay)
+
+    def _out_of_range(self, st: PartitionState, start: int) -> None:
+        """The source no longer holds ``start`` (retention or DeleteRecords removed it before it was copied): go on
+        where source.start.position says, as the records path's consumer does (auto.offset.reset). Only the fetch
+        position moves: what was handed over is acknowledged as usual, and once nothing is in flight
+        commit.advance_idle moves progress past the offsets removed (an offset-map entry where the next lands)."""
+        earliest = self.reader.start_position == "earliest"
+        key = (st.topic, st.partition)
+        pos = self.reader.resolve([key], earliest)[key]
+        self.metrics.errors.labels(self.flow_name, "offset_out_of_range").inc()
+        log.warning("flow %s: %s[%d]: offset %d is no longer on the source (retention or DeleteRecords removed it "
+                    "before it was copied); going on from its %s, offset %d (source.start.position)", self.flow_name,
+                    st.topic, st.partition, start, "log start" if earliest else "end", pos)
+        self.reader.seek(TopicPartition(st.topic, st.partition, pos))
+
+    def close(self) -> None:
+        """Idempotent. Nothing handed over is answered after it (a restart reads it again from progress)."""
+        self.reader.fetcher.close()
+        self.sender.close()
+        self.in_flight = 0
+
+
+class BatchDelivery(AtLeastOnce):
+    """At-least-once with the copier's batches: counted in flight (back-pressure), answered while the loop waits on
+    the producers, and flushed before the last commit."""
+
+    def __init__(self, copier: BatchCopier, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.copier = copier
+
+    def in_flight(self) -> int:
+        return super().in_flight() + self.copier.in_flight
+
+    def poll_producers(self, timeout: float) -> None:
+        super().poll_producers(0)
+        self.copier.collect(timeout)
+
+    def flush(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while self.copier.in_flight and time.monotonic() < deadline:
+            self.copier.collect(min(0.1, max(0.0, deadline - time.monotonic())))
+        return super().flush(max(0.0, deadline - time.monotonic()))
+
+    def on_failure(self, st: PartitionState, b: Batch) -> None:
+        err = b.err
+        if err is not None and err.code() in RECORD_ERRORS:
+            self.acks.pause(st, f"batch at offset {b.first} ({b.count} records, {b.size} bytes) rejected by target "
+                                f"topic {st.remote}: {err.str()} (partition paused; this flow copies the source's "
+                                "batches whole: raise the target topic's max.message.bytes, or set "
+                                "replication.data.path = records for it, and restart)")
+            return
+        self.acks.handle_failure(st, b)
+
+    def close(self, graceful: bool) -> None:
+        self.copier.reader.fetcher.close()  # nothing more read; what is in flight is answered
+        try:
+            super().close(graceful)
+        finally:
+            self.copier.close()

@@ -1,0 +1,132 @@
+"""What the batches data path acknowledges for a fetched batch (replication/batch_path.py): the records it copies
+from the position on, and the offset-map runs their landing gives (PartitionState.map_landed, as on the records
+path)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from mirror_core.config.model import ClusterConfig
+from mirror_core.metrics import Metrics
+from mirror_core.replication.acks import Acks
+from mirror_core.replication.batch import PartitionState
+from mirror_core.replication.batch_path import BatchCopier, WireReader
+from mirror_core.wire.fetch import FetchedPartition
+from mirror_core.wire.records import contiguous, record_count
+from tests.unit.test_wire_recode import gapped
+
+
+def landed(st: PartitionState, raw: bytes, start: int, target: int) -> tuple[object, list[tuple[int, int]]]:
+    """The batch's copy, and the map entries once it lands at ``target``."""
+    made = BatchCopier._batch(st, memoryview(raw), start)
+    assert made is not None
+    data, b = made
+    b.t_first, b.t_last, b.pending = target, target + b.count - 1, 0
+    assert b.landed and st.pending[-1] is b
+    st.map_landed(b)
+    return data, st.syncs
+
+
+def test_a_contiguous_batch_at_the_position_goes_as_it_is_in_one_run() -> None:
+    raw = gapped(0, list(range(10)))  # offsets 1000-1009
+    st = PartitionState("t", 0, "dc1.t", 1000, False)
+    data, syncs = landed(st, raw, 1000, 500)
+    assert isinstance(data, memoryview) and bytes(data) == raw  # not rewritten
+    b = st.pending[-1]
+    assert (b.first, b.next, b.count, b.size) == (1000, 1010, 10, len(raw))
+    assert syncs == [(1000, 500)]
+
+
+def test_records_before_the_position_are_not_copied_again() -> None:
+    raw = gapped(0, list(range(10)))
+    st = PartitionState("t", 0, "dc1.t", 1004, False)
+    data, syncs = landed(st, raw, 1004, 500)
+    assert record_count(data) == 6 and contiguous(data)
+    assert (st.pending[-1].first, st.pending[-1].next) == (1004, 1010)
+    assert syncs == [(1004, 500)]
+
+
+def test_a_compacted_batch_maps_every_record_that_follows_a_gap() -> None:
+    raw = gapped(0, [1, 2, 5, 9])  # records at 1001, 1002, 1005, 1009: 1000 and the others compacted away
+    st = PartitionState("t", 0, "dc1.t", 1000, False)
+    data, syncs = landed(st, raw, 1000, 500)
+    assert record_count(data) == 4 and contiguous(data)
+    assert (st.pending[-1].first, st.pending[-1].next) == (1001, 1010)
+    # Each source offset maps to the target offset of the record a group committed there reads next.
+    assert syncs == [(1001, 500), (1005, 502), (1009, 503)]
+    assert BatchCopier._batch(st, memoryview(raw), 1010) is None
+
+
+def test_offsets_compacted_away_at_a_batchs_end_are_not_acknowledged_with_it() -> None:
+    raw = gapped(0, [0, 1, 2])  # records at 1000-1002; the batch's last offset is 1009
+    st = PartitionState("t", 0, "dc1.t", 1000, False)
+    _, syncs = landed(st, raw, 1000, 500)
+    # As on the records path: progress stops after the last record; commit.advance_idle passes the rest once idle
+    # (with an entry where the next record lands), or the next batch's run begins past them.
+    assert (st.pending[-1].first, st.pending[-1].next, st.pending[-1].count) == (1000, 1003, 3)
+    assert syncs == [(1000, 500)]
+
+
+class Fetcher:
+    """Where the copier asked the fetcher to go (stands in for the wire fetcher: no broker here)."""
+
+    def __init__(self) -> None:
+        self.resumed: list[tuple[tuple[str, int], int]] = []
+        self.assigned: list[dict[tuple[str, int], int]] = []
+        self.watermarks: dict[tuple[str, int], tuple[int, int]] = {}
+
+    def resume(self, key: tuple[str, int], offset: int) -> None:
+        self.resumed.append((key, offset))
+
+    def assign(self, positions: dict[tuple[str, int], int]) -> None:
+        self.assigned.append(dict(positions))
+
+    def revoke(self, keys: object) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class Sender:
+    def close(self) -> None:
+        pass
+
+
+def copier_with_batches_in_flight() -> tuple[BatchCopier, WireReader, PartitionState, Fetcher]:
+    """Partition t[0] with two batches handed over (offsets 1000-1019) and not answered yet."""
+    fetcher = Fetcher()
+    reader = WireReader(cast(Any, None), cast(Any, fetcher), None, "latest")
+    reader.resolve = lambda keys, earliest: {k: 5000 for k in keys}  # type: ignore[method-assign]
+    st = PartitionState("t", 0, "dc1.t", 1000, False)
+    acks = Acks("dc1->dc2", cast(Any, reader), Metrics(), lambda: None)
+    copier = BatchCopier("dc1->dc2", reader, cast(Any, Sender()), {("t", 0): st}, acks, Metrics(), 1000,
+                         ClusterConfig("dc1", "a:1", {}))
+    for start in (1000, 1010):
+        BatchCopier._batch(st, memoryview(gapped(0, list(range(10)), base=start)), start)
+    copier.in_flight = 20
+    reader.positions[("t", 0)] = 1020
+    return copier, reader, st, fetcher
+
+
+def test_a_fetch_error_delays_the_next_fetch_and_leaves_what_is_in_flight_counted() -> None:
+    copier, reader, st, fetcher = copier_with_batches_in_flight()
+    copier.take(FetchedPartition("t", 0, 56, -1, -1, -1))  # KAFKA_STORAGE_ERROR
+    # The batches in flight stay the partition's to acknowledge: progress cannot pass them unanswered.
+    assert [b.first for b in st.pending] == [1000, 1010] and st.gen == 0 and st.acked == 1000
+    assert ("t", 0) in reader.delayed and not fetcher.resumed
+    reader.due(reader.delayed[("t", 0)])
+    assert fetcher.resumed == [(("t", 0), 1020)] and not reader.delayed
+
+
+def test_an_offset_no_longer_on_the_source_moves_the_fetch_only() -> None:
+    copier, reader, st, fetcher = copier_with_batches_in_flight()
+    copier.take(FetchedPartition("t", 0, 1, -1, -1, -1))  # OFFSET_OUT_OF_RANGE; the end is 5000 ("latest")
+    assert fetcher.assigned == [{("t", 0): 5000}] and reader.positions[("t", 0)] == 5000
+    assert [b.first for b in st.pending] == [1000, 1010] and st.next == 1000 and st.acked == 1000
+
+
+def test_nothing_is_in_flight_once_the_copier_is_closed() -> None:
+    copier, _, _, _ = copier_with_batches_in_flight()
+    copier.close()  # its answers will never come: a flush after it must not wait for them
+    assert copier.in_flight == 0

@@ -490,6 +490,9 @@ def main() -> int:
                         help="scale: backlog per partition count (at 2,000 partitions 1,000 records each)")
     parser.add_argument("--scale-history", default="1000000,10000000", help="scale: gappy history sizes")
     parser.add_argument("--scale-runs", type=int, default=1, help="scale: repetitions of each size")
+    parser.add_argument("--scale-data-paths", default="records",
+                        help="scale: mirror_core's data paths in the partitions series (replication.data.path), "
+                             "e.g. records,batches: each a system of its own, taking turns with MirrorMaker 2")
     parser.add_argument("--wan-rtts", default="0,20,80,150", help="wan: round-trip times, ms")
     parser.add_argument("--wan-sizes", default="100,1024", help="wan: value sizes, bytes")
     parser.add_argument("--wan-placements", default="remote-consume,remote-produce",

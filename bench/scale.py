@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -274,17 +275,20 @@ def mm2_partitions_run(src: Cluster, dst: Cluster, work: Path, partitions: int, 
     return {"system": "mm2", "partitions": partitions, "records": records, **row}
 
 
-def partitions_run(src: Cluster, dst: Cluster, work: Path, partitions: int, records: int, rep: int) -> dict[str, Any]:
-    topic, alias = f"scale{partitions}r{rep}", f"sp{partitions}r{rep}"
+def partitions_run(src: Cluster, dst: Cluster, work: Path, partitions: int, records: int, rep: int,
+                   data_path: str = "records") -> dict[str, Any]:
+    topic, alias = f"scale{partitions}r{rep}{data_path[0]}", f"sp{partitions}r{rep}{data_path[0]}"
     work.mkdir(parents=True, exist_ok=True)
     remote = f"{alias}.{topic}"
     src.create(topic, partitions)
     plain_source(src.bootstrap, topic, records, partitions)
-    extra = ["offset.map.snapshot.interval.seconds = 5", "emit.checkpoints.enabled = false"]
+    extra = ["offset.map.snapshot.interval.seconds = 5", "emit.checkpoints.enabled = false",
+             f"replication.data.path = {data_path}"]
     t0 = time.monotonic()
     procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
     try:
-        row: dict[str, Any] = {"system": "mirror_core", "partitions": partitions, "records": records,
+        system = "mirror_core" if data_path == "records" else f"mirror_core {data_path}"
+        row: dict[str, Any] = {"system": system, "partitions": partitions, "records": records,
                                **copy_rate(procs, EndWatcher(dst.bootstrap, remote, partitions), records, t0),
                                "rss_mb": round(rss_mb(procs[0].pid), 1)}
         row["restart_s"], procs = restart_time(src, dst, topic, remote, partitions, alias, work, extra, procs)
@@ -391,11 +395,14 @@ def run_scale(src_bs: str, dst_bs: str, work: Path, args: Any, on_row: Any) -> d
     sizes = [int(x) for x in args.scale_partitions.split(",") if x.strip()]
     for rep in range(args.scale_runs):
         for n in sizes:
-            runs = [partitions_run] + ([mm2_partitions_run] if args.mm2 else [])
-            if rep % 2:  # who goes first alternates: a drift in the machine's load meets both alike
+            runs: list[tuple[str, Any]] = [
+                (f"partitions_run_{path}", partial(partitions_run, data_path=path))
+                for path in (x.strip() for x in args.scale_data_paths.split(",")) if path]
+            runs += [("mm2_partitions_run", mm2_partitions_run)] if args.mm2 else []
+            if rep % 2:  # who goes first alternates: a drift in the machine's load meets all alike
                 runs.reverse()
-            for run in runs:
-                out["partitions"].append(run(src, dst, work / f"{run.__name__}{n}-{rep}", n, args.scale_records, rep)
+            for label, run in runs:
+                out["partitions"].append(run(src, dst, work / f"{label}{n}-{rep}", n, args.scale_records, rep)
                                          | {"rep": rep})
                 print(out["partitions"][-1], flush=True)
                 on_row(out)
@@ -407,7 +414,7 @@ def _spread(rows: list[dict[str, Any]], key: str) -> str:
     if not values:
         return "—"
     med = statistics.median(values)
-    cell = f"{med:g}" if len(values) == 1 else f"{med:g} ({min(values):g} to {max(values):g})"
+    cell = _number(med) if len(values) == 1 else f"{_number(med)} ({_number(min(values))} to {_number(max(values))})"
     return cell if len(values) == len(rows) else f"{cell}, {len(rows) - len(values)} of {len(rows)} not measured"
 
 
@@ -446,6 +453,11 @@ def scale_markdown(data: dict[str, Any], meta: dict[str, str]) -> str:
                         _spread(rows, k) if k in rows[0] else "—" for k in part_keys) + " |")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def _number(value: float) -> str:
+    """1,698,355 rather than 1.69836e+06 (rates and counts); 0.45 as it is."""
+    return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:g}"
 
 
 def merge(files: list[Path]) -> str:

@@ -367,8 +367,8 @@ class _Builder:
             exactly_once_slots=values["exactly.once.slots"],
             data_path=self.check_data_path(values["replication.data.path"], values["exactly.once.enabled"], policy,
                                            chosen.get("replication.data.path") or globals_.get("replication.data.path"),
-                                           (settings["consumer"] or clusters[src].client_settings("consumer"), src),
-                                           (settings["producer"] or clusters[dst].client_settings("producer"), dst)),
+                                           (clusters[src].client_settings("consumer", settings["consumer"]), src),
+                                           (clusters[dst].client_settings("producer", settings["producer"]), dst)),
             consumer_overrides=MappingProxyType(settings["consumer"]),
             producer_overrides=MappingProxyType(settings["producer"]),
         )

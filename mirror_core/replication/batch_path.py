@@ -58,13 +58,13 @@ def wire_clients(source: ClusterConfig, target: ClusterConfig, flow: FlowConfig)
     """The fetcher (the source, with the flow's consumer settings: TLS, SASL) and the sender (the target, with its
     producer settings; message.timeout.ms is its delivery timeout)."""
     consume = source.client_settings("consumer", flow.consumer_overrides)
-    fetcher = BatchFetcher(Brokers(source.bootstrap_servers, consume, f"source cluster {source.alias}"),
-                           fetch_limits(source, flow))
     produce = target.client_settings("producer", flow.producer_overrides)
-    timeout_s = int(produce.get("message.timeout.ms", "120000")) / 1000
-    sender = BatchSender(Brokers(target.bootstrap_servers, produce, f"target cluster {target.alias}"),
-                         delivery_timeout_s=timeout_s)
-    return fetcher, sender
+    # Both clusters' addresses read before either client starts its threads (a bad one leaves nothing running).
+    source_brokers = Brokers(source.bootstrap_servers, consume, f"source cluster {source.alias}")
+    target_brokers = Brokers(target.bootstrap_servers, produce, f"target cluster {target.alias}")
+    timeout_ms = int(produce.get("message.timeout.ms", "120000"))
+    return (BatchFetcher(source_brokers, fetch_limits(source, flow)),
+            BatchSender(target_brokers, delivery_timeout_s=timeout_ms / 1000 if timeout_ms else float("inf")))
 
 
 class WireReader:
@@ -234,20 +234,22 @@ class BatchCopier:
             return 0
         out: list[Outgoing] = []
         records = 0
-        for raw in committed(part.batches, part.aborted):
-            if next_offset(raw) <= start:
-                continue  # a fetch serves the whole batch holding its position
-            try:
+        at = start
+        try:
+            for raw in committed(part.batches, part.aborted):
+                at = base_offset(raw)
+                if next_offset(raw) <= start:
+                    continue  # a fetch serves the whole batch holding its position
                 b = self._batch(st, raw, start)
-            except Exception as exc:  # a batch that cannot be read (codec, layout): its partition only stops
-                self.acks.pause(st, f"record batch at offset {base_offset(raw)} cannot be copied whole: {exc} "
-                                    "(replication.data.path = records copies it record by record)")
-                return records
-            if b is None:
-                continue
-            data, batch = b
-            out.append(Outgoing(st.remote, st.partition, data, token=batch))
-            records += batch.count
+                if b is None:
+                    continue
+                data, batch = b
+                out.append(Outgoing(st.remote, st.partition, data, token=batch))
+                records += batch.count
+        except Exception as exc:  # a batch that cannot be read (codec, layout): its partition alone stops there
+            self.acks.pause(st, f"record batch at offset {at} cannot be copied whole: {exc} "
+                                "(replication.data.path = records copies it record by record)")
+            return 0
         if out:
             if st.origin is None:
                 st.origin = cast(Batch, out[0].token).first
@@ -322,7 +324,15 @@ class BatchCopier:
         commit.advance_idle moves progress past the offsets removed (an offset-map entry where the next lands)."""
         earliest = self.reader.start_position == "earliest"
         key = (st.topic, st.partition)
-        pos = self.reader.resolve([key], earliest)[key]
+        try:
+            pos = self.reader.resolve([key], earliest)[key]
+        except Exception as exc:  # (a leader election, say): this partition is asked again, the others go on
+            log.warning("flow %s: %s[%d]: offset %d is no longer on the source, and its %s is not known (%s); asking "
+                        "again in %.1fs", self.flow_name, st.topic, st.partition, start,
+                        "log start" if earliest else "end", exc, st.backoff)
+            self.reader.retry(key, st.backoff)
+            st.backoff = min(st.backoff * 2, MAX_BACKOFF_S)
+            return
         self.metrics.errors.labels(self.flow_name, "offset_out_of_range").inc()
         log.warning("flow %s: %s[%d]: offset %d is no longer on the source (retention or DeleteRecords removed it "
                     "before it was copied); going on from its %s, offset %d (source.start.position)", self.flow_name,

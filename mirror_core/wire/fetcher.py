@@ -16,11 +16,10 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from mirror_core.errors import MirrorError
 from mirror_core.wire.connection import Connection
 from mirror_core.wire.errors import STALE_LEADER, name
 from mirror_core.wire.fetch import API_FETCH, FETCH_VERSION, FetchedPartition, fetch_request, parse_fetch
-from mirror_core.wire.leaders import TP, LeaderTracker
+from mirror_core.wire.leaders import TP, LeaderTracker, worker_failed
 from mirror_core.wire.metadata import Brokers
 
 log = logging.getLogger(__name__)
@@ -127,8 +126,8 @@ class BatchFetcher:
                 parts = parse_fetch(conn.call(API_FETCH, conn.version(API_FETCH, (FETCH_VERSION,)), fetch_request(
                     mine, limits.max_wait_ms, limits.min_bytes, limits.max_bytes, limits.partition_max_bytes)),
                     self.brokers.where)
-            except MirrorError as exc:  # a connection, TLS or SASL failure, or an answer that does not parse
-                log.warning("%s", exc)
+            except Exception as exc:  # a connection, TLS or SASL failure, an answer that does not parse: again
+                worker_failed(self.brokers.where, exc)
                 if conn is not None:
                     conn.close()
                     conn = None

@@ -16,6 +16,15 @@ TP = tuple[str, int]
 RETRY_S = 0.5
 
 
+def worker_failed(where: str, exc: Exception) -> None:
+    """A worker thread's failure, before it tries again: a MirrorError is its own line; anything else is a bug,
+    logged with its traceback (the thread goes on: a worker that died would stall its partitions silently)."""
+    if isinstance(exc, MirrorError):
+        log.warning("%s", exc)
+    else:
+        log.exception("%s: unexpected error in the wire client; trying again", where)
+
+
 class LeaderTracker:
     """``lock``: the caller's condition, held while leaders change and notified after (the caller's workers
     wait on it); ``start_worker(node)``: called under it once per broker that comes to lead a partition."""
@@ -64,8 +73,8 @@ class LeaderTracker:
                 continue
             try:
                 meta = self.brokers.metadata(sorted(topics))
-            except MirrorError as exc:  # unreachable, or refused (TLS, SASL): asked again
-                log.warning("%s", exc)
+            except Exception as exc:  # unreachable, or refused (TLS, SASL): asked again
+                worker_failed(self.brokers.where, exc)
                 self._stale.set()
                 self.stop.wait(RETRY_S)
                 continue

@@ -67,13 +67,29 @@ def parse_metadata(data: memoryview) -> ClusterMetadata:
     return ClusterMetadata(brokers, topics)
 
 
+def address(server: str) -> tuple[str, int]:
+    """``host:port`` of a bootstrap server as librdkafka reads it: an optional ``PROTOCOL://`` prefix, an IPv6
+    address in brackets, port 9092 when none is given."""
+    server = server.strip().rpartition("://")[2]
+    host, port = server, "9092"
+    if server.startswith("["):
+        host, _, rest = server[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else port
+    elif server.count(":") == 1:
+        host, _, port = server.partition(":")
+    try:
+        return host, int(port)
+    except ValueError:
+        raise MirrorError(f"bootstrap server '{server}': the port is not a number") from None
+
+
 class Brokers:
     """A cluster's brokers as the wire client reaches them: metadata through the bootstrap servers or any
     broker known since (``where`` names the cluster in error lines); the fetcher's and sender's workers open
     their own connection to each leader with :attr:`settings`."""
 
     def __init__(self, bootstrap: str, settings: Mapping[str, str], where: str, timeout: float = 30.0) -> None:
-        self.bootstrap = [(h, int(p)) for h, _, p in (s.strip().rpartition(":") for s in bootstrap.split(","))]
+        self.bootstrap = [address(s) for s in bootstrap.split(",") if s.strip()]
         self.settings, self.where, self.timeout = settings, where, timeout
         self.known: dict[int, Broker] = {}
 

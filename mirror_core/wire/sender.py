@@ -27,10 +27,9 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mirror_core.errors import MirrorError
 from mirror_core.wire.connection import Connection, WireError
 from mirror_core.wire.errors import RETRIABLE, STALE_LEADER, name
-from mirror_core.wire.leaders import TP, LeaderTracker
+from mirror_core.wire.leaders import TP, LeaderTracker, worker_failed
 from mirror_core.wire.metadata import Brokers
 from mirror_core.wire.produce import (
     API_INIT_PRODUCER_ID,
@@ -221,8 +220,8 @@ class BatchSender:
                 answers = parse_produce(conn.receive())  # before the request leaves `outstanding`: it may fail
                 self._answered(outstanding.popleft(), {(a.topic, a.partition): (a.error, a.base_offset, a.message)
                                                        for a in answers})
-            except MirrorError as exc:  # a connection, TLS or SASL failure, or an answer that does not parse
-                log.warning("%s", exc)
+            except Exception as exc:  # a connection, TLS or SASL failure, an answer that does not parse: again
+                worker_failed(self.brokers.where, exc)
                 if conn is not None:
                     conn.close()
                     conn = None

@@ -236,6 +236,10 @@ def test_the_batches_data_path_is_opt_in_and_refused_where_it_cannot_go_in_one_l
         ("dc2.security.protocol = SASL_PLAINTEXT\ndc2.sasl.mechanism = GSSAPI\n"
          "dc1->dc2.replication.data.path = batches\n", "cluster dc2 logs in with SASL GSSAPI"),
         ("dc1->dc2.replication.data.path = sideways\n", "sideways"),
+        # A flow's own consumer settings are read on top of the cluster's, as the clients read them.
+        ("dc1.security.protocol = SASL_PLAINTEXT\ndc1.sasl.mechanism = GSSAPI\n"
+         "dc1->dc2.consumer.fetch.max.bytes = 1048576\ndc1->dc2.replication.data.path = batches\n",
+         "cluster dc1 logs in with SASL GSSAPI"),
     ]:
         with pytest.raises(ConfigError) as err:
             load(f"dc1->dc2.enabled = true\n{extra}")

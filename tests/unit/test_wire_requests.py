@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from mirror_core.wire.codec import string
 from mirror_core.wire.fetch import fetch_request, parse_fetch
 from mirror_core.wire.metadata import NO_LEADER, Broker, parse_metadata
@@ -55,3 +57,13 @@ def test_a_produce_answer_gives_each_batch_its_target_base_offset_or_its_error()
     got = parse_produce(memoryview(answer))
     assert [(p.partition, p.error, p.base_offset, p.message) for p in got] == \
         [(2, 0, 1200, None), (3, 10, -1, "MESSAGE_TOO_LARGE")]
+
+
+def test_bootstrap_servers_are_read_as_librdkafka_reads_them() -> None:
+    from mirror_core.errors import MirrorError
+    from mirror_core.wire.metadata import Brokers, address
+
+    assert Brokers("kafka-a:19092, SASL_SSL://kafka-b, [::1]:9093,[fe80::1]", {}, "x").bootstrap == [
+        ("kafka-a", 19092), ("kafka-b", 9092), ("::1", 9093), ("fe80::1", 9092)]
+    with pytest.raises(MirrorError, match="'kafka-c:x': the port is not a number"):
+        address("kafka-c:x")

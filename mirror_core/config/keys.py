@@ -224,8 +224,8 @@ KEYS: tuple[KeyDef, ...] = (
            "offset-map run and progress as on the records path. At-least-once only; not with the identity policy "
            "(provenance is per record); SASL PLAIN and SCRAM only (GSSAPI and OAUTHBEARER: records). A batch the "
            "target refuses (larger than its max.message.bytes) pauses its partition at that batch, naming it. "
-           "replication.batch.max.records does not apply; fetch.max.bytes, max.partition.fetch.bytes and "
-           "fetch.wait.max.ms of the flow's consumer do."),
+           "replication.batch.max.records does not apply; fetch.max.bytes, max.partition.fetch.bytes, "
+           "fetch.min.bytes and fetch.wait.max.ms of the flow's consumer and message.timeout.ms of its producer do."),
     KeyDef("source.start.position", lambda raw: _choice(raw, ("earliest", "latest")), "earliest",
            "Where a new flow starts reading a partition that has no recorded progress."),
 )

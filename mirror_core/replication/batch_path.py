@@ -14,7 +14,6 @@ its records follow one another, so acks.py, the offset map and progress work as 
 from __future__ import annotations
 
 import logging
-import struct
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
@@ -37,7 +36,7 @@ from mirror_core.wire.fetcher import BatchFetcher, FetchLimits
 from mirror_core.wire.leaders import TP
 from mirror_core.wire.metadata import Brokers
 from mirror_core.wire.recode import contiguous_copy
-from mirror_core.wire.records import base_offset, committed, contiguous, next_offset, record_count
+from mirror_core.wire.records import base_offset, committed, contiguous, max_timestamp, next_offset, record_count
 from mirror_core.wire.sender import CONNECTION_LOST, NOT_SENT, BatchSender, Outgoing, Sent
 
 log = logging.getLogger(__name__)
@@ -205,9 +204,7 @@ class BatchCopier:
         """Answers in, fetched batches out (waiting up to ``timeout`` for a fetch); the records handed over."""
         self.answer(self.sender.poll(0))
         records = sum(self.take(part) for part in self.reader.fetcher.poll(timeout))
-        self.answer(self.sender.poll(0))
-        if self.reader.held and self.in_flight < self.limit:
-            self.reader.release()
+        self.collect(0)
         if self.reader.delayed:
             self.reader.due(time.monotonic())
         return records
@@ -287,7 +284,7 @@ class BatchCopier:
         b.size = len(data)
         b.pending = 1
         b.gaps = gaps
-        b.ts_last = int(struct.unpack_from(">q", raw, 35)[0])  # the batch's max timestamp
+        b.ts_last = max_timestamp(raw)
         st.pending.append(b)
         return data, b
 
@@ -306,8 +303,7 @@ class BatchCopier:
         """The source answered an error for ``st`` (other than a moved leader, which the fetcher handles): fetched
         again from the same position after a backoff. What was handed over stays in flight and counts."""
         self.metrics.errors.labels(self.flow_name, "consume").inc()
-        delay = st.backoff
-        st.backoff = min(st.backoff * 2, MAX_BACKOFF_S)
+        delay = self._retry_later(st)
         denied = denied_line(self.flow_name, KafkaError(error), Access("Read", st.topic, self.source))
         if denied is not None:
             self.metrics.errors.labels(self.flow_name, "not_authorized").inc()
@@ -315,7 +311,13 @@ class BatchCopier:
         else:
             log.warning("flow %s: %s[%d]: the source answers %s; fetching it again from offset %d in %.1fs",
                         self.flow_name, st.topic, st.partition, name(error), start, delay)
+
+    def _retry_later(self, st: PartitionState) -> float:
+        """Fetch ``st`` again from its position after its backoff (doubled for the next time); the delay."""
+        delay = st.backoff
+        st.backoff = min(st.backoff * 2, MAX_BACKOFF_S)
         self.reader.retry((st.topic, st.partition), delay)
+        return delay
 
     def _out_of_range(self, st: PartitionState, start: int) -> None:
         """The source no longer holds ``start`` (retention or DeleteRecords removed it before it was copied): go on
@@ -329,9 +331,7 @@ class BatchCopier:
         except Exception as exc:  # (a leader election, say): this partition is asked again, the others go on
             log.warning("flow %s: %s[%d]: offset %d is no longer on the source, and its %s is not known (%s); asking "
                         "again in %.1fs", self.flow_name, st.topic, st.partition, start,
-                        "log start" if earliest else "end", exc, st.backoff)
-            self.reader.retry(key, st.backoff)
-            st.backoff = min(st.backoff * 2, MAX_BACKOFF_S)
+                        "log start" if earliest else "end", exc, self._retry_later(st))
             return
         self.metrics.errors.labels(self.flow_name, "offset_out_of_range").inc()
         log.warning("flow %s: %s[%d]: offset %d is no longer on the source (retention or DeleteRecords removed it "

@@ -55,6 +55,11 @@ def producer_id(batch: memoryview | bytes | bytearray) -> int:
     return int(struct.unpack_from(">q", batch, 43)[0])
 
 
+def max_timestamp(batch: memoryview | bytes | bytearray) -> int:
+    """The newest record's timestamp (ms; the broker's under LogAppendTime)."""
+    return int(struct.unpack_from(">q", batch, 35)[0])
+
+
 def record_count(batch: memoryview | bytes | bytearray) -> int:
     return int(struct.unpack_from(">i", batch, 57)[0])
 

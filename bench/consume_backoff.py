@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import bench.run as br
 from mirror_core.config.client_defaults import CONSUMER_DEFAULTS, CONSUMER_ENFORCED
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
-from mirror_core.replication.replicator import FlowReplicator
+from mirror_core.replication.consuming import consume_ready
 
 
 def drain(bootstrap: str, topic: str, records: int, backoff_ms: str) -> tuple[float, float]:
@@ -37,7 +37,7 @@ def drain(bootstrap: str, topic: str, records: int, backoff_ms: str) -> tuple[fl
     got = 0
     cpu0, t0 = br.cpu_seconds([os.getpid()]), time.perf_counter()
     while got < records:
-        got += len(FlowReplicator._consume(c, 10_000))  # the replication loop's own read
+        got += len(consume_ready(c, 10_000))  # the replication loop's own read
     secs = time.perf_counter() - t0
     cpu = br.cpu_seconds([os.getpid()]) - cpu0
     c.close()

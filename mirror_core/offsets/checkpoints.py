@@ -26,7 +26,6 @@ from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES
 from mirror_core.config.model import ClusterConfig
 from mirror_core.kafka_io import QUIET, log_end
 from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
-from mirror_core.replication.retry import ThrottledLine
 from mirror_core.stores.internal_topics import TopicTail, ensure_internal_topic, internal_topics_limit
 from mirror_core.stores.records import (
     decode_checkpoint_key,
@@ -34,6 +33,7 @@ from mirror_core.stores.records import (
     encode_checkpoint_key,
     encode_checkpoint_value,
 )
+from mirror_core.throttling import ThrottledLine
 
 log = logging.getLogger(__name__)
 #: max.message.bytes explicit (Kafka's default): what a writer assumes where the target does not say

@@ -23,9 +23,9 @@ from mirror_core.config.model import ClusterConfig
 from mirror_core.kafka_io import log_end
 from mirror_core.metrics import Metrics
 from mirror_core.replication.batch import PartitionState
-from mirror_core.replication.retry import ThrottledLine
 from mirror_core.stores.offset_syncs import write_sync
 from mirror_core.stores.progress import ProgressStore
+from mirror_core.throttling import ThrottledLine
 
 TopicIds = Callable[[str], "str | None"]
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from typing import Any
 
 from mirror_core.kafka_io import log_ends_batch
 from mirror_core.replication.reporting import SOURCE_REFRESH_S, Reporter
-from mirror_core.replication.retry import ThrottledLine
+from mirror_core.throttling import ThrottledLine
 
 log = logging.getLogger(__name__)
 #: How long one question to the source may take (the source answers: only the target is cut off).

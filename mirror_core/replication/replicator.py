@@ -1,6 +1,6 @@
 """The replicator of one flow: its loop and its lifecycle.
 
-One pass of the loop: refresh topics when due (assignment.py) → consume a batch from the source →
+One pass of the loop: refresh topics when due (assignment.py) → consume a batch from the source (consuming.py) →
 produce each partition's run to the target (produce.py), sent at once when the mirror is caught up
 (pacing.py) → collect delivery results (acks.py) → every
 ``offset.flush.interval.ms`` make what the target acknowledged durable (the delivery guarantee,
@@ -24,13 +24,12 @@ import time
 import uuid
 from typing import Any, cast
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 
-from mirror_core.authorization import Access, NotAuthorized, check, denied_line, guard
+from mirror_core.authorization import Access, NotAuthorized, check, guard
 from mirror_core.clients import (
     ClusterHealth,
     explain_failure,
-    fatal_consumer_error,
     make_admin,
     make_consumer,
     make_producer,
@@ -43,6 +42,7 @@ from mirror_core.replication.acks import Acks
 from mirror_core.replication.assignment import Assignment
 from mirror_core.replication.batch_path import BatchCopier, BatchDelivery, WireReader, wire_clients
 from mirror_core.replication.commit import OffsetMapWriter, ProgressCommitter, advance_idle
+from mirror_core.replication.consuming import IDLE_WAIT_S, Consuming
 from mirror_core.replication.delivery import AtLeastOnce, Delivery, ExactlyOnce
 from mirror_core.replication.exactly_once import SlotManager
 from mirror_core.replication.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
@@ -51,19 +51,19 @@ from mirror_core.replication.pacing import SendPacer
 from mirror_core.replication.produce import Producing
 from mirror_core.replication.producer_pool import ProducerChooser, batch_limits, make_target_producers
 from mirror_core.replication.reporting import Reporter
-from mirror_core.replication.retry import MAX_PROBE_INTERVAL_S, Backoff, ThrottledLine
+from mirror_core.replication.retry import MAX_PROBE_INTERVAL_S, Backoff
 from mirror_core.replication.topics import TopicManager
 from mirror_core.stores.offset_syncs import ensure_offset_syncs_topic, offset_syncs_topic
 from mirror_core.stores.progress import ProgressStore, ensure_progress_topic
+from mirror_core.throttling import ThrottledLine
 from mirror_core.wire.fetcher import BatchFetcher
 from mirror_core.wire.sender import BatchSender
 
 log = logging.getLogger(__name__)
 
-#: how long one pass of the loop waits for a record when there is none (it serves the rest meanwhile)
-IDLE_WAIT_S = 0.02
-#: the same while records are parked and the last pass released some: an acknowledgement (served by the
-#: producers' poll) releases more; doubled per pass that releases nothing, up to IDLE_WAIT_S
+#: how long one pass of the loop waits for a record (IDLE_WAIT_S, consuming.py) while records are parked
+#: and the last pass released some: an acknowledgement (served by the producers' poll) releases more;
+#: doubled per pass that releases nothing, up to IDLE_WAIT_S
 PARKED_WAIT_S = 0.002
 
 
@@ -279,6 +279,8 @@ class FlowReplicator:
         src = self.config.cluster(self.flow.source)
         assert consumer is not None and acks is not None and assignment is not None and delivery is not None
         assert producing is not None and reading is not None
+        consuming = Consuming(self.flow, src, self.metrics, consumer, assignment, acks, producing.produce_run,
+                              self._denied_topics)
         batch_max = self.flow.batch_max_records
         max_in_flight = self.flow.max_in_flight_records
         next_commit = 0.0
@@ -312,13 +314,9 @@ class FlowReplicator:
                     delivery.poll_producers(parked_wait if parked else 0.05)  # back-pressure
                 else:
                     if copier is None:
-                        msgs = self._consume(consumer, batch_max, parked_wait if parked else IDLE_WAIT_S)
-                        assignment.raise_callback_error()
-                        if msgs:
-                            self._dispatch(msgs)
-                        read = len(msgs)
+                        read = consuming.read(batch_max, parked_wait if parked else IDLE_WAIT_S)
                     else:
-                        self._serve_group(consumer)
+                        consuming.serve_group()
                         read = copier.pump(IDLE_WAIT_S)
                     if pacer.after_read(now, read, batch_max):  # adaptive batching (pacing.py)
                         delivery.send_now()
@@ -339,29 +337,6 @@ class FlowReplicator:
             parked_gauge.set(0)  # what was parked is dropped with this pipeline (read again by the next)
             self._close(graceful=True)
 
-    @staticmethod
-    def _consume(consumer: Consumer, batch_max: int, wait_s: float = IDLE_WAIT_S) -> list[Message]:
-        """What the consumer holds now, up to ``batch_max`` records; when it holds nothing, wait up to
-        ``wait_s`` for the first record and return as soon as it arrives (``consume(n, t)`` would wait
-        the full ``t`` for ``n`` records at light load), with whatever came with it."""
-        msgs: list[Message] = consumer.consume(batch_max, 0)
-        if msgs:
-            return msgs
-        first = consumer.poll(wait_s)
-        if first is None:
-            return []
-        return [first, *consumer.consume(batch_max - 1, 0)] if batch_max > 1 else [first]
-
-    def _serve_group(self, consumer: Consumer) -> None:
-        """The batches data path: serve the group (rebalance callbacks) and its errors. Every assigned partition is
-        paused on the consumer: a record fetched before its pause is dropped here (the wire fetcher reads it)."""
-        for m in consumer.consume(64, 0):
-            err = m.error()
-            if err is not None:
-                self._consume_error(err, m.topic())
-        assert self._assignment is not None
-        self._assignment.raise_callback_error()
-
     def _emit_heartbeat(self, heartbeats: HeartbeatEmitter, now: float, src: ClusterConfig) -> None:
         try:
             heartbeats.maybe_emit(now)
@@ -376,61 +351,6 @@ class FlowReplicator:
                     cause = fatal
             check(self.flow.name, cause, Access("Write", HEARTBEATS_TOPIC, src))
             raise
-
-    def _dispatch(self, msgs: list[Message]) -> None:
-        """Split a consumed batch into runs of one partition and produce each (the hot path)."""
-        assert self._assignment is not None and self._producing is not None and self._acks is not None
-        states, produce_run = self._assignment.states, self._producing.produce_run
-        # A partition rewound while this batch is dispatched (exactly-once: a careful record's transaction
-        # failed and the slot's partitions went back to their committed progress) is re-read from its
-        # new position: the rest of this batch's records of it must not be produced.
-        rewound = self._acks.rewound
-        rewound.clear()
-        n = len(msgs)
-        i = 0
-        while i < n:
-            m = msgs[i]
-            err = m.error()
-            if err is not None:
-                self._consume_error(err, m.topic())
-                i += 1
-                continue
-            topic = m.topic()
-            partition = m.partition()
-            j = i + 1
-            while j < n:
-                mj = msgs[j]
-                if mj.partition() != partition or mj.error() is not None or mj.topic() != topic:
-                    break
-                j += 1
-            st = states.get((topic, partition))
-            if st is not None and st.copying and st not in rewound:
-                produce_run(st, msgs[i:j])
-            i = j
-
-    def _consume_error(self, err: KafkaError, topic: str | None) -> None:
-        code = err.code()
-        if code == KafkaError._PARTITION_EOF:
-            return
-        self.metrics.errors.labels(self.flow.name, "consume").inc()
-        source = self.config.cluster(self.flow.source)
-        if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
-            # The source refuses to let the worker group read (or join): nothing can be copied; say which ACL.
-            check(self.flow.name, err, Access("Read", self.flow.worker_group_id, source))
-        line = denied_line(self.flow.name, err, Access("Read", topic or "?", source))
-        if line is not None:
-            # One topic refused: that topic is not copied (named once), the others go on.
-            if topic not in self._denied_topics:
-                self._denied_topics.add(topic)
-                self.metrics.errors.labels(self.flow.name, "not_authorized").inc()
-                log.error("%s", line)
-            return
-        fatal = fatal_consumer_error(err, self.flow.worker_group_id)
-        if fatal is not None:
-            raise fatal
-        if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC) and self._assignment is not None:
-            self._assignment.request_refresh(within_s=1.0)
-        log.warning("flow %s: consumer error: %s", self.flow.name, err.str())
 
     def _close(self, graceful: bool) -> None:
         """Graceful: flush the target, commit final progress, leave the group. Idempotent."""

@@ -127,7 +127,7 @@ class BatchFetcher:
                     mine, limits.max_wait_ms, limits.min_bytes, limits.max_bytes, limits.partition_max_bytes)),
                     self.brokers.where)
             except Exception as exc:  # a connection, TLS or SASL failure, an answer that does not parse: again
-                worker_failed(self.brokers.where, exc)
+                worker_failed(self.brokers, exc)
                 if conn is not None:
                     conn.close()
                     conn = None

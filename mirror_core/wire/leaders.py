@@ -16,13 +16,15 @@ TP = tuple[str, int]
 RETRY_S = 0.5
 
 
-def worker_failed(where: str, exc: Exception) -> None:
+def worker_failed(brokers: Brokers, exc: Exception) -> None:
     """A worker thread's failure, before it tries again: a MirrorError is its own line; anything else is a bug,
-    logged with its traceback (the thread goes on: a worker that died would stall its partitions silently)."""
+    logged with its traceback (the thread goes on: a worker that died would stall its partitions silently).
+    Either is said at most once a minute while it repeats (``brokers.line``)."""
     if isinstance(exc, MirrorError):
-        log.warning("%s", exc)
-    else:
-        log.exception("%s: unexpected error in the wire client; trying again", where)
+        if brokers.line.due(str(exc)):
+            log.warning("%s (said at most once a minute while it lasts)", exc)
+    elif brokers.line.due(f"{brokers.where}: {type(exc).__name__}"):
+        log.exception("%s: unexpected error in the wire client; trying again", brokers.where)
 
 
 class LeaderTracker:
@@ -74,7 +76,7 @@ class LeaderTracker:
             try:
                 meta = self.brokers.metadata(sorted(topics))
             except Exception as exc:  # unreachable, or refused (TLS, SASL): asked again
-                worker_failed(self.brokers.where, exc)
+                worker_failed(self.brokers, exc)
                 self._stale.set()
                 self.stop.wait(RETRY_S)
                 continue

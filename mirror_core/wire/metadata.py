@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from mirror_core.errors import MirrorError
+from mirror_core.throttling import ThrottledLine
 from mirror_core.wire.codec import Reader, array, string
 from mirror_core.wire.connection import Connection, WireError
 
@@ -92,6 +93,9 @@ class Brokers:
         self.bootstrap = [address(s) for s in bootstrap.split(",") if s.strip()]
         self.settings, self.where, self.timeout = settings, where, timeout
         self.known: dict[int, Broker] = {}
+        #: what its workers' failures say, each text at most once a minute: every worker retries a broker that
+        #: is down every 0.2-0.5 s (a link outage of ten minutes would otherwise be thousands of lines)
+        self.line = ThrottledLine()
 
     def metadata(self, topics: Iterable[str]) -> ClusterMetadata:
         """Asked of the bootstrap servers in turn, then of the brokers known from earlier answers."""

@@ -221,7 +221,7 @@ class BatchSender:
                 self._answered(outstanding.popleft(), {(a.topic, a.partition): (a.error, a.base_offset, a.message)
                                                        for a in answers})
             except Exception as exc:  # a connection, TLS or SASL failure, an answer that does not parse: again
-                worker_failed(self.brokers.where, exc)
+                worker_failed(self.brokers, exc)
                 if conn is not None:
                     conn.close()
                     conn = None

@@ -8,8 +8,8 @@ from typing import Any
 
 from confluent_kafka import Message
 
+from mirror_core.replication.consuming import IDLE_WAIT_S, consume_ready
 from mirror_core.replication.pacing import SendPacer
-from mirror_core.replication.replicator import IDLE_WAIT_S, FlowReplicator
 
 
 class FakeConsumer:
@@ -35,20 +35,20 @@ class FakeConsumer:
 
 def test_queued_records_are_taken_without_waiting() -> None:
     c = FakeConsumer(queued=5, arriving=0)
-    msgs = FlowReplicator._consume(c, 1000)  # type: ignore[arg-type]
+    msgs = consume_ready(c, 1000)  # type: ignore[arg-type]
     assert [m.offset() for m in msgs] == [0, 1, 2, 3, 4]
     assert c.calls == [("consume", 1000, 0)], "a consume with a timeout waits it out at light load"
 
 
 def test_backlog_fills_a_batch_at_once() -> None:
     c = FakeConsumer(queued=2500, arriving=0)
-    assert len(FlowReplicator._consume(c, 1000)) == 1000  # type: ignore[arg-type]
+    assert len(consume_ready(c, 1000)) == 1000  # type: ignore[arg-type]
     assert c.calls == [("consume", 1000, 0)]
 
 
 def test_idle_waits_for_the_first_record_then_drains_what_came_with_it() -> None:
     c = FakeConsumer(queued=0, arriving=4)
-    msgs = FlowReplicator._consume(c, 1000)  # type: ignore[arg-type]
+    msgs = consume_ready(c, 1000)  # type: ignore[arg-type]
     assert [m.offset() for m in msgs] == [100, 101, 102, 103]
     assert c.calls == [("consume", 1000, 0), ("poll", IDLE_WAIT_S), ("consume", 999, 0)]
     assert IDLE_WAIT_S <= 0.05, "the idle wait bounds how late the loop serves commits and heartbeats"
@@ -56,10 +56,10 @@ def test_idle_waits_for_the_first_record_then_drains_what_came_with_it() -> None
 
 def test_nothing_to_read_returns_empty_after_the_bounded_wait() -> None:
     c = FakeConsumer(queued=0, arriving=0)
-    assert FlowReplicator._consume(c, 1000) == []  # type: ignore[arg-type]
+    assert consume_ready(c, 1000) == []  # type: ignore[arg-type]
     assert c.calls == [("consume", 1000, 0), ("poll", IDLE_WAIT_S)]
     c1 = FakeConsumer(queued=0, arriving=1)
-    assert len(FlowReplicator._consume(c1, 1)) == 1  # type: ignore[arg-type]
+    assert len(consume_ready(c1, 1)) == 1  # type: ignore[arg-type]
     assert c1.calls == [("consume", 1, 0), ("poll", IDLE_WAIT_S)]  # batch of one: nothing more to drain
 
 

@@ -14,9 +14,10 @@ from mirror_core.config.loader import parse_text
 from mirror_core.config.model import FlowConfig
 from mirror_core.replication.batch import Parked, PartitionState
 from mirror_core.replication.commit import advance_idle
+from mirror_core.replication.consuming import IDLE_WAIT_S
 from mirror_core.replication.produce import RECORD_OVERHEAD, Producing, _fitting
 from mirror_core.replication.producer_pool import choose_producers
-from mirror_core.replication.replicator import IDLE_WAIT_S, PARKED_WAIT_S, next_parked_wait
+from mirror_core.replication.replicator import PARKED_WAIT_S, next_parked_wait
 from mirror_core.replication.topic_limits import REQUEST_SLACK
 
 #: records large enough that a piece of 5 or more is over 16 KiB (the full REQUEST_SLACK applies)

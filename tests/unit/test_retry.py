@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_core.replication.retry import HEALTHY_RUN_S, MAX_PROBE_INTERVAL_S, Backoff, ThrottledLine
+from mirror_core.replication.retry import HEALTHY_RUN_S, MAX_PROBE_INTERVAL_S, Backoff
+from mirror_core.throttling import ThrottledLine
 
 
 def test_delays_double_up_to_the_cap() -> None:

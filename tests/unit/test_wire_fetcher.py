@@ -3,8 +3,14 @@ result is held is not asked again, and the order partitions are asked in rotates
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Iterable
+
+import pytest
+
 from mirror_core.wire.fetcher import BatchFetcher
-from mirror_core.wire.metadata import Brokers
+from mirror_core.wire.metadata import Brokers, ClusterMetadata
 
 
 def test_held_partitions_wait_and_the_others_are_asked_in_a_rotating_order() -> None:
@@ -25,3 +31,32 @@ def test_held_partitions_wait_and_the_others_are_asked_in_a_rotating_order() -> 
             assert fetcher._mine(1) == {("t", 0): 7}  # resumed: asked again, from where the caller said
     finally:
         fetcher.close()
+
+
+
+class CountingBrokers(Brokers):
+    """Real metadata requests, counted."""
+
+    asked = 0
+
+    def metadata(self, topics: Iterable[str]) -> ClusterMetadata:
+        self.asked += 1
+        return super().metadata(topics)
+
+
+def test_a_broker_that_stays_down_is_one_line_not_one_per_retry(caplog: pytest.LogCaptureFixture) -> None:
+    """Every worker retries an unreachable broker every 0.2-0.5 s: the same failure is said once a minute."""
+    caplog.set_level(logging.INFO, logger="mirror_core.wire")
+    brokers = CountingBrokers("127.0.0.1:1", {}, "cluster dc1")  # nothing listens on port 1
+    fetcher = BatchFetcher(brokers)
+    try:
+        fetcher.assign({("t", 0): 0})
+        deadline = time.monotonic() + 10
+        while brokers.asked < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        fetcher.close()
+    assert brokers.asked >= 3, "the precondition: the leader lookup failed again and again"
+    lines = [r.getMessage() for r in caplog.records if "no broker answered a metadata request" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("cluster dc1: ") and "said at most once a minute" in lines[0]

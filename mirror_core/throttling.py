@@ -1,0 +1,30 @@
+"""Repeated warnings said at a bounded rate: a link that is down is probed (or a broker reconnected to) every
+second or so, and each failure is the same line."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+#: librdkafka's counters in its error text ("577 identical error(s) suppressed", "after 0ms in state
+#: CONNECT"): they change on every probe and do not make a new reason (the cluster alias, host and port do)
+_COUNTERS = re.compile(r"\d+(?= identical error)|(?<=after )\d+(?=ms)")
+
+
+@dataclass
+class ThrottledLine:
+    """Whether to log a repeated warning now: a text (librdkafka's counters aside) the first time, and then
+    the same text at most every ``every_s`` seconds (a five-minute outage probed every 5 s is one line a
+    minute, not sixty; reasons that alternate are each throttled on their own)."""
+
+    every_s: float = 60.0
+    _logged: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+
+    def due(self, text: str, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        shape = _COUNTERS.sub("#", text)
+        if now - self._logged.get(shape, float("-inf")) >= self.every_s:
+            self._logged[shape] = now
+            return True
+        return False

@@ -137,7 +137,7 @@ def _parking_applies(flow: FlowConfig) -> bool:
 
 def needs_round_trip(flow: FlowConfig) -> bool:
     """Whether choose_producers would use a measured round trip."""
-    return flow.producers is None and not flow.exactly_once and _parking_applies(flow)
+    return flow.producers is None and not flow.exactly_once and _parking_applies(flow) and flow.data_path == "records"
 
 
 def choose_producers(flow: FlowConfig, round_trip_s: float | None) -> ProducerChoice:
@@ -146,12 +146,17 @@ def choose_producers(flow: FlowConfig, round_trip_s: float | None) -> ProducerCh
     ``round_trip_s`` is WAN_ROUND_TRIP_S or more, else 1; 1 also when it could not be measured (None), and when
     one batch per partition cannot apply, without which each producer's thread spins while its partitions wait
     (18-26 CPU-s per M records at 80 ms). One batch per partition when set, else (``auto``) with more than one
-    producer. Never with the identity policy, whose records produce.py proves delivered one by one."""
+    producer. Never with the identity policy, whose records produce.py proves delivered one by one. One producer on
+    the batches data path: the records go by the wire sender (batch_path.py), so more would only idle."""
     no_provenance = not flow.policy.uses_provenance
     if flow.exactly_once:
         return ProducerChoice(None, bool(flow.one_batch_per_partition) and no_provenance,
                               "exactly-once: a transactional producer per slot")
     measured = None
+    if flow.data_path == "batches":  # the wire sender carries the records: one producer for progress and the map
+        said = "; replication.producers does not apply to it" if flow.producers is not None else ""
+        return ProducerChoice(1, False, "replication.data.path = batches: one, for progress and offset-map "
+                                        f"records{said}")
     if flow.producers is not None:
         count, reason = flow.producers, "replication.producers set"
     elif not _parking_applies(flow):

@@ -73,6 +73,16 @@ def test_auto_keeps_one_producer_where_one_batch_per_partition_cannot_apply() ->
     assert (pinned.count, pinned.one_batch_per_partition) == (2, False)
 
 
+def test_the_batches_data_path_takes_one_producer_for_progress_and_the_map() -> None:
+    """Its records go by the wire sender: more producers (auto over a WAN, or set) would only idle."""
+    batches = flow("replication.data.path = batches\n")
+    assert not needs_round_trip(batches)
+    choice = choose_producers(batches, WAN_ROUND_TRIP_S * 2)
+    assert (choice.count, choice.one_batch_per_partition, choice.round_trip_s) == (1, False, None)
+    pinned = choose_producers(flow("replication.data.path = batches\nreplication.producers = 4\n"), 0.15)
+    assert pinned.count == 1 and "replication.producers does not apply to it" in pinned.reason
+
+
 def identity_line() -> str:
     return "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
 

@@ -10,7 +10,9 @@ instance id). ``EVERY=<s>`` also prints, every that many seconds, the rate over 
 cores used by the mirror processes, the source broker and the target broker: whether a long copy slows
 down, and who is busy. A py-spy output whose name contains "native" samples C frames too (py-spy is not
 a project dependency: ``pip install py-spy``), and one whose name contains "idle" samples waiting threads
-too; sampling starts 4 s after the start and lasts 25 s.
+too; sampling starts 4 s after the start and lasts 25 s. ``SOURCE_LINGER_MS`` (default 20) is the source
+producer's linger.ms: how many records share a source batch (printed, from partition 0), which is what the
+batches data path's cost and the target broker's follow.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ import bench.run as bench_run
 from bench.scale import STATIC, Cluster, EndWatcher, copy_rate, plain_source
 from bench.scenarios import stop
 from mirror_core.devcluster.local_cluster import LocalCluster
+from mirror_core.wire.fetcher import BatchFetcher
+from mirror_core.wire.metadata import Brokers
+from mirror_core.wire.records import record_count
 
 
 def print_intervals(every: float, ends: EndWatcher, groups: dict[str, list[int]], done: threading.Event) -> None:
@@ -54,13 +59,28 @@ class Backlog:
     dst: Cluster
 
 
+def records_per_batch(bootstrap: str, topic: str, partition: int = 0) -> float:
+    """The mean records per batch in the first fetch of one source partition (read with the wire client)."""
+    fetcher = BatchFetcher(Brokers(bootstrap, {}, "source"))
+    try:
+        fetcher.assign({(topic, partition): 0})
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for part in fetcher.poll(1.0):
+                if part.batches:
+                    return sum(map(record_count, part.batches)) / len(part.batches)
+        raise RuntimeError(f"{topic}[{partition}]: nothing fetched within 30 s")
+    finally:
+        fetcher.close()
+
+
 @contextmanager
-def fresh_backlog(prefix: str, topic: str, partitions: int, records: int) -> Iterator[Backlog]:
+def fresh_backlog(prefix: str, topic: str, partitions: int, records: int, linger_ms: int = 20) -> Iterator[Backlog]:
     """Fresh clusters (stopped and removed on exit) with the backlog every copier of these benches copies."""
     with bench_run.local_clusters(prefix) as (work, clusters):
         src, dst = Cluster(clusters[0].bootstrap), Cluster(clusters[1].bootstrap)
         src.create(topic, partitions)
-        plain_source(src.bootstrap, topic, records, partitions)
+        plain_source(src.bootstrap, topic, records, partitions, linger_ms)
         yield Backlog(work, clusters, src, dst)
 
 
@@ -68,8 +88,11 @@ def copy(partitions: int, records: int, extra_lines: str = "", workers: int = 1,
          spy_out: str = "") -> dict[str, float | None]:
     """One copy of a fresh ``records``-record backlog over ``partitions`` partitions by mirror_core."""
     topic, alias = f"ab{partitions}", "ab"
-    with fresh_backlog("mirror-ab-", topic, partitions, records) as backlog:
+    linger_ms = int(os.environ.get("SOURCE_LINGER_MS", "20"))
+    with fresh_backlog("mirror-ab-", topic, partitions, records, linger_ms) as backlog:
         work, clusters, src, dst = backlog.work, backlog.clusters, backlog.src, backlog.dst
+        print(f"source linger.ms {linger_ms}: {records_per_batch(src.bootstrap, topic):.1f} records per batch "
+              "(partition 0)", flush=True)
         extra = ["offset.map.snapshot.interval.seconds = 5", "emit.checkpoints.enabled = false",
                  *(x.strip() for x in extra_lines.split(";") if x.strip())]
         t0 = time.monotonic()

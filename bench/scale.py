@@ -103,8 +103,10 @@ def produce_acked(producers: Sequence[Producer], topic: str, value: bytes, parti
         raise RuntimeError(f"{what}: records not acknowledged: {failed[:3]}")
 
 
-def plain_source(bootstrap: str, topic: str, n: int, partitions: int) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_048_576,
+def plain_source(bootstrap: str, topic: str, n: int, partitions: int, linger_ms: int = 20) -> None:
+    """``n`` records of 100 random bytes, round robin over ``partitions``; the longer ``linger_ms``, the more of a
+    partition's records share a batch (at 2,000 partitions and 20 ms, about a dozen)."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "batch.size": 1_048_576,
                   "queue.buffering.max.messages": 2_000_000})
     value = os.urandom(100)
     for i in range(n):

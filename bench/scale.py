@@ -105,7 +105,7 @@ def produce_acked(producers: Sequence[Producer], topic: str, value: bytes, parti
 
 def plain_source(bootstrap: str, topic: str, n: int, partitions: int, linger_ms: int = 20) -> None:
     """``n`` records of 100 random bytes, round robin over ``partitions``; the longer ``linger_ms``, the more of a
-    partition's records share a batch (at 2,000 partitions and 20 ms, about a dozen)."""
+    partition's records share a batch (at 2,000 partitions and 20 ms, 65-110; at 8, 6,000-8,000)."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "batch.size": 1_048_576,
                   "queue.buffering.max.messages": 2_000_000})
     value = os.urandom(100)

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 #: librdkafka's counters in its error text ("577 identical error(s) suppressed", "after 0ms in state
 #: CONNECT"): they change on every probe and do not make a new reason (the cluster alias, host and port do)
 _COUNTERS = re.compile(r"\d+(?= identical error)|(?<=after )\d+(?=ms)")
+#: texts remembered before those said longer than ``every_s`` ago are forgotten
+_KEPT = 256
 
 
 @dataclass
@@ -24,6 +26,8 @@ class ThrottledLine:
     def due(self, text: str, now: float | None = None) -> bool:
         now = time.monotonic() if now is None else now
         shape = _COUNTERS.sub("#", text)
+        if len(self._logged) > _KEPT:  # texts that carry changing numbers must not grow this without end
+            self._logged = {k: t for k, t in self._logged.items() if now - t < self.every_s}
         if now - self._logged.get(shape, float("-inf")) >= self.every_s:
             self._logged[shape] = now
             return True

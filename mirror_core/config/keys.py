@@ -220,7 +220,7 @@ KEYS: tuple[KeyDef, ...] = (
     KeyDef("replication.data.path", lambda raw: _choice(raw, DATA_PATHS), "records",
            "How records travel. records: consumed and produced one by one through librdkafka (every feature). "
            "batches: the source's record batches copied whole over the mirror's own Kafka client (mirror_core.wire), "
-           "with no per-record work: 3.9-4.9x MirrorMaker 2 at 2,000 partitions, at a third of the records path's "
+           "with no per-record work: 3.8-4.9x MirrorMaker 2 at 2,000 partitions, at a third of the records path's "
            "CPU per record (README 'mirror_core vs MirrorMaker 2'). Each batch lands as it is (headers, timestamps, "
            "compression kept), its "
            "offset-map run and progress as on the records path. At-least-once only; not with the identity policy "

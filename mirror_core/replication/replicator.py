@@ -248,15 +248,15 @@ class FlowReplicator:
             slots = SlotManager(flow, tgt, self.metrics, self.target_health, assignment, acks, committer,
                                 self.membership, internal)
             delivery = ExactlyOnce(slots, assignment)
-        else:
+        elif wire is None:
             producers, own = make_target_producers(tgt, flow.producer_overrides, self.target_health, choice, internal)
-            if wire is None:
-                delivery = AtLeastOnce(producers, assignment, acks, committer, target_meta,
-                                       flow.policy.uses_provenance, own)
-            else:
-                self._copier = BatchCopier(flow.name, cast(WireReader, reading), wire[1], assignment.states, acks,
-                                           self.metrics, flow.max_in_flight_records, src)
-                delivery = BatchDelivery(self._copier, producers, assignment, acks, committer, target_meta, False, own)
+            delivery = AtLeastOnce(producers, assignment, acks, committer, target_meta, flow.policy.uses_provenance,
+                                   own)
+        else:  # the records go by the wire sender: one producer, for progress and offset-map records
+            producer = make_producer(tgt, flow.producer_overrides, self.target_health, fits=internal)
+            self._copier = BatchCopier(flow.name, cast(WireReader, reading), wire[1], assignment.states, acks,
+                                       self.metrics, flow.max_in_flight_records, src)
+            delivery = BatchDelivery(self._copier, [producer], assignment, acks, committer, target_meta, False, None)
         self._delivery = delivery
         acks.on_failure = delivery.on_failure
         self._producing = Producing(flow, acks.active.add, target_meta, delivery, limit,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import traceback
 from collections.abc import Callable, Iterable
 
 from mirror_core.errors import MirrorError
@@ -23,8 +24,13 @@ def worker_failed(brokers: Brokers, exc: Exception) -> None:
     if isinstance(exc, MirrorError):
         if brokers.line.due(str(exc)):
             log.warning("%s (said at most once a minute while it lasts)", exc)
-    elif brokers.line.due(f"{brokers.where}: {type(exc).__name__}"):
-        log.exception("%s: unexpected error in the wire client; trying again", brokers.where)
+        return
+    # A bug is told apart by its type and where it was raised: another bug of the same type has its own line.
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ is not None else None
+    at = f"{frame.filename}:{frame.lineno}" if frame is not None else "?"
+    if brokers.line.due(f"{brokers.where}: {type(exc).__name__} at {at}"):
+        log.error("%s: unexpected error in the wire client; trying again (this one said at most once a minute)",
+                  brokers.where, exc_info=exc)
 
 
 class LeaderTracker:

@@ -110,3 +110,13 @@ def test_refused_internal_records_are_said_once_a_minute_per_error(caplog: pytes
     assert len(lines) == 2, lines
     assert lines[0].startswith("flow dc1->dc2: progress not written to mirror-core.progress.dc1.internal (")
     assert "37 message(s)" in lines[0] and "sent again at the next commit" in lines[0]
+
+
+def test_texts_said_long_ago_are_forgotten_once_many_are_remembered() -> None:
+    """Texts that carry a changing number each make an entry: the old ones go, the recent ones stay throttled."""
+    line = ThrottledLine(every_s=60.0)
+    for i in range(300):
+        assert line.due(f"answer to request {i} where {i + 1} was due", now=float(i))
+    assert len(line._logged) <= 257
+    assert not line.due("answer to request 299 where 300 was due", now=300.0)  # said 1 s ago: still throttled
+    assert line.due("answer to request 0 where 1 was due", now=300.0)  # said 300 s ago: due again

@@ -1,5 +1,6 @@
 """The batch fetcher's choice of partitions (mirror_core/wire/fetcher.py), without a broker: a partition whose
-result is held is not asked again, and the order partitions are asked in rotates."""
+result is held is not asked again, and the order partitions are asked in rotates. And what the wire client's
+workers say when they fail (mirror_core/wire/leaders.py): each failure once a minute, bugs told apart."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from collections.abc import Iterable
 
 import pytest
 
+from mirror_core.wire.connection import WireError
 from mirror_core.wire.fetcher import BatchFetcher
+from mirror_core.wire.leaders import worker_failed
 from mirror_core.wire.metadata import Brokers, ClusterMetadata
 
 
@@ -57,6 +60,32 @@ def test_a_broker_that_stays_down_is_one_line_not_one_per_retry(caplog: pytest.L
     finally:
         fetcher.close()
     assert brokers.asked >= 3, "the precondition: the leader lookup failed again and again"
-    lines = [r.getMessage() for r in caplog.records if "no broker answered a metadata request" in r.getMessage()]
+    said = [r.getMessage() for r in caplog.records]
+    lines = [m for m in said if m.startswith("cluster dc1: ") and "no broker answered a metadata request" in m]
     assert len(lines) == 1, lines
     assert lines[0].startswith("cluster dc1: ") and "said at most once a minute" in lines[0]
+
+
+def test_each_failure_text_and_each_bug_has_its_own_line(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="mirror_core.wire")
+    brokers = Brokers("127.0.0.1:1", {}, "cluster dc1")
+
+    def bug(which: int) -> KeyError:
+        try:
+            if which == 1:
+                raise KeyError("one")
+            raise KeyError("two")  # the same type, raised elsewhere: another bug
+        except KeyError as exc:
+            return exc
+
+    for _ in range(3):
+        worker_failed(brokers, WireError("cluster dc1 (broker a:1): cannot connect: refused"))
+        worker_failed(brokers, WireError("cluster dc1 (broker b:2): cannot connect: refused"))
+        worker_failed(brokers, bug(1))
+        worker_failed(brokers, bug(2))
+    said = [r.getMessage() for r in caplog.records]
+    assert said.count("cluster dc1 (broker a:1): cannot connect: refused (said at most once a minute while it "
+                      "lasts)") == 1
+    assert sum("broker b:2" in line for line in said) == 1
+    tracebacks = [r for r in caplog.records if r.exc_info is not None]
+    assert len(tracebacks) == 2 and {str(r.exc_info[1]) for r in tracebacks if r.exc_info} == {"'one'", "'two'"}

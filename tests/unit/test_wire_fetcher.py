@@ -36,7 +36,6 @@ def test_held_partitions_wait_and_the_others_are_asked_in_a_rotating_order() -> 
         fetcher.close()
 
 
-
 class CountingBrokers(Brokers):
     """Real metadata requests, counted."""
 

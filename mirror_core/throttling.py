@@ -32,3 +32,8 @@ class ThrottledLine:
             self._logged[shape] = now
             return True
         return False
+
+    def forget(self, prefix: str, keep: str) -> None:
+        """Texts starting with ``prefix`` (but ``keep``) are due again: what they said is over."""
+        keep = _COUNTERS.sub("#", keep)
+        self._logged = {k: t for k, t in self._logged.items() if k == keep or not k.startswith(prefix)}

@@ -154,7 +154,10 @@ def choose_producers(flow: FlowConfig, round_trip_s: float | None) -> ProducerCh
                               "exactly-once: a transactional producer per slot")
     measured = None
     if flow.data_path == "batches":  # the wire sender carries the records: one producer for progress and the map
-        said = "; replication.producers does not apply to it" if flow.producers is not None else ""
+        set_here = (("replication.producers", flow.producers),
+                    ("replication.one.batch.per.partition", flow.one_batch_per_partition))
+        unused = [k for k, v in set_here if v is not None]
+        said = f"; {' and '.join(unused)} {'does' if len(unused) == 1 else 'do'} not apply to it" if unused else ""
         return ProducerChoice(1, False, "replication.data.path = batches: one, for progress and offset-map "
                                         f"records{said}")
     if flow.producers is not None:

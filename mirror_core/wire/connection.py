@@ -79,12 +79,17 @@ def _load_identity_in_memory(ctx: ssl.SSLContext, cert_pem: str, key_pem: str, p
         os.close(fd)
 
 
+def broker_where(where: str, host: str, port: int) -> str:
+    """How error lines name one broker of the cluster ``where`` names."""
+    return f"{where} (broker {host}:{port})"
+
+
 class Connection:
     """A broker connection speaking request header v1 / response header v0."""
 
     def __init__(self, host: str, port: int, settings: Mapping[str, str], where: str, timeout: float = 30.0) -> None:
         """``where`` names the cluster in every error line; ``timeout`` bounds each socket operation."""
-        self.where = f"{where} (broker {host}:{port})"
+        self.where = broker_where(where, host, port)
         protocol = settings.get("security.protocol", "PLAINTEXT").strip().upper()
         if protocol not in PROTOCOLS:
             raise WireError(f"{self.where}: security.protocol {protocol} is not one of {', '.join(PROTOCOLS)}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from mirror_core.wire.connection import Connection
 from mirror_core.wire.errors import STALE_LEADER, name
 from mirror_core.wire.fetch import API_FETCH, FETCH_VERSION, FetchedPartition, fetch_request, parse_fetch
-from mirror_core.wire.leaders import TP, LeaderTracker, worker_failed
+from mirror_core.wire.leaders import TP, LeaderTracker, Outage
 from mirror_core.wire.metadata import Brokers
 
 log = logging.getLogger(__name__)
@@ -113,6 +113,7 @@ class BatchFetcher:
     def _fetch_from(self, node: int) -> None:
         conn: Connection | None = None
         limits = self.limits
+        outage = Outage(self.brokers)
         while not self._stop.is_set():
             with self._cond:
                 mine = self._mine(node)
@@ -127,13 +128,14 @@ class BatchFetcher:
                     mine, limits.max_wait_ms, limits.min_bytes, limits.max_bytes, limits.partition_max_bytes)),
                     self.brokers.where)
             except Exception as exc:  # a connection, TLS or SASL failure, an answer that does not parse: again
-                worker_failed(self.brokers, exc)
+                outage.failed(exc, self.brokers.name(node))
                 if conn is not None:
                     conn.close()
                     conn = None
                 self._release(mine, stale=True)
                 self._stop.wait(RETRY_S)
                 continue
+            outage.succeeded(conn.where)
             again = set(mine)  # a partition the answer leaves out is fetched again
             stale: list[TP] = []
             for part in parts:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterable
 
@@ -17,20 +18,48 @@ TP = tuple[str, int]
 RETRY_S = 0.5
 
 
-def worker_failed(brokers: Brokers, exc: Exception) -> None:
-    """A worker thread's failure, before it tries again: a MirrorError is its own line; anything else is a bug,
-    logged with its traceback (the thread goes on: a worker that died would stall its partitions silently).
-    Either is said at most once a minute while it repeats (``brokers.line``)."""
+def worker_failed(brokers: Brokers, exc: Exception, where: str | None = None) -> None:
+    """A worker thread's failure, before it tries again: a MirrorError is its own line (``where`` — the broker the
+    worker talks to, else the cluster — put in front when the error does not name the cluster: an answer that does
+    not parse); anything else is a bug, logged with its traceback (the thread goes on: a worker that died would
+    stall its partitions silently). Either is said at most once a minute while it repeats (``brokers.line``)."""
+    where = where or brokers.where
     if isinstance(exc, MirrorError):
-        if brokers.line.due(str(exc)):
-            log.warning("%s (said at most once a minute while it lasts)", exc)
+        text = str(exc) if str(exc).startswith(brokers.where) else f"{where}: {exc}"
+        if brokers.line.due(text):
+            log.warning("%s (said at most once a minute while it lasts)", text)
         return
     # A bug is told apart by its type and where it was raised: another bug of the same type has its own line.
     frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ is not None else None
     at = f"{frame.filename}:{frame.lineno}" if frame is not None else "?"
-    if brokers.line.due(f"{brokers.where}: {type(exc).__name__} at {at}"):
+    if brokers.line.due(f"{where}: {type(exc).__name__} at {at}"):
         log.error("%s: unexpected error in the wire client; trying again (this one said at most once a minute)",
-                  brokers.where, exc_info=exc)
+                  where, exc_info=exc)
+
+
+class Outage:
+    """One worker's failures in a row (:func:`worker_failed`): the first success after them is said, with how long
+    they lasted, and the failures' lines are then due again (a later outage is said too). Said once a minute at
+    most, like the failures: a link that flaps is not a line per flap."""
+
+    def __init__(self, brokers: Brokers) -> None:
+        self.brokers = brokers
+        self.since: float | None = None  # monotonic time of the first failure in a row; None: none
+
+    def failed(self, exc: Exception, where: str | None = None) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+        worker_failed(self.brokers, exc, where)
+
+    def succeeded(self, where: str | None = None) -> None:
+        if self.since is None:
+            return
+        lasted, self.since = time.monotonic() - self.since, None
+        where = where or self.brokers.where
+        again = f"{where}: answering again"
+        if self.brokers.line.due(again):
+            log.info("%s after %.1f s of failures", again, lasted)
+            self.brokers.line.forget(where, keep=again)
 
 
 class LeaderTracker:
@@ -44,6 +73,7 @@ class LeaderTracker:
         self.wanted: set[TP] = set()
         self.workers: set[int] = set()
         self._stale = threading.Event()
+        self._outage = Outage(brokers)
         threading.Thread(target=self._run, name=f"leaders-{brokers.where}", daemon=True).start()
 
     def want(self, tps: Iterable[TP]) -> None:
@@ -82,10 +112,11 @@ class LeaderTracker:
             try:
                 meta = self.brokers.metadata(sorted(topics))
             except Exception as exc:  # unreachable, or refused (TLS, SASL): asked again
-                worker_failed(self.brokers, exc)
+                self._outage.failed(exc)
                 self._stale.set()
                 self.stop.wait(RETRY_S)
                 continue
+            self._outage.succeeded()
             with self.lock:
                 for topic, found in meta.topics.items():
                     for partition, leader in found.leaders.items():

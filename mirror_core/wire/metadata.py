@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from mirror_core.errors import MirrorError
 from mirror_core.throttling import ThrottledLine
 from mirror_core.wire.codec import Reader, array, string
-from mirror_core.wire.connection import Connection, WireError
+from mirror_core.wire.connection import Connection, WireError, broker_where
 
 API_METADATA = 3
 NO_LEADER = -1
@@ -112,6 +112,11 @@ class Brokers:
             self.known.update(meta.brokers)
             return meta
         raise WireError(f"{self.where}: no broker answered a metadata request: {'; '.join(failures)}")
+
+    def name(self, node: int) -> str:
+        """How error lines name broker ``node``."""
+        broker = self.known.get(node)
+        return broker_where(self.where, broker.host, broker.port) if broker else f"{self.where} (broker id {node})"
 
     def connect(self, node: int, wait_s: float = 0.0) -> Connection:
         """A connection of the caller's own to broker ``node`` (known from a metadata answer); ``wait_s``: how

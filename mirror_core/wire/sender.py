@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from mirror_core.wire.connection import Connection, WireError
 from mirror_core.wire.errors import RETRIABLE, STALE_LEADER, name
-from mirror_core.wire.leaders import TP, LeaderTracker, worker_failed
+from mirror_core.wire.leaders import TP, LeaderTracker, Outage
 from mirror_core.wire.metadata import Brokers
 from mirror_core.wire.produce import (
     API_INIT_PRODUCER_ID,
@@ -200,6 +200,7 @@ class BatchSender:
         answer (answers come in the order of the requests)."""
         conn: Connection | None = None
         outstanding: deque[dict[TP, Outgoing]] = deque()
+        outage = Outage(self.brokers)
         while not self._stop.is_set():
             try:
                 if conn is None:
@@ -218,10 +219,11 @@ class BatchSender:
                     conn.send(API_PRODUCE, conn.version(API_PRODUCE, (PRODUCE_VERSION,)), body)
                     continue
                 answers = parse_produce(conn.receive())  # before the request leaves `outstanding`: it may fail
+                outage.succeeded(conn.where)
                 self._answered(outstanding.popleft(), {(a.topic, a.partition): (a.error, a.base_offset, a.message)
                                                        for a in answers})
             except Exception as exc:  # a connection, TLS or SASL failure, an answer that does not parse: again
-                worker_failed(self.brokers, exc)
+                outage.failed(exc, self.brokers.name(node))
                 if conn is not None:
                     conn.close()
                     conn = None

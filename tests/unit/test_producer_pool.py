@@ -81,6 +81,10 @@ def test_the_batches_data_path_takes_one_producer_for_progress_and_the_map() -> 
     assert (choice.count, choice.one_batch_per_partition, choice.round_trip_s) == (1, False, None)
     pinned = choose_producers(flow("replication.data.path = batches\nreplication.producers = 4\n"), 0.15)
     assert pinned.count == 1 and "replication.producers does not apply to it" in pinned.reason
+    parked = choose_producers(flow("replication.data.path = batches\nreplication.one.batch.per.partition = true\n"
+                                   "replication.producers = 2\n"), None)
+    assert (parked.count, parked.one_batch_per_partition) == (1, False)
+    assert parked.reason.endswith("; replication.producers and replication.one.batch.per.partition do not apply to it")
 
 
 def identity_line() -> str:

@@ -1,6 +1,7 @@
 """The batch fetcher's choice of partitions (mirror_core/wire/fetcher.py), without a broker: a partition whose
 result is held is not asked again, and the order partitions are asked in rotates. And what the wire client's
-workers say when they fail (mirror_core/wire/leaders.py): each failure once a minute, bugs told apart."""
+workers say when they fail (mirror_core/wire/leaders.py): each failure once a minute, bugs told apart, the broker
+named, and the end of an outage."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from collections.abc import Iterable
 
 import pytest
 
+from mirror_core.wire.codec import ProtocolError
 from mirror_core.wire.connection import WireError
 from mirror_core.wire.fetcher import BatchFetcher
-from mirror_core.wire.leaders import worker_failed
+from mirror_core.wire.leaders import Outage, worker_failed
 from mirror_core.wire.metadata import Brokers, ClusterMetadata
 
 
@@ -88,3 +90,35 @@ def test_each_failure_text_and_each_bug_has_its_own_line(caplog: pytest.LogCaptu
     assert sum("broker b:2" in line for line in said) == 1
     tracebacks = [r for r in caplog.records if r.exc_info is not None]
     assert len(tracebacks) == 2 and {str(r.exc_info[1]) for r in tracebacks if r.exc_info} == {"'one'", "'two'"}
+
+
+def test_an_answer_that_does_not_parse_is_said_with_the_broker_it_came_from(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="mirror_core.wire")
+    brokers = Brokers("127.0.0.1:1", {}, "cluster dc1")
+    worker_failed(brokers, ProtocolError("response ends at byte 12 inside a field (>i)"), "cluster dc1 (broker a:1)")
+    worker_failed(brokers, ProtocolError("response ends at byte 12 inside a field (>i)"), "cluster dc1 (broker b:2)")
+    assert [r.getMessage() for r in caplog.records] == [
+        f"cluster dc1 (broker {b}): response ends at byte 12 inside a field (>i) (said at most once a minute while "
+        "it lasts)" for b in ("a:1", "b:2")]
+
+
+def test_the_end_of_an_outage_is_said_and_a_later_one_is_said_again(caplog: pytest.LogCaptureFixture) -> None:
+    """Failures in a row are one line; the first success after them says how long they lasted and lets the next
+    outage be said. A link that flaps within the minute is not a pair of lines per flap."""
+    caplog.set_level(logging.INFO, logger="mirror_core.wire")
+    brokers = Brokers("127.0.0.1:1", {}, "cluster dc1")
+    outage, where = Outage(brokers), "cluster dc1 (broker a:1)"
+    refused = WireError(f"{where}: cannot connect: refused")
+    outage.succeeded(where)  # no failure before: nothing to say
+    for _flap in range(3):
+        for _ in range(5):
+            outage.failed(refused, where)
+        outage.succeeded(where)
+        outage.succeeded(where)
+    said = [r.getMessage() for r in caplog.records]
+    down = [m for m in said if m.startswith(f"{where}: cannot connect")]
+    up = [m for m in said if m.startswith(f"{where}: answering again after ")]
+    # The first outage and its end; the second outage (said again since the first ended); its end and the third
+    # outage fall within the minute of the first end and the second outage's line.
+    assert len(down) == 2 and len(up) == 1, said
+    assert said.index(up[0]) == 1 and up[0].endswith(" s of failures")

@@ -25,7 +25,7 @@ from mirror_core.config.keys import (
 from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig, Origin
 from mirror_core.config.properties import Property, load_properties, parse_properties
 from mirror_core.config.providers import resolve_placeholders
-from mirror_core.config.sasl import client_conf
+from mirror_core.config.sasl import client_conf, declared_mechanism, oauthbearer_settings_problem
 from mirror_core.filters import NameFilter
 from mirror_core.policy import ReplicationPolicy, policy_from_name
 
@@ -387,11 +387,16 @@ class _Builder:
         for settings, alias in clients:
             if "SASL" not in settings.get("security.protocol", "PLAINTEXT").upper():
                 continue
-            mechanism = (settings.get("sasl.mechanisms") or settings.get("sasl.mechanism") or "GSSAPI").strip().upper()
+            mechanism = declared_mechanism(settings)
             if mechanism not in BATCH_PATH_MECHANISMS:
                 raise self.error(f"replication.data.path = batches: cluster {alias} logs in with SASL {mechanism}, "
                                  f"which the batch path's client does not speak yet ({', '.join(BATCH_PATH_MECHANISMS)}"
                                  "): use replication.data.path = records for this flow", p)
+            problem = oauthbearer_settings_problem(settings) if mechanism == "OAUTHBEARER" else None
+            if problem is not None:
+                raise self.error(f"replication.data.path = batches: cluster {alias} logs in with OAUTHBEARER and "
+                                 f"{problem}, which the batch path's client does not speak yet (it gets tokens from "
+                                 "an OIDC endpoint): use replication.data.path = records for this flow", p)
         return path
 
     def check_client(self, kind: ClientKind, settings: dict[str, str], origins: Mapping[str, Origin],

@@ -274,3 +274,20 @@ def aws_msk_iam_token_cb(settings: Mapping[str, str]) -> Callable[[str], tuple[s
         return value, expiry_ms / 1000
 
     return token
+
+
+def declared_mechanism(settings: Mapping[str, str]) -> str:
+    """The SASL mechanism these librdkafka settings name (librdkafka's default: GSSAPI)."""
+    return (settings.get("sasl.mechanisms") or settings.get("sasl.mechanism") or "GSSAPI").strip().upper()
+
+
+def oauthbearer_settings_problem(settings: Mapping[str, str]) -> str | None:
+    """Why the batches data path's own client cannot get tokens with these librdkafka OAUTHBEARER settings
+    (None: it can; it asks an OIDC endpoint, mirror_core.wire.oauth)."""
+    if any(k.startswith(AWS_MARKER) for k in settings):
+        return "AWS MSK IAM tokens"
+    if settings.get("sasl.oauthbearer.method", "default").strip().lower() != "oidc":
+        return "unsecured JWTs (sasl.oauthbearer.method is not oidc)"
+    missing = [k for k in ("sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.client.id",
+                           "sasl.oauthbearer.client.secret") if not settings.get(k)]
+    return f"oidc without {' and '.join(missing)}" if missing else None

@@ -1,5 +1,5 @@
 """One connection to one broker, set up from a cluster's librdkafka settings as librdkafka would: TLS
-(``ssl.*``), SASL PLAIN or SCRAM (``sasl.*``), then the versions the broker serves (ApiVersions).
+(``ssl.*``), SASL PLAIN, SCRAM or OAUTHBEARER (``sasl.*``), then the versions the broker serves (ApiVersions).
 
 Requests use header v1 and non-flexible versions; answers come in the order the requests were sent, so a
 caller may keep several in flight (:meth:`Connection.send`, then :meth:`Connection.receive` for each).
@@ -11,6 +11,7 @@ import os
 import socket
 import ssl
 import struct
+import time
 from collections import deque
 from collections.abc import Mapping
 from types import TracebackType
@@ -19,6 +20,7 @@ from mirror_core.errors import MirrorError
 from mirror_core.wire import sasl
 from mirror_core.wire.codec import ProtocolError, Reader, blob, string
 from mirror_core.wire.errors import name
+from mirror_core.wire.oauth import TokenSource
 
 API_SASL_HANDSHAKE, API_API_VERSIONS, API_SASL_AUTHENTICATE = 17, 18, 36
 API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 10: "FindCoordinator", 17: "SaslHandshake",
@@ -87,9 +89,13 @@ def broker_where(where: str, host: str, port: int) -> str:
 class Connection:
     """A broker connection speaking request header v1 / response header v0."""
 
-    def __init__(self, host: str, port: int, settings: Mapping[str, str], where: str, timeout: float = 30.0) -> None:
-        """``where`` names the cluster in every error line; ``timeout`` bounds each socket operation."""
+    def __init__(self, host: str, port: int, settings: Mapping[str, str], where: str, timeout: float = 30.0,
+                 tokens: TokenSource | None = None) -> None:
+        """``where`` names the cluster in every error line; ``timeout`` bounds each socket operation; ``tokens``:
+        the cluster's OAUTHBEARER tokens (that mechanism only)."""
         self.where = broker_where(where, host, port)
+        #: monotonic time from which the broker may end this session (KIP-368: its token expires); None: never
+        self.reauth_at: float | None = None
         protocol = settings.get("security.protocol", "PLAINTEXT").strip().upper()
         if protocol not in PROTOCOLS:
             raise WireError(f"{self.where}: security.protocol {protocol} is not one of {', '.join(PROTOCOLS)}")
@@ -113,7 +119,7 @@ class Connection:
                     raise WireError(f"{self.where}: TLS handshake failed: {exc}") from None
             self.versions = self._api_versions()
             if protocol.startswith("SASL"):
-                self._authenticate(settings)
+                self._authenticate(settings, tokens)
         except BaseException:
             self.close()
             raise
@@ -182,7 +188,11 @@ class Connection:
             raise WireError(f"{self.where}: ApiVersions failed: {name(error)}")
         return {api: (low, high) for api, low, high in (r.take(">hhh") for _ in range(r.count()))}
 
-    def _authenticate(self, settings: Mapping[str, str]) -> None:
+    def expiring(self) -> bool:
+        """The broker ends this session soon (its token expires): the caller reconnects between requests."""
+        return self.reauth_at is not None and time.monotonic() >= self.reauth_at
+
+    def _authenticate(self, settings: Mapping[str, str], tokens: TokenSource | None) -> None:
         mechanism = sasl.mechanism_for(settings, self.where)
         r = Reader(self.call(API_SASL_HANDSHAKE, self.version(API_SASL_HANDSHAKE, (1,)), string(mechanism)))
         error = r.int16()
@@ -193,7 +203,12 @@ class Connection:
         username, password = settings.get("sasl.username", ""), settings.get("sasl.password", "")
         version = self.version(API_SASL_AUTHENTICATE, (0, 1))
         try:
-            if mechanism == "PLAIN":
+            if mechanism == "OAUTHBEARER":
+                if tokens is None:
+                    raise sasl.SaslError("no token source for this cluster")
+                username = tokens.client_id
+                self._sasl_step(version, sasl.oauthbearer(tokens.token(), sasl.extensions(settings)))
+            elif mechanism == "PLAIN":
                 self._sasl_step(version, sasl.plain(username, password))
             else:
                 scram = sasl.ScramClient(mechanism, username, password)
@@ -209,4 +224,7 @@ class Connection:
         answer = r.blob()
         if error:
             raise sasl.SaslError(message or f"error {error}")
+        lifetime_ms = r.take(">q")[0] if version >= 1 else 0
+        if lifetime_ms > 0:  # reconnected at 85 % of it, as Java clients re-authenticate (librdkafka too)
+            self.reauth_at = time.monotonic() + 0.85 * lifetime_ms / 1000
         return bytes(answer or b"")

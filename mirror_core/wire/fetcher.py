@@ -122,6 +122,9 @@ class BatchFetcher:
                     continue
                 generations = {tp: self._generation[tp] for tp in mine}
             try:
+                if conn is not None and conn.expiring():  # its session ends soon (a token expires): a new one
+                    conn.close()
+                    conn = None
                 if conn is None:
                     conn = self.brokers.connect(node, limits.max_wait_ms / 1000)
                 parts = parse_fetch(conn.call(API_FETCH, conn.version(API_FETCH, (FETCH_VERSION,)), fetch_request(

@@ -1,6 +1,7 @@
-"""SASL exchanges the copier's own connections run (RFC 4616 PLAIN, RFC 5802/7677 SCRAM-SHA-256/512): pure
-message logic, the connection carries the bytes (SaslAuthenticate). GSSAPI and OAUTHBEARER are not spoken
-here yet; :func:`mechanism_for` says so in one line."""
+"""SASL exchanges the copier's own connections run (RFC 4616 PLAIN, RFC 5802/7677 SCRAM-SHA-256/512, RFC 7628
+OAUTHBEARER with tokens from an OIDC endpoint, oauth.py): pure message logic, the connection carries the bytes
+(SaslAuthenticate). GSSAPI, and OAUTHBEARER with unsecured JWTs or AWS MSK IAM tokens, are not spoken here yet;
+:func:`mechanism_for` says so in one line."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import hmac
 import secrets
 from collections.abc import Mapping
 
+from mirror_core.config.sasl import declared_mechanism as declared
+from mirror_core.config.sasl import oauthbearer_settings_problem
 from mirror_core.errors import MirrorError
 
 SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-MECHANISMS = ("PLAIN", *SCRAM_HASHES)
+MECHANISMS = ("PLAIN", *SCRAM_HASHES, "OAUTHBEARER")
 #: Kafka's own floor (ScramMechanism.minIterations): fewer from a server is a downgrade, refused
 MIN_ITERATIONS = 4096
 
@@ -23,13 +26,24 @@ class SaslError(MirrorError):
     not spoken here."""
 
 
+def speaks_oauthbearer(settings: Mapping[str, str]) -> bool:
+    """Whether connections with these settings authenticate with OAUTHBEARER tokens this client gets."""
+    return settings.get("security.protocol", "").strip().upper().startswith("SASL") \
+        and declared(settings) == "OAUTHBEARER" and oauthbearer_settings_problem(settings) is None
+
+
 def mechanism_for(settings: Mapping[str, str], where: str) -> str:
     """The mechanism of a SASL connection with these librdkafka settings (``where`` names the cluster in the
     line of a mechanism not spoken here)."""
-    mechanism = (settings.get("sasl.mechanisms") or settings.get("sasl.mechanism") or "GSSAPI").strip().upper()
+    mechanism = declared(settings)
     if mechanism not in MECHANISMS:
         raise SaslError(f"{where}: sasl.mechanism {mechanism} is not spoken by the batch-copying client yet (it speaks "
                         f"{', '.join(MECHANISMS)}); the record-by-record path (the default) takes it")
+    problem = oauthbearer_settings_problem(settings) if mechanism == "OAUTHBEARER" else None
+    if problem is not None:
+        raise SaslError(f"{where}: OAUTHBEARER with {problem} is not spoken by the batch-copying client yet (it gets "
+                        "tokens from an OIDC endpoint, sasl.oauthbearer.method = oidc); the record-by-record path "
+                        "(the default) takes it")
     return mechanism
 
 
@@ -93,3 +107,15 @@ class ScramClient:
             raise SaslError(f"SCRAM: the server refused the proof: {fields['e']}")
         if not hmac.compare_digest(signature, self._server_signature):
             raise SaslError("SCRAM: the server's signature does not match: it does not hold these credentials")
+
+
+def extensions(settings: Mapping[str, str]) -> dict[str, str]:
+    """``sasl.oauthbearer.extensions`` (``k=v,k2=v2``) as sent in the client's first message."""
+    text = settings.get("sasl.oauthbearer.extensions", "")
+    return dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+
+
+def oauthbearer(token: str, extra: Mapping[str, str]) -> bytes:
+    """The client's first (and only) OAUTHBEARER message (RFC 7628 with Kafka's SASL extensions, KIP-342)."""
+    kvs = "".join(f"{k}={v}\x01" for k, v in extra.items())
+    return f"n,,\x01auth=Bearer {token}\x01{kvs}\x01".encode()

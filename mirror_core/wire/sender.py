@@ -203,12 +203,16 @@ class BatchSender:
         outage = Outage(self.brokers)
         while not self._stop.is_set():
             try:
+                if conn is not None and not outstanding and conn.expiring():
+                    conn.close()  # its session ends soon (a token expires): a new one, once nothing is in flight
+                    conn = None
                 if conn is None:
                     conn = self.brokers.connect(node, self.timeout_ms / 1000)
                 if self._renew and not outstanding and self._claim_renewal():
                     self._new_producer_id(conn)
                 with self._cond:
-                    chosen = self._take(node) if len(outstanding) < MAX_IN_FLIGHT and not self._renew else {}
+                    room = len(outstanding) < MAX_IN_FLIGHT and not self._renew and not conn.expiring()
+                    chosen = self._take(node) if room else {}
                     if not chosen and not outstanding:
                         self._cond.wait(0.5)
                         continue

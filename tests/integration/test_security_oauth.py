@@ -1,7 +1,8 @@
 """A SASL_PLAINTEXT/OAUTHBEARER source cluster whose tokens come from an OIDC provider (client-credentials
 grant, RS256 JWTs the broker checks against the provider's JWKS): replication works end to end through
 token refreshes, the client secret never shows up in logs, status output or ``check``, and a wrong
-secret gives a clear error naming the cluster instead of a hang.
+secret gives a clear error naming the cluster instead of a hang. The batches data path's own client gets its
+own tokens and renews its sessions before the broker ends them (KIP-368).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from mirror_core.config.loader import load_config
+from mirror_core.wire.oauth import USER_AGENT
 from tests.integration.conftest import flow_lines
 from tests.kafka_harness import (
     MirrorProcess,
@@ -175,3 +177,46 @@ def test_wrong_client_secret_gives_a_clear_error(oauth: OAuthCluster, dc2: str, 
     for where, text in {"status": out, "check": check.stdout + check.stderr, "mirror log": m.log()}.items():
         assert WRONG_SECRET not in text and SECRET not in text, f"a client secret appears in {where}"
         assert "Traceback" not in text, where
+
+
+def test_the_batches_path_reads_with_its_own_tokens_and_reconnects_before_they_expire(
+        oauth: OAuthCluster, dc2: str, name: str, tmp_path: Path, mirrors: list[MirrorProcess]) -> None:
+    """replication.data.path = batches: the wire client gets its own tokens from the provider (client-credentials
+    grant) and opens new connections before the broker ends their sessions (KIP-368, the token's expiry): copying
+    goes on past every first token's expiry with no connection ended by the broker."""
+    idp = oauth.idp
+    topic = f"{name}.wire"
+    create_topic(oauth.plain_bootstrap, topic, 2)
+    produce_sequence(oauth.plain_bootstrap, topic, 2, 40)
+    config = write_config(tmp_path / "mm2.properties", {"dc1o": oauth.sasl_bootstrap, "dc2": dc2},
+                          oauth.java_lines("dc1o", CLIENT_ID)
+                          + flow_lines(name, "replication.data.path = batches", flow=FLOW))
+    before = len(idp.requests)
+    m = DebugMirror(config, tmp_path, "oauth-wire").start()
+    mirrors.append(m)
+
+    def replicated(n: int) -> bool:
+        return len(read_all(dc2, f"dc1o.{topic}", timeout=10)) == n
+
+    wait_until(lambda: replicated(40), 60, interval=0.5, what="40 records replicated")
+    assert "data path: batches" in m.log()  # the precondition: the wire client copies, not librdkafka
+    first = idp.requests[before].at
+    # Past the first tokens' expiry, and far enough for the broker to have ended a session that was not renewed
+    time.sleep(max(0.0, first + 2 * LIFETIME_S + 1 - time.time()))
+    produce_sequence(oauth.plain_bootstrap, topic, 2, 20, start=40)
+    wait_until(lambda: replicated(60), 60, interval=0.5, what="20 more records replicated after token expiry")
+    source, target = read_all(oauth.plain_bootstrap, topic), read_all(dc2, f"dc1o.{topic}")
+    assert [(r.partition, r.offset, r.key, r.value, r.headers, r.timestamp) for r in target] == \
+        [(r.partition, r.offset, r.key, r.value, r.headers, r.timestamp) for r in source]
+    # Its own token requests (librdkafka's consumer, which keeps the group, asks for its own), the first one
+    # renewed before it expired: the same grant, Basic auth and scope as librdkafka's
+    wire_asked = [r for r in idp.requests[before:] if {k.lower(): v for k, v in r.headers.items()}.get("user-agent")
+                  == USER_AGENT]
+    assert len(wire_asked) >= 2, idp.requests[before:]
+    assert all(r.client_id == CLIENT_ID and r.status == 200 and r.auth == "basic"
+               and dict(r.form) == {"grant_type": "client_credentials", "scope": "kafka"} for r in wire_asked)
+    assert m.stop() == 0
+    log = m.log()
+    wire = [line for line in log.splitlines() if "mirror_core.wire" in line and "source cluster dc1o" in line]
+    assert not [line for line in wire if "closed the connection" in line or "receiving failed" in line], wire
+    assert SECRET not in log and "Traceback" not in log

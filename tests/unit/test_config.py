@@ -229,6 +229,14 @@ def test_the_batches_data_path_is_opt_in_and_refused_where_it_cannot_go_in_one_l
              'username="alice" password="s3cret";\n')
     assert load(f"dc1->dc2.enabled = true\n{scram}dc1->dc2.replication.data.path = batches\n").flows[0].data_path \
         == "batches"
+    oidc = ("dc1.security.protocol = SASL_SSL\ndc1.sasl.mechanism = OAUTHBEARER\n"
+            "dc1.sasl.oauthbearer.token.endpoint.url = https://idp.example/token\n"
+            'dc1.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+            'clientId="mirror" clientSecret="s3cret";\n'
+            "dc1.sasl.login.callback.handler.class = "
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n")
+    assert load(f"dc1->dc2.enabled = true\n{oidc}dc1->dc2.replication.data.path = batches\n").flows[0].data_path \
+        == "batches"
     for extra, says in [
         ("dc1->dc2.replication.data.path = batches\ndc1->dc2.exactly.once.enabled = true\n", "at-least-once only"),
         ("dc1->dc2.replication.data.path = batches\n"
@@ -236,6 +244,11 @@ def test_the_batches_data_path_is_opt_in_and_refused_where_it_cannot_go_in_one_l
         ("dc2.security.protocol = SASL_PLAINTEXT\ndc2.sasl.mechanism = GSSAPI\n"
          "dc1->dc2.replication.data.path = batches\n", "cluster dc2 logs in with SASL GSSAPI"),
         ("dc1->dc2.replication.data.path = sideways\n", "sideways"),
+        # OAUTHBEARER without an OIDC endpoint: unsecured JWTs
+        ("dc1.security.protocol = SASL_PLAINTEXT\ndc1.sasl.mechanism = OAUTHBEARER\n"
+         'dc1.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+         'unsecuredLoginStringClaim_sub="alice";\ndc1->dc2.replication.data.path = batches\n',
+         "cluster dc1 logs in with OAUTHBEARER and unsecured JWTs"),
         # A flow's own consumer settings are read on top of the cluster's, as the clients read them.
         ("dc1.security.protocol = SASL_PLAINTEXT\ndc1.sasl.mechanism = GSSAPI\n"
          "dc1->dc2.consumer.fetch.max.bytes = 1048576\ndc1->dc2.replication.data.path = batches\n",

@@ -65,6 +65,25 @@ def test_a_mechanism_the_client_does_not_speak_is_named_with_what_to_do() -> Non
         sasl.mechanism_for({"sasl.mechanisms": "GSSAPI"}, "dc1")
 
 
+def test_oauthbearer_sends_the_token_and_extensions_and_needs_an_oidc_endpoint() -> None:
+    """RFC 7628's client message with Kafka's extensions (KIP-342); tokens only from an OIDC endpoint here."""
+    assert sasl.oauthbearer("eyJ.a.b", {"logicalCluster": "lkc-1"}) == \
+        b"n,,\x01auth=Bearer eyJ.a.b\x01logicalCluster=lkc-1\x01\x01"
+    assert sasl.oauthbearer("t", {}) == b"n,,\x01auth=Bearer t\x01\x01"
+    assert sasl.extensions({"sasl.oauthbearer.extensions": "a=1,b=x=y"}) == {"a": "1", "b": "x=y"}
+    oidc = {"security.protocol": "SASL_SSL", "sasl.mechanisms": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+            "sasl.oauthbearer.token.endpoint.url": "https://idp/token", "sasl.oauthbearer.client.id": "c",
+            "sasl.oauthbearer.client.secret": "s"}
+    assert sasl.mechanism_for(oidc, "dc1") == "OAUTHBEARER" and sasl.speaks_oauthbearer(oidc)
+    for settings, says in [({**oidc, "sasl.oauthbearer.method": "default"}, "unsecured JWTs"),
+                           ({**oidc, "sasl.oauthbearer.client.secret": ""},
+                            "oidc without sasl.oauthbearer.client.secret"),
+                           ({**oidc, "mirror_core.aws.msk.iam.region": "eu-west-1"}, "AWS MSK IAM")]:
+        assert not sasl.speaks_oauthbearer(settings)
+        with pytest.raises(sasl.SaslError, match=f"dc1: OAUTHBEARER with {says}.*the record-by-record path"):
+            sasl.mechanism_for(settings, "dc1")
+
+
 def test_a_truncated_response_is_a_protocol_error_naming_where_it_ends() -> None:
     r = Reader(string("topic")[:4])
     with pytest.raises(ProtocolError, match="ends inside a field of 5 at byte 2"):

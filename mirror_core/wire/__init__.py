@@ -3,6 +3,6 @@
 librdkafka hands records to Python one at a time and takes them back one at a time; at 2,000 partitions
 that per-record cost is what holds a flow (README "Scale"). Copying the source's record batches as they are
 needs a client of our own: ``codec`` (the protocol's primitive types), ``records`` (record batch v2: split,
-filter, restamp), ``sasl`` (the PLAIN and SCRAM exchanges) and ``connection`` (one broker connection: TLS and
-SASL from the cluster's librdkafka settings, version negotiation). It imports only the configuration.
-"""
+filter, restamp), ``sasl`` (the PLAIN, SCRAM and OAUTHBEARER exchanges), ``oauth`` (OIDC tokens) and
+``connection`` (one broker connection: TLS and SASL from the cluster's librdkafka settings, version
+negotiation). It imports only the configuration."""

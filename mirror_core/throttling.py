@@ -4,7 +4,9 @@ second or so, and each failure is the same line."""
 from __future__ import annotations
 
 import re
+import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 #: librdkafka's counters in its error text ("577 identical error(s) suppressed", "after 0ms in state
@@ -22,18 +24,23 @@ class ThrottledLine:
 
     every_s: float = 60.0
     _logged: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+    #: the wire client's workers share one (Brokers.line): rebuilding the dict while another thread adds to it
+    #: would raise in that thread
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def due(self, text: str, now: float | None = None) -> bool:
         now = time.monotonic() if now is None else now
         shape = _COUNTERS.sub("#", text)
-        if len(self._logged) > _KEPT:  # texts that carry changing numbers must not grow this without end
-            self._logged = {k: t for k, t in self._logged.items() if now - t < self.every_s}
-        if now - self._logged.get(shape, float("-inf")) >= self.every_s:
-            self._logged[shape] = now
-            return True
-        return False
+        with self._lock:
+            if len(self._logged) > _KEPT:  # texts that carry changing numbers must not grow this without end
+                self._logged = {k: t for k, t in self._logged.items() if now - t < self.every_s}
+            if now - self._logged.get(shape, float("-inf")) >= self.every_s:
+                self._logged[shape] = now
+                return True
+            return False
 
-    def forget(self, prefix: str, keep: str) -> None:
-        """Texts starting with ``prefix`` (but ``keep``) are due again: what they said is over."""
-        keep = _COUNTERS.sub("#", keep)
-        self._logged = {k: t for k, t in self._logged.items() if k == keep or not k.startswith(prefix)}
+    def forget(self, texts: Iterable[str]) -> None:
+        """These texts are due again: what they said is over."""
+        with self._lock:
+            for text in texts:
+                self._logged.pop(_COUNTERS.sub("#", text), None)

@@ -129,7 +129,8 @@ class BatchFetcher:
                     conn = self.brokers.connect(node, limits.max_wait_ms / 1000)
                 parts = parse_fetch(conn.call(API_FETCH, conn.version(API_FETCH, (FETCH_VERSION,)), fetch_request(
                     mine, limits.max_wait_ms, limits.min_bytes, limits.max_bytes, limits.partition_max_bytes)),
-                    self.brokers.where)
+                    conn.where)
+                outage.succeeded(conn.where)
             except Exception as exc:  # a connection, TLS or SASL failure, an answer that does not parse: again
                 outage.failed(exc, self.brokers.name(node))
                 if conn is not None:
@@ -138,7 +139,6 @@ class BatchFetcher:
                 self._release(mine, stale=True)
                 self._stop.wait(RETRY_S)
                 continue
-            outage.succeeded(conn.where)
             again = set(mine)  # a partition the answer leaves out is fetched again
             stale: list[TP] = []
             for part in parts:
@@ -152,7 +152,7 @@ class BatchFetcher:
                     stale.append(tp)
                 elif not part.error and not part.batches and part.problem is None:
                     again.add(tp)  # nothing new within the wait: fetched again
-                else:
+                elif tp in generations:  # (an answer for a partition not asked for is not one to act on)
                     self._results.put((generations[tp], part))
             self._release(again)
             self._release(stale, stale=True)

@@ -16,50 +16,56 @@ log = logging.getLogger(__name__)
 TP = tuple[str, int]
 #: after a failed metadata request, or while a partition has no leader: how long before asking again
 RETRY_S = 0.5
+#: a partition without a leader for this long is said (a leader election takes less), and asked for every
+LEADERLESS_SAY_S, LEADERLESS_RETRY_S = 10.0, 2.0
 
 
-def worker_failed(brokers: Brokers, exc: Exception, where: str | None = None) -> None:
+def worker_failed(brokers: Brokers, exc: Exception, where: str | None = None) -> str:
     """A worker thread's failure, before it tries again: a MirrorError is its own line (``where`` — the broker the
     worker talks to, else the cluster — put in front when the error does not name the cluster: an answer that does
     not parse); anything else is a bug, logged with its traceback (the thread goes on: a worker that died would
-    stall its partitions silently). Either is said at most once a minute while it repeats (``brokers.line``)."""
+    stall its partitions silently). Either is said at most once a minute while it repeats (``brokers.line``);
+    the text it is throttled by."""
     where = where or brokers.where
     if isinstance(exc, MirrorError):
         text = str(exc) if str(exc).startswith(brokers.where) else f"{where}: {exc}"
         if brokers.line.due(text):
             log.warning("%s (said at most once a minute while it lasts)", text)
-        return
+        return text
     # A bug is told apart by its type and where it was raised: another bug of the same type has its own line.
     frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ is not None else None
     at = f"{frame.filename}:{frame.lineno}" if frame is not None else "?"
-    if brokers.line.due(f"{where}: {type(exc).__name__} at {at}"):
+    text = f"{where}: {type(exc).__name__} at {at}"
+    if brokers.line.due(text):
         log.error("%s: unexpected error in the wire client; trying again (this one said at most once a minute)",
                   where, exc_info=exc)
+    return text
 
 
 class Outage:
     """One worker's failures in a row (:func:`worker_failed`): the first success after them is said, with how long
-    they lasted, and the failures' lines are then due again (a later outage is said too). Said once a minute at
-    most, like the failures: a link that flaps is not a line per flap."""
+    they lasted, and those failures' lines are then due again (a later outage is said too; other workers' lines
+    are theirs). Said once a minute at most, like the failures: a link that flaps is not a line per flap."""
 
     def __init__(self, brokers: Brokers) -> None:
         self.brokers = brokers
         self.since: float | None = None  # monotonic time of the first failure in a row; None: none
+        self.said: set[str] = set()  # what those failures were throttled by
 
     def failed(self, exc: Exception, where: str | None = None) -> None:
         if self.since is None:
             self.since = time.monotonic()
-        worker_failed(self.brokers, exc, where)
+        self.said.add(worker_failed(self.brokers, exc, where))
 
     def succeeded(self, where: str | None = None) -> None:
         if self.since is None:
             return
         lasted, self.since = time.monotonic() - self.since, None
-        where = where or self.brokers.where
-        again = f"{where}: answering again"
+        again = f"{where or self.brokers.where}: answering again"
         if self.brokers.line.due(again):
             log.info("%s after %.1f s of failures", again, lasted)
-            self.brokers.line.forget(where, keep=again)
+            self.brokers.line.forget(self.said)
+        self.said.clear()
 
 
 class LeaderTracker:
@@ -74,6 +80,7 @@ class LeaderTracker:
         self.workers: set[int] = set()
         self._stale = threading.Event()
         self._outage = Outage(brokers)
+        self._leaderless_since: float | None = None  # monotonic time since which a wanted partition has no leader
         threading.Thread(target=self._run, name=f"leaders-{brokers.where}", daemon=True).start()
 
     def want(self, tps: Iterable[TP]) -> None:
@@ -105,28 +112,47 @@ class LeaderTracker:
             if self.stop.is_set():
                 return
             self._stale.clear()
-            with self.lock:
-                topics = {tp[0] for tp in self.wanted if tp not in self.leaders}
-            if not topics:
-                continue
             try:
-                meta = self.brokers.metadata(sorted(topics))
-            except Exception as exc:  # unreachable, or refused (TLS, SASL): asked again
+                wait = self._round()
+            except Exception as exc:  # unreachable, refused (TLS, SASL), or a bug: asked again (this thread must live)
                 self._outage.failed(exc)
                 self._stale.set()
-                self.stop.wait(RETRY_S)
-                continue
-            self._outage.succeeded()
-            with self.lock:
-                for topic, found in meta.topics.items():
-                    for partition, leader in found.leaders.items():
-                        if (topic, partition) in self.wanted and leader != NO_LEADER and not found.errors[partition]:
-                            self.leaders[topic, partition] = leader
-                missing = any(tp not in self.leaders for tp in self.wanted)
-                for node in set(self.leaders.values()) - self.workers:
-                    self.workers.add(node)
-                    self.start_worker(node)
-                self.lock.notify_all()
-            if missing:  # no leader yet (an election, a topic just created): asked again shortly
-                self._stale.set()
-                self.stop.wait(RETRY_S)
+                wait = RETRY_S
+            if wait:
+                self.stop.wait(wait)
+
+    def _round(self) -> float:
+        """One lookup of the leaders not known; how long to wait before the next (0: until asked)."""
+        with self.lock:
+            topics = {tp[0] for tp in self.wanted if tp not in self.leaders}
+        if not topics:
+            self._leaderless_since = None
+            return 0.0
+        meta = self.brokers.metadata(sorted(topics))
+        self._outage.succeeded()
+        with self.lock:
+            for topic, found in meta.topics.items():
+                for partition, leader in found.leaders.items():
+                    if (topic, partition) in self.wanted and leader != NO_LEADER and not found.errors[partition]:
+                        self.leaders[topic, partition] = leader
+            missing = sorted(tp for tp in self.wanted if tp not in self.leaders)
+            for node in set(self.leaders.values()) - self.workers:
+                self.workers.add(node)
+                self.start_worker(node)
+            self.lock.notify_all()
+        if not missing:
+            self._leaderless_since = None
+            return 0.0
+        # No leader yet (an election, a topic just created): asked again shortly; said once that lasts
+        self._stale.set()
+        now = time.monotonic()
+        since = self._leaderless_since = self._leaderless_since or now
+        if now - since < LEADERLESS_SAY_S:
+            return RETRY_S
+        names = ", ".join(f"{t}[{p}]" for t, p in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5
+                                                                    else "")
+        text = f"{self.brokers.where}: no leader for {names} (an election, a broker down, a topic deleted?)"
+        if self.brokers.line.due(text):
+            log.warning("%s for %.0f s; not read or written meanwhile, asked again every %.0f s (said at most once a "
+                        "minute while it lasts)", text, now - since, LEADERLESS_RETRY_S)
+        return LEADERLESS_RETRY_S

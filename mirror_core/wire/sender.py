@@ -50,6 +50,9 @@ RENEW = frozenset({45, 47, 59, 90})  # OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRO
 #: written, except one already in flight that landed all the same (at least once: it is then written again)
 NOT_SENT = -100
 CONNECTION_LOST = -101
+#: answers after which a batch may or may not have been written (a lost connection, REQUEST_TIMED_OUT,
+#: NOT_ENOUGH_REPLICAS_AFTER_APPEND): its sequence must not be given to another batch of the same producer id
+UNKNOWN_OUTCOME = frozenset({CONNECTION_LOST, 7, 20})
 RETRY_S = 0.2
 
 
@@ -208,6 +211,7 @@ class BatchSender:
                     conn = None
                 if conn is None:
                     conn = self.brokers.connect(node, self.timeout_ms / 1000)
+                    outage.succeeded(conn.where)
                 if self._renew and not outstanding and self._claim_renewal():
                     self._new_producer_id(conn)
                 with self._cond:
@@ -217,9 +221,9 @@ class BatchSender:
                         self._cond.wait(0.5)
                         continue
                 if chosen:
+                    outstanding.append(chosen)  # first: were the request not built, these are answered all the same
                     body = produce_request({tp: restamp(b.data, b.producer_id, b.epoch, b.sequence)
                                             for tp, b in chosen.items()}, self.timeout_ms)
-                    outstanding.append(chosen)
                     conn.send(API_PRODUCE, conn.version(API_PRODUCE, (PRODUCE_VERSION,)), body)
                     continue
                 answers = parse_produce(conn.receive())  # before the request leaves `outstanding`: it may fail
@@ -281,6 +285,8 @@ class BatchSender:
             for p in self._parts.values():
                 if p.queue and not p.in_flight and not p.returned and not p.failed and \
                         now - p.queue[0].handed > self.delivery_timeout_s:
+                    if any(b.first_sent for b in p.queue):  # sent before (a lost connection): it may have landed
+                        self._renew = True
                     self._fail(p, p.queue.popleft(), 7, f"not sent within {self.delivery_timeout_s:.0f} s: no "
                                                          "reachable leader took it")
 
@@ -307,7 +313,7 @@ class BatchSender:
                     # takes a new producer id (the next batch must never look like a resent one).
                     if not error and current:
                         p.acked_seq, p.known = next_sequence(b.sequence, b.data), True
-                    elif error == CONNECTION_LOST and current:
+                    elif error in UNKNOWN_OUTCOME and current:
                         self._renew = True
                     self._results.put(Sent(b, NOT_SENT))
                 elif not error and not p.returned:
@@ -318,7 +324,8 @@ class BatchSender:
                     # Sent again in order once the partition's batches in flight have all answered.
                     if time.monotonic() - b.first_sent > self.delivery_timeout_s:
                         p.returned.append(b)  # its outcome may be unknown too
-                        self._fail(p, b, error, f"retried for {self.delivery_timeout_s:.0f} s")
+                        # (an answer without error behind a batch sent again is not a landing for the caller)
+                        self._fail(p, b, error or 7, f"retried for {self.delivery_timeout_s:.0f} s")
                         continue
                     p.returned.append(b)
                     self.retried += 1

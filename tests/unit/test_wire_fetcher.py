@@ -6,6 +6,7 @@ named, and the end of an outage."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable
 
@@ -14,8 +15,8 @@ import pytest
 from mirror_core.wire.codec import ProtocolError
 from mirror_core.wire.connection import WireError
 from mirror_core.wire.fetcher import BatchFetcher
-from mirror_core.wire.leaders import Outage, worker_failed
-from mirror_core.wire.metadata import Brokers, ClusterMetadata
+from mirror_core.wire.leaders import LEADERLESS_RETRY_S, LEADERLESS_SAY_S, RETRY_S, LeaderTracker, Outage, worker_failed
+from mirror_core.wire.metadata import NO_LEADER, Brokers, ClusterMetadata, TopicMetadata
 
 
 def test_held_partitions_wait_and_the_others_are_asked_in_a_rotating_order() -> None:
@@ -122,3 +123,39 @@ def test_the_end_of_an_outage_is_said_and_a_later_one_is_said_again(caplog: pyte
     # outage fall within the minute of the first end and the second outage's line.
     assert len(down) == 2 and len(up) == 1, said
     assert said.index(up[0]) == 1 and up[0].endswith(" s of failures")
+
+
+def test_the_end_of_one_workers_outage_leaves_the_others_lines_throttled(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="mirror_core.wire")
+    brokers = Brokers("127.0.0.1:1", {}, "cluster dc1")
+    a, b = Outage(brokers), Outage(brokers)
+    for _ in range(2):
+        a.failed(WireError("cluster dc1 (broker a:1): cannot connect: refused"), "cluster dc1 (broker a:1)")
+        b.failed(WireError("cluster dc1 (broker b:2): cannot connect: refused"), "cluster dc1 (broker b:2)")
+        a.succeeded("cluster dc1 (broker a:1)")  # a is back (then down again); b stays down
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("broker a:1): cannot connect" in m for m in said) == 2, said  # said again after its end
+    assert sum("broker b:2): cannot connect" in m for m in said) == 1, said  # still the one line
+
+
+class LeaderlessBrokers(Brokers):
+    """A cluster whose metadata names no leader for partition 1 of topic t (an election that does not end)."""
+
+    def metadata(self, topics: Iterable[str]) -> ClusterMetadata:
+        return ClusterMetadata({}, {"t": TopicMetadata("t", 0, {0: 1, 1: NO_LEADER}, {0: 0, 1: 5})})
+
+
+def test_a_partition_that_keeps_no_leader_is_said_and_asked_for_less_often(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="mirror_core.wire")
+    started: list[int] = []
+    stop = threading.Event()
+    tracker = LeaderTracker(LeaderlessBrokers("127.0.0.1:1", {}, "source cluster dc1"), threading.Condition(),
+                            started.append, stop)
+    stop.set()  # its own thread ends: the rounds are driven here
+    with tracker.lock:
+        tracker.want([("t", 0), ("t", 1)])
+    assert tracker._round() == RETRY_S and started == [1] and not caplog.records  # an election may be under way
+    tracker._leaderless_since = time.monotonic() - LEADERLESS_SAY_S - 1
+    assert tracker._round() == LEADERLESS_RETRY_S and tracker._round() == LEADERLESS_RETRY_S
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith("source cluster dc1: no leader for t[1] (") and "for 11 s" in said[0]

@@ -151,3 +151,32 @@ def test_a_retried_batch_that_times_out_takes_a_new_producer_id_it_may_have_land
     sender._answered({TP: first}, {})  # the connection was lost, long after it was first sent
     assert [(r.batch, r.error) for r in sender.poll(0)] == [(first, -101)]
     assert sender._renew
+
+
+def test_a_batch_sent_before_that_no_leader_takes_in_time_takes_a_new_producer_id(sender: BatchSender) -> None:
+    """A lost connection sends it back to the queue (it may have landed); its leader then stays unknown until the
+    delivery timeout: the next batch after the rewind must not reuse its sequence under the same producer id."""
+    first, second = _queue(sender, 1, 1)
+    _land(sender, first)
+    with sender._cond:
+        assert sender._take(1) == {TP: second}
+    sender._answered({TP: second}, {})  # connection lost: outcome unknown, back to the queue
+    sender.poll(0)
+    assert not sender._renew and second.first_sent  # the precondition: it was sent, and no renewal yet
+    sender._leaders.leaders.clear()
+    sender._expire(second.handed + sender.delivery_timeout_s + 1)
+    assert [(r.batch, r.error) for r in sender.poll(0)] == [(second, 7)]
+    assert sender._renew
+
+
+def test_an_answer_behind_a_returned_batch_past_the_timeout_is_a_failure_not_a_landing(sender: BatchSender) -> None:
+    first, second, third = _queue(sender, 1, 1, 1)
+    _land(sender, first)
+    with sender._cond:
+        assert sender._take(1) == {TP: second}
+        assert sender._take(1) == {TP: third}
+    sender._answered({TP: second}, {TP: (6, -1, None)})  # NOT_LEADER_OR_FOLLOWER: sent again later
+    third.first_sent -= sender.delivery_timeout_s + 1
+    sender._answered({TP: third}, {TP: (0, 5, None)})  # written, behind a batch to be sent again, too late
+    got = [(r.batch, r.error, r.base_offset) for r in sender.poll(0)]
+    assert (third, 0, -1) not in got and got[0][0] is first and (third, 7, -1) in got, got

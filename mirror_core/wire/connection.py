@@ -7,6 +7,7 @@ caller may keep several in flight (:meth:`Connection.send`, then :meth:`Connecti
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import ssl
@@ -15,12 +16,15 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from mirror_core.errors import MirrorError
 from mirror_core.wire import sasl
 from mirror_core.wire.codec import ProtocolError, Reader, blob, string
 from mirror_core.wire.errors import name
-from mirror_core.wire.oauth import TokenSource
+
+if TYPE_CHECKING:
+    from mirror_core.wire.oauth import TokenSource
 
 API_SASL_HANDSHAKE, API_API_VERSIONS, API_SASL_AUTHENTICATE = 17, 18, 36
 API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 10: "FindCoordinator", 17: "SaslHandshake",
@@ -120,6 +124,7 @@ class Connection:
             self.versions = self._api_versions()
             if protocol.startswith("SASL"):
                 self._authenticate(settings, tokens)
+            self._setup_calls = self.correlation  # the requests that set it up (expiring() counts those after)
         except BaseException:
             self.close()
             raise
@@ -192,6 +197,11 @@ class Connection:
         """The broker ends this session soon (its token expires): the caller reconnects between requests."""
         return self.reauth_at is not None and time.monotonic() >= self.reauth_at
 
+    @property
+    def carried(self) -> bool:
+        """A request went on it since it was set up (a session shorter than a round trip still carries one)."""
+        return self.correlation > self._setup_calls
+
     def _authenticate(self, settings: Mapping[str, str], tokens: TokenSource | None) -> None:
         mechanism = sasl.mechanism_for(settings, self.where)
         r = Reader(self.call(API_SASL_HANDSHAKE, self.version(API_SASL_HANDSHAKE, (1,)), string(mechanism)))
@@ -207,7 +217,13 @@ class Connection:
                 if tokens is None:
                     raise sasl.SaslError("no token source for this cluster")
                 username = tokens.client_id
-                self._sasl_step(version, sasl.oauthbearer(tokens.token(), sasl.extensions(settings)))
+                token = tokens.token()
+                refused = self._sasl_step(version, sasl.oauthbearer(token, sasl.extensions(settings)))
+                if refused:  # RFC 7628: the server's error (JSON) in place of an empty success, error code 0
+                    tokens.refused(token)  # (a key rotated, a scope changed: the next connection asks a new one)
+                    with contextlib.suppress(MirrorError):  # the client's answer ending it; the broker fails it
+                        self._sasl_step(version, b"\x01")
+                    raise sasl.SaslError(f"the broker refused the token: {refused.decode(errors='replace')}")
             elif mechanism == "PLAIN":
                 self._sasl_step(version, sasl.plain(username, password))
             else:

@@ -55,7 +55,10 @@ class Outage:
     def failed(self, exc: Exception, where: str | None = None) -> None:
         if self.since is None:
             self.since = time.monotonic()
-        self.said.add(worker_failed(self.brokers, exc, where))
+        if len(self.said) < 64:  # (texts that change at every try are not all kept; they are not throttled either)
+            self.said.add(worker_failed(self.brokers, exc, where))
+        else:
+            worker_failed(self.brokers, exc, where)
 
     def succeeded(self, where: str | None = None) -> None:
         if self.since is None:
@@ -80,7 +83,10 @@ class LeaderTracker:
         self.workers: set[int] = set()
         self._stale = threading.Event()
         self._outage = Outage(brokers)
-        self._leaderless_since: float | None = None  # monotonic time since which a wanted partition has no leader
+        #: wanted partitions without a leader at the last lookup, and since when (monotonic)
+        self._leaderless: dict[TP, float] = {}
+        #: set by want() and moved(): ends the wait between lookups while a partition has no leader
+        self._nudged = threading.Event()
         threading.Thread(target=self._run, name=f"leaders-{brokers.where}", daemon=True).start()
 
     def want(self, tps: Iterable[TP]) -> None:
@@ -89,6 +95,7 @@ class LeaderTracker:
         self.wanted |= new
         if any(tp not in self.leaders for tp in new):
             self._stale.set()
+            self._nudged.set()
 
     def forget(self, tps: Iterable[TP]) -> None:
         self.wanted -= set(tps)
@@ -98,11 +105,13 @@ class LeaderTracker:
         for tp in tps:
             self.leaders.pop(tp, None)
         self._stale.set()
+        self._nudged.set()
 
     def shutdown(self) -> None:
         """Stop this thread and the workers (they watch ``stop`` and wait on ``lock``)."""
         self.stop.set()
         self._stale.set()
+        self._nudged.set()
         with self.lock:
             self.lock.notify_all()
 
@@ -117,16 +126,18 @@ class LeaderTracker:
             except Exception as exc:  # unreachable, refused (TLS, SASL), or a bug: asked again (this thread must live)
                 self._outage.failed(exc)
                 self._stale.set()
-                wait = RETRY_S
+                self.stop.wait(RETRY_S)  # not shortened by workers' news: a cluster that fails is not hammered
+                continue
             if wait:
-                self.stop.wait(wait)
+                self._nudged.clear()
+                self._nudged.wait(wait)
 
     def _round(self) -> float:
         """One lookup of the leaders not known; how long to wait before the next (0: until asked)."""
         with self.lock:
             topics = {tp[0] for tp in self.wanted if tp not in self.leaders}
         if not topics:
-            self._leaderless_since = None
+            self._leaderless.clear()
             return 0.0
         meta = self.brokers.metadata(sorted(topics))
         self._outage.succeeded()
@@ -137,22 +148,22 @@ class LeaderTracker:
                         self.leaders[topic, partition] = leader
             missing = sorted(tp for tp in self.wanted if tp not in self.leaders)
             for node in set(self.leaders.values()) - self.workers:
-                self.workers.add(node)
                 self.start_worker(node)
+                self.workers.add(node)  # after: a worker that did not start is started at the next round
             self.lock.notify_all()
+        now = time.monotonic()
+        self._leaderless = {tp: self._leaderless.get(tp, now) for tp in missing}
         if not missing:
-            self._leaderless_since = None
             return 0.0
         # No leader yet (an election, a topic just created): asked again shortly; said once that lasts
         self._stale.set()
-        now = time.monotonic()
-        since = self._leaderless_since = self._leaderless_since or now
-        if now - since < LEADERLESS_SAY_S:
+        long = [tp for tp in missing if now - self._leaderless[tp] >= LEADERLESS_SAY_S]
+        if not long:
             return RETRY_S
-        names = ", ".join(f"{t}[{p}]" for t, p in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5
-                                                                    else "")
+        names = ", ".join(f"{t}[{p}]" for t, p in long[:5]) + (f" and {len(long) - 5} more" if len(long) > 5 else "")
         text = f"{self.brokers.where}: no leader for {names} (an election, a broker down, a topic deleted?)"
         if self.brokers.line.due(text):
-            log.warning("%s for %.0f s; not read or written meanwhile, asked again every %.0f s (said at most once a "
-                        "minute while it lasts)", text, now - since, LEADERLESS_RETRY_S)
+            log.warning("%s for %.0f s or more; not read or written meanwhile, asked again every %.0f s (said at most "
+                        "once a minute while it lasts)", text, min(now - self._leaderless[tp] for tp in long),
+                        LEADERLESS_RETRY_S)
         return LEADERLESS_RETRY_S

@@ -215,7 +215,9 @@ class BatchSender:
                 if self._renew and not outstanding and self._claim_renewal():
                     self._new_producer_id(conn)
                 with self._cond:
-                    room = len(outstanding) < MAX_IN_FLIGHT and not self._renew and not conn.expiring()
+                    # A session about to end takes no more (its answers drain, then a new one), once it carried one
+                    ending = conn.expiring() and conn.carried
+                    room = len(outstanding) < MAX_IN_FLIGHT and not self._renew and not ending
                     chosen = self._take(node) if room else {}
                     if not chosen and not outstanding:
                         self._cond.wait(0.5)

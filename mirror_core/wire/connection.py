@@ -124,7 +124,7 @@ class Connection:
             self.versions = self._api_versions()
             if protocol.startswith("SASL"):
                 self._authenticate(settings, tokens)
-            self._setup_calls = self.correlation  # the requests that set it up (expiring() counts those after)
+            self._setup_calls = self.correlation  # the requests that set it up (carried counts those after)
         except BaseException:
             self.close()
             raise

@@ -67,10 +67,9 @@ def _lifetime_s(body: Mapping[str, Any], token: str) -> float | None:
 def _refusal(exc: urllib.error.HTTPError) -> str:
     """The provider's reason: its JSON ``error`` (and the HTTP status), not the whole body, whose trace ids and
     timestamps change at every request (and would make every retry a new line)."""
-    raw = exc.read(2000).decode(errors="replace").strip()
     try:
-        said = json.loads(raw).get("error")
-    except (ValueError, AttributeError):
+        said = json.loads(exc.read(2000).decode(errors="replace")).get("error")
+    except (OSError, ValueError, AttributeError):  # no body, not JSON, or the connection broke while reading it
         said = None
     return f"HTTP {exc.code}: {said}" if isinstance(said, str) else f"HTTP {exc.code}: {exc.reason}"
 

@@ -25,7 +25,7 @@ from mirror_core.config.keys import (
 from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig, Origin
 from mirror_core.config.properties import Property, load_properties, parse_properties
 from mirror_core.config.providers import resolve_placeholders
-from mirror_core.config.sasl import client_conf, declared_mechanism, oauthbearer_settings_problem
+from mirror_core.config.sasl import batch_path_login_problem, client_conf
 from mirror_core.filters import NameFilter
 from mirror_core.policy import ReplicationPolicy, policy_from_name
 
@@ -385,18 +385,12 @@ class _Builder:
             raise self.error("replication.data.path = batches cannot add the identity policy's provenance header "
                              "(batches are copied whole): use replication.data.path = records with this policy", p)
         for settings, alias in clients:
-            if "SASL" not in settings.get("security.protocol", "PLAINTEXT").upper():
-                continue
-            mechanism = declared_mechanism(settings)
-            if mechanism not in BATCH_PATH_MECHANISMS:
-                raise self.error(f"replication.data.path = batches: cluster {alias} logs in with SASL {mechanism}, "
-                                 f"which the batch path's client does not speak yet ({', '.join(BATCH_PATH_MECHANISMS)}"
-                                 "): use replication.data.path = records for this flow", p)
-            problem = oauthbearer_settings_problem(settings) if mechanism == "OAUTHBEARER" else None
+            problem = batch_path_login_problem(settings)
             if problem is not None:
-                raise self.error(f"replication.data.path = batches: cluster {alias} logs in with OAUTHBEARER and "
-                                 f"{problem}, which the batch path's client does not speak yet (it gets tokens from "
-                                 "an OIDC endpoint): use replication.data.path = records for this flow", p)
+                raise self.error(f"replication.data.path = batches: cluster {alias} logs in with {problem}, which the "
+                                 f"batch path's client does not speak yet (it speaks {', '.join(BATCH_PATH_MECHANISMS)}"
+                                 "; OAUTHBEARER with tokens from an OIDC endpoint): use replication.data.path = "
+                                 "records for this flow", p)
         return path
 
     def check_client(self, kind: ClientKind, settings: dict[str, str], origins: Mapping[str, Origin],

@@ -28,6 +28,7 @@ from typing import Any
 
 from mirror_core.config.errors import JaasError, SettingError
 from mirror_core.config.jaas import JaasEntry, parse_jaas
+from mirror_core.config.keys import BATCH_PATH_MECHANISMS
 
 SASL_KEYS = frozenset({
     "sasl.kerberos.kinit.cmd", "sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config", "sasl.oauthbearer.method",
@@ -291,3 +292,15 @@ def oauthbearer_settings_problem(settings: Mapping[str, str]) -> str | None:
     missing = [k for k in ("sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.client.id",
                            "sasl.oauthbearer.client.secret") if not settings.get(k)]
     return f"oidc without {' and '.join(missing)}" if missing else None
+
+
+def batch_path_login_problem(settings: Mapping[str, str]) -> str | None:
+    """How a client with these librdkafka settings logs in, when the batches data path's own client cannot
+    ("SASL GSSAPI", "OAUTHBEARER and unsecured JWTs ..."); None when it can."""
+    if "SASL" not in settings.get("security.protocol", "PLAINTEXT").upper():
+        return None
+    mechanism = declared_mechanism(settings)
+    if mechanism not in BATCH_PATH_MECHANISMS:
+        return f"SASL {mechanism}"
+    problem = oauthbearer_settings_problem(settings) if mechanism == "OAUTHBEARER" else None
+    return None if problem is None else f"OAUTHBEARER and {problem}"

@@ -170,7 +170,8 @@ class TopicTail:
             while self._position < high:
                 if time.monotonic() > deadline:
                     raise ProgressError(f"timed out reading {self.topic} at {self._position}/{high}")
-                for msg in self._consumer.consume(10000, 0.5):
+                got = self._consumer.consume(10000, 0.5)
+                for msg in got:
                     err = msg.error()
                     if err is not None:
                         if err.code() == KafkaError._PARTITION_EOF:
@@ -184,8 +185,23 @@ class TopicTail:
                     pos = self._consumer.position([tp])[0].offset
                     if pos is not None and pos >= 0:
                         self._position = max(self._position, pos)
+                    elif not got:
+                        self._skip_trimmed(tp, high, timeout)
         finally:
             self._consumer.unassign()
+
+    def _skip_trimmed(self, tp: TopicPartition, high: int, timeout: float) -> None:
+        """Nothing came and the consumer has no position: was the log trimmed past ours while we read (the
+        offset-map pruner's DeleteRecords)? The consumer then jumped to the log's end (librdkafka's reset), past
+        what is left to read: go on from the new start instead. A caller that keeps a snapshot of what was
+        trimmed sees the start move (:meth:`log_start`) and loads it. Before, the read stalled until timeout."""
+        low = self.log_start(timeout)
+        if low > self._position:
+            log.info("%s: trimmed below %d while being read at %d: reading on from there", self.topic, low,
+                     self._position)
+            self._position = low
+            if low < high:
+                self._consumer.assign([TopicPartition(self.topic, 0, low)])
 
     def close(self) -> None:
         self._consumer.close()

@@ -11,8 +11,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_core.config.loader import load_config
@@ -210,3 +213,53 @@ def test_sigkill_during_snapshot_rounds_keeps_the_map_exact(dc1, dc2, name, star
     offsets = FlowOffsets.load(cfg, cfg.flows[0])
     assert all(offsets.offset_map.partitions[(topic, p)].horizon > 0 for p in range(2))  # really pruned
     assert check_exact(dc1, dc2, topic, cfg.flows[0].remote_topic(topic), offsets) > 1000
+
+
+class _TrimAfterFirstWatermark:
+    """The tail's consumer, whose first watermark answer is followed at once by a DeleteRecords: the trim lands
+    after the read has fixed where it ends and before it fetches — the race a snapshot round's trim can win
+    against a ``translate``, a restart or another process reading the offset-sync log."""
+
+    def __init__(self, consumer: Consumer, trim: Callable[[], None]) -> None:
+        self._consumer, self._trim, self.trimmed = consumer, trim, False
+
+    def get_watermark_offsets(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
+        marks = self._consumer.get_watermark_offsets(*args, **kwargs)
+        if not self.trimmed:
+            self.trimmed = True
+            self._trim()
+        return marks
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._consumer, name)
+
+
+@pytest.mark.parametrize(("start", "trim_to"), [(0, 300), (100, 150), (100, 300)])
+def test_a_log_trimmed_while_it_is_read_is_read_on_from_its_new_start(dc2, tmp_path, start, trim_to):
+    """Before, the read stalled at its old position until its timeout (ProgressError "timed out reading ...
+    at 0/300", seen in `make test` when a round trimmed the log under FlowOffsets.load): the consumer, out of
+    range, had jumped to the log's end without a position to report."""
+    from mirror_core.clients import make_consumer
+    from mirror_core.stores.internal_topics import TopicTail
+
+    topic = unique("trimmed-")
+    create_topic(dc2, topic, 1)
+    p = Producer({"bootstrap.servers": dc2})
+    for i in range(300):
+        p.produce(topic, key=b"k%d" % i, value=b"v", partition=0)
+    assert p.flush(30) == 0
+    config = load_config(write_config(tmp_path / "c.properties", {"dc1": dc2, "dc2": dc2}, ["dc1->dc2.enabled = true"]))
+    consumer = _TrimAfterFirstWatermark(make_consumer(config.clusters["dc2"], unique("tail-")),
+                                        lambda: delete_below(dc2, topic, {0: trim_to}))
+    tail = TopicTail(consumer, topic)  # type: ignore[arg-type]
+    tail.seek(start)  # where a snapshot round had left the reader
+    try:
+        t0 = time.monotonic()
+        offsets = [m.offset() for m in tail.read_new_messages(timeout=20)]
+        took = time.monotonic() - t0
+    finally:
+        tail.close()
+    assert consumer.trimmed and watermarks(dc2, topic) == (trim_to, 300)  # the precondition: trimmed mid-read
+    assert offsets == list(range(trim_to, 300)), "what was left after the trim, each once"
+    assert tail.position == 300
+    assert took < 10, f"the read waited {took:.1f} s"

@@ -16,6 +16,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Producer
 
@@ -41,7 +42,7 @@ def thread_ticks(pid: int | str = "self") -> dict[tuple[str, str], int]:
 
 
 def main(partitions: int, records: int = 5_000_000, run: int = 3_400) -> None:
-    stats: list[dict] = []
+    stats: list[dict[str, Any]] = []
     with bench_run.local_clusters("ceiling-") as (_, clusters):
         target = Cluster(clusters[1].bootstrap)
         target.create(TOPIC, partitions)

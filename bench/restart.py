@@ -47,9 +47,11 @@ class SteadyLoad:
     """A steady load on every partition for as long as the measurement lasts."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int = PARTITIONS, rate: int = RATE,
-                 value: bytes = b"x" * 100) -> None:
+                 value: bytes = b"x" * 100, keys: list[tuple[str, int]] | None = None) -> None:
+        """``keys``: (topic, partition) pairs over several topics, in place of ``topic``'s partitions."""
         self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-        self.topic, self.partitions, self.rate, self.value = topic, partitions, rate, value
+        self.keys = keys if keys is not None else [(topic, p) for p in range(partitions)]
+        self.rate, self.value = rate, value
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -59,7 +61,8 @@ class SteadyLoad:
             due = int((time.monotonic() - start) * self.rate)
             while sent < due:
                 try:
-                    self.producer.produce(self.topic, value=self.value, partition=sent % self.partitions)
+                    topic, partition = self.keys[sent % len(self.keys)]
+                    self.producer.produce(topic, value=self.value, partition=partition)
                 except BufferError:  # the broker is behind: slow down rather than die
                     break
                 sent += 1
@@ -82,9 +85,11 @@ class TargetEnds:
     before the topic existed keeps answering "unknown", so a fresh one until one answers. ``committed``: the
     last stable offsets, for a copier whose records count once their transaction commits."""
 
-    def __init__(self, bootstrap: str, remote: str, partitions: int = PARTITIONS, committed: bool = False) -> None:
+    def __init__(self, bootstrap: str, remote: str, partitions: int = PARTITIONS, committed: bool = False,
+                 keys: list[tuple[str, int]] | None = None) -> None:
+        """``keys``: (topic, partition) pairs over several topics, in place of ``remote``'s partitions."""
         self.bootstrap, self.committed = bootstrap, committed
-        self.keys = [(remote, p) for p in range(partitions)]
+        self.keys = keys if keys is not None else [(remote, p) for p in range(partitions)]
         self.admin: AdminClient | None = None
 
     def now(self) -> list[int]:

@@ -485,7 +485,8 @@ def main() -> int:
                         help="records per reconciliation-job run, comma-separated (100-byte values)")
     parser.add_argument("--reconcile-master", default="local[2]", help="spark-submit --master of that scenario")
     parser.add_argument("--restart-runs", type=int, default=3, help="repetitions of each restart event")
-    parser.add_argument("--scale-partitions", default="8,200,2000", help="scale: partition counts")
+    parser.add_argument("--scale-partitions", default="8,200,2000",
+                        help="scale: sizes, each N (one topic of N partitions) or TxP (T topics of P partitions)")
     parser.add_argument("--scale-records", type=int, default=2_000_000,
                         help="scale: backlog per partition count (at 2,000 partitions 1,000 records each)")
     parser.add_argument("--scale-history", default="1000000,10000000", help="scale: gappy history sizes")

@@ -12,7 +12,8 @@ Two series on the same brokers, one mirror_core process each (at-least-once):
   every 100 ms, 8 partitions: every commit leaves a marker, an offset gap, in each partition), then
   the source's oldest half deleted (DeleteRecords, as retention would): offset-map runs written and
   kept after a snapshot round, restart time, map load time, ``translate_group`` for 100 groups, RSS.
-Sizes are parameters (``--scale-partitions``, ``--scale-history``, ``--scale-records``).
+Sizes are parameters (``--scale-partitions``, ``--scale-history``, ``--scale-records``). A size is one topic of
+N partitions (``2000``) or T topics of P partitions each (``500x4``: many topics of few, the same 2,000).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,55 @@ STATIC = ("--instance-id", "scale-0")
 MM2_HEAP = "4g"
 
 
+Key = tuple[str, int]  # (topic, partition)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The source of a partitions run: ``topics`` topics of ``per_topic`` partitions each."""
+
+    topics: int
+    per_topic: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shape:
+        """``2000``: one topic of 2,000 partitions; ``500x4``: 500 topics of 4."""
+        parts = text.strip().split("x")
+        try:
+            shape = cls(int(parts[0]), int(parts[1])) if len(parts) == 2 else cls(1, int(text))
+        except ValueError:
+            raise SystemExit(f"--scale-partitions: {text!r} is neither N (partitions of one topic) nor TxP "
+                             "(T topics of P partitions)") from None
+        if shape.topics < 1 or shape.per_topic < 1:
+            raise SystemExit(f"--scale-partitions: {text!r} has a count below 1")
+        return shape
+
+    @classmethod
+    def of(cls, size: int | Shape) -> Shape:
+        return size if isinstance(size, Shape) else cls(1, size)
+
+    @property
+    def partitions(self) -> int:
+        return self.topics * self.per_topic
+
+    @property
+    def label(self) -> str:
+        """How the size reads in a file name or a topic name (``2000``, ``500x4``)."""
+        return str(self.per_topic) if self.topics == 1 else f"{self.topics}x{self.per_topic}"
+
+    def names(self, base: str) -> list[str]:
+        return [base] if self.topics == 1 else [f"{base}-{t:04d}" for t in range(self.topics)]
+
+    def pattern(self, base: str) -> str:
+        """The ``topics`` regex of a copier that takes exactly these topics."""
+        return base if self.topics == 1 else f"{base}-[0-9]+"
+
+    def keys(self, base: str, prefix: str = "") -> list[Key]:
+        """Every partition, the topics taking turns (consecutive records go to different topics);
+        ``prefix``: the remote names (``alias.``)."""
+        return [(prefix + t, p) for p in range(self.per_topic) for t in self.names(base)]
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -60,12 +111,18 @@ class Cluster:
         self.admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": "0"})
 
     def create(self, topic: str, partitions: int) -> None:
-        self.admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(120)
+        self.create_all([topic], partitions)
+
+    def create_all(self, topics: Sequence[str], partitions: int) -> None:
+        for future in self.admin.create_topics([NewTopic(t, partitions, 1) for t in topics]).values():
+            future.result(300)
 
     def marks(self, topic: str, partitions: int) -> list[tuple[int, int]]:
+        return self.marks_of([(topic, p) for p in range(partitions)])
+
+    def marks_of(self, keys: list[Key]) -> list[tuple[int, int]]:
         """(log start, log end) per partition, (0, 0) where the cluster does not know it (yet). Through
         ListOffsets: a consumer that asked before the topic existed may answer from stale metadata."""
-        keys = [(topic, p) for p in range(partitions)]
         # A fresh client each time: one that asked before the topic existed kept answering "unknown".
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": "0"})
         starts, ends = log_starts_batch(admin, keys), log_ends_batch(admin, keys)
@@ -95,8 +152,14 @@ def produce_acked(producers: Sequence[Producer], topic: str, value: bytes, parti
                   timeout: float = 300) -> None:
     """One record per item of ``partitions`` (the i-th through ``producers[i % len(producers)]``), every one
     acknowledged, or a RuntimeError naming ``what``."""
+    produce_acked_to(producers, value, ((topic, p) for p in partitions), what, timeout)
+
+
+def produce_acked_to(producers: Sequence[Producer], value: bytes, keys: Iterable[Key], what: str,
+                     timeout: float = 300) -> None:
+    """:func:`produce_acked` over (topic, partition) pairs."""
     failed: list[str] = []
-    for i, partition in enumerate(partitions):
+    for i, (topic, partition) in enumerate(keys):
         _produce(producers[i % len(producers)], topic, value, partition,
                  lambda err, _msg: failed.append(str(err)) if err is not None else None)
     if any(p.flush(timeout) for p in producers) or failed:
@@ -106,11 +169,17 @@ def produce_acked(producers: Sequence[Producer], topic: str, value: bytes, parti
 def plain_source(bootstrap: str, topic: str, n: int, partitions: int, linger_ms: int = 20) -> None:
     """``n`` records of 100 random bytes, round robin over ``partitions``; the longer ``linger_ms``, the more of a
     partition's records share a batch (at 2,000 partitions and 20 ms, 65-110; at 8, 6,000-8,000)."""
+    plain_source_to(bootstrap, [(topic, p) for p in range(partitions)], n, linger_ms)
+
+
+def plain_source_to(bootstrap: str, keys: list[Key], n: int, linger_ms: int = 20) -> None:
+    """:func:`plain_source` round robin over (topic, partition) pairs."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "batch.size": 1_048_576,
                   "queue.buffering.max.messages": 2_000_000})
     value = os.urandom(100)
     for i in range(n):
-        _produce(p, topic, value, i % partitions)
+        topic, partition = keys[i % len(keys)]
+        _produce(p, topic, value, partition)
     p.flush(120)
 
 
@@ -133,14 +202,16 @@ def streams_source(bootstrap: str, topic: str, n: int, partitions: int, commit_m
     return txns
 
 
-def commit_groups(bootstrap: str, prefix: str, topic: str, marks: list[tuple[int, int]], seed: int) -> list[str]:
+def commit_groups(bootstrap: str, prefix: str, keys: list[Key], marks: list[tuple[int, int]], seed: int
+                  ) -> list[str]:
+    """``GROUPS`` groups, each committed on every one of ``keys`` somewhere between its ``marks``."""
     rnd, groups = random.Random(seed), []
     for g in range(GROUPS):
         group = f"{prefix}-{g}"
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                       "log_level": "0"})
-        c.commit(offsets=[TopicPartition(topic, p, rnd.randint(lo, h)) for p, (lo, h) in enumerate(marks)],
-                 asynchronous=False)
+        c.commit(offsets=[TopicPartition(t, p, rnd.randint(lo, h))
+                          for (t, p), (lo, h) in zip(keys, marks, strict=True)], asynchronous=False)
         c.close()
         groups.append(group)
     return groups
@@ -175,7 +246,7 @@ def _wait(predicate: Any, timeout: float, what: str) -> float:
     return time.monotonic() - t0
 
 
-def restart_time(src: Cluster, dst: Cluster, topic: str, remote: str, partitions: int, alias: str, work: Path,
+def restart_time(src: Cluster, dst: Cluster, shape: Shape, topic: str, alias: str, work: Path,
                  extra: list[str], procs: list[subprocess.Popen[bytes]]) -> tuple[float, list[Any]]:
     """SIGKILL; one new record per partition written while the mirror is down; start again, and the
     seconds until all of them are on the target. The probes are on the source before the clock starts:
@@ -185,7 +256,8 @@ def restart_time(src: Cluster, dst: Cluster, topic: str, remote: str, partitions
     progress commits have passed, so a re-copy of uncommitted records cannot stand in for the probes.
     The target is sampled through one kept admin client, log ends only (a fresh client per sample took
     up to ~1 s at 2,000 partitions: the clock's resolution)."""
-    ends = EndWatcher(dst.bootstrap, remote, partitions)  # a fresh remote topic starts at 0: ends = records
+    # Fresh remote topics start at 0: their ends are the records copied.
+    ends, partitions = EndWatcher(dst.bootstrap, "", keys=shape.keys(topic, f"{alias}.")), shape.partitions
     settled = -1
     while (now := ends()) != settled:
         settled = now
@@ -194,10 +266,10 @@ def restart_time(src: Cluster, dst: Cluster, topic: str, remote: str, partitions
         p.kill()
         p.wait(30)
     before = ends()
-    produce_acked([Producer({"bootstrap.servers": src.bootstrap, "linger.ms": 5})], topic, b"probe",
-                  range(partitions), "scale bench: restart probes")
+    produce_acked_to([Producer({"bootstrap.servers": src.bootstrap, "linger.ms": 5})], b"probe",
+                     shape.keys(topic), "scale bench: restart probes")
     t0 = time.monotonic()
-    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
+    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, shape.pattern(topic), 1, alias, work, extra, STATIC)
     try:
         _wait(lambda: ends() >= before + partitions, 600, "the probes after a restart")
     except RuntimeError:
@@ -209,19 +281,19 @@ def restart_time(src: Cluster, dst: Cluster, topic: str, remote: str, partitions
     return elapsed, procs
 
 
-def join_stall(src: Cluster, dst: Cluster, topic: str, remote: str, partitions: int, alias: str, work: Path,
+def join_stall(src: Cluster, dst: Cluster, shape: Shape, topic: str, alias: str, work: Path,
                extra: list[str], procs: list[subprocess.Popen[bytes]]) -> tuple[float, list[Any]]:
     """A second process joins (its own ``--instance-id``) under a steady load on every partition (2
     records/s each, at least 2,000 in all: librdkafka sends a produce request per partition, and at 10 a
     partition the load's one producer fell behind at 2,000 partitions): the longest time any partition
     made no progress in the 40 s after its start — bench/restart.py's measure of a join, at this
     partition count (at 2,000 partitions a record reaches each partition every 0.5 s)."""
-    ends = TargetEnds(dst.bootstrap, remote, partitions)
-    with SteadyLoad(src.bootstrap, topic, partitions, rate=max(2000, 2 * partitions)):
+    ends = TargetEnds(dst.bootstrap, "", keys=shape.keys(topic, f"{alias}."))
+    with SteadyLoad(src.bootstrap, "", rate=max(2000, 2 * shape.partitions), keys=shape.keys(topic)):
         ends.wait_all_past(ends.now(), 120)  # the first process copies every partition
         (work / "second").mkdir(exist_ok=True)  # its own log file next to the first process's
-        second, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work / "second", extra,
-                                      ("--instance-id", "scale-1"))
+        second, _ = start_mirror_core(src.bootstrap, dst.bootstrap, shape.pattern(topic), 1, alias, work / "second",
+                                      extra, ("--instance-id", "scale-1"))
         stall = ends.longest_stall(40)
     return round(stall, 2), procs + second
 
@@ -257,58 +329,68 @@ def copy_rate(procs: list[subprocess.Popen[bytes]], ends: EndWatcher, records: i
             "time_to_first_record_s": round(first or 0.0, 2)}
 
 
-def mm2_partitions_run(src: Cluster, dst: Cluster, work: Path, partitions: int, records: int, rep: int
+def _source(src: Cluster, shape: Shape, topic: str, records: int) -> None:
+    src.create_all(shape.names(topic), shape.per_topic)
+    plain_source_to(src.bootstrap, shape.keys(topic), records)
+
+
+def _row(system: str, shape: Shape, records: int) -> dict[str, Any]:
+    return {"system": system, "partitions": shape.partitions, "topics": shape.topics, "records": records}
+
+
+def mm2_partitions_run(src: Cluster, dst: Cluster, work: Path, size: int | Shape, records: int, rep: int
                        ) -> dict[str, Any]:
     """MirrorMaker 2 (tuned as in the backlog benchmark, bench/mm2.py) on the same backlog shape."""
     from bench.mm2 import start_mm2
 
-    topic, alias = f"mm2scale{partitions}r{rep}", f"mp{partitions}r{rep}"
+    shape = Shape.of(size)
+    topic, alias = f"mm2scale{shape.label}r{rep}", f"mp{shape.label}r{rep}"
     work.mkdir(parents=True, exist_ok=True)
-    src.create(topic, partitions)
-    plain_source(src.bootstrap, topic, records, partitions)
+    _source(src, shape, topic, records)
     t0 = time.monotonic()
-    proc = start_mm2(src.bootstrap, dst.bootstrap, alias, topic, work, heap=MM2_HEAP)
+    proc = start_mm2(src.bootstrap, dst.bootstrap, alias, shape.pattern(topic), work, heap=MM2_HEAP)
     try:
-        row = copy_rate([proc], EndWatcher(dst.bootstrap, f"{alias}.{topic}", partitions), records, t0)
+        row = copy_rate([proc], EndWatcher(dst.bootstrap, "", keys=shape.keys(topic, f"{alias}.")), records, t0)
         row["rss_mb"] = round(rss_mb(proc.pid), 1)
     finally:
         stop([proc])
-        drop(src, dst, topic, f"{alias}.{topic}")
-    return {"system": "mm2", "partitions": partitions, "records": records, **row}
+        drop(src, dst, shape.names(topic), [f"{alias}.{t}" for t in shape.names(topic)])
+    return _row("mm2", shape, records) | row
 
 
-def partitions_run(src: Cluster, dst: Cluster, work: Path, partitions: int, records: int, rep: int,
+def partitions_run(src: Cluster, dst: Cluster, work: Path, size: int | Shape, records: int, rep: int,
                    data_path: str = "records") -> dict[str, Any]:
-    topic, alias = f"scale{partitions}r{rep}{data_path[0]}", f"sp{partitions}r{rep}{data_path[0]}"
+    shape = Shape.of(size)
+    topic, alias = f"scale{shape.label}r{rep}{data_path[0]}", f"sp{shape.label}r{rep}{data_path[0]}"
     work.mkdir(parents=True, exist_ok=True)
-    remote = f"{alias}.{topic}"
-    src.create(topic, partitions)
-    plain_source(src.bootstrap, topic, records, partitions)
+    _source(src, shape, topic, records)
     extra = ["offset.map.snapshot.interval.seconds = 5", "emit.checkpoints.enabled = false",
              f"replication.data.path = {data_path}"]
     t0 = time.monotonic()
-    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
+    procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, shape.pattern(topic), 1, alias, work, extra, STATIC)
     try:
         system = "mirror_core" if data_path == "records" else f"mirror_core {data_path}"
-        row: dict[str, Any] = {"system": system, "partitions": partitions, "records": records,
-                               **copy_rate(procs, EndWatcher(dst.bootstrap, remote, partitions), records, t0),
-                               "rss_mb": round(rss_mb(procs[0].pid), 1)}
-        row["restart_s"], procs = restart_time(src, dst, topic, remote, partitions, alias, work, extra, procs)
-        row["join_stall_s"], procs = join_stall(src, dst, topic, remote, partitions, alias, work, extra, procs)
-        groups = commit_groups(src.bootstrap, f"g{alias}", topic, src.marks(topic, partitions), partitions)
+        ends = EndWatcher(dst.bootstrap, "", keys=shape.keys(topic, f"{alias}."))
+        row: dict[str, Any] = _row(system, shape, records) | copy_rate(procs, ends, records, t0) | {
+            "rss_mb": round(rss_mb(procs[0].pid), 1)}
+        row["restart_s"], procs = restart_time(src, dst, shape, topic, alias, work, extra, procs)
+        row["join_stall_s"], procs = join_stall(src, dst, shape, topic, alias, work, extra, procs)
+        keys = shape.keys(topic)
+        groups = commit_groups(src.bootstrap, f"g{alias}", keys, src.marks_of(keys), shape.partitions)
         row.update(time_translate(work / f"{alias}.properties", alias, groups))
         return row
     finally:
         stop(procs)
-        drop(src, dst, topic, remote)
+        drop(src, dst, shape.names(topic), [f"{alias}.{t}" for t in shape.names(topic)])
 
 
-def drop(src: Cluster, dst: Cluster, topic: str, remote: str) -> None:
+def drop(src: Cluster, dst: Cluster, topics: str | Sequence[str], remotes: str | Sequence[str]) -> None:
     """Delete a run's topics: thousands of partitions per run would otherwise pile up on the brokers."""
-    for cluster, name in ((src, topic), (dst, remote)):
-        for future in cluster.admin.delete_topics([name]).values():
+    for cluster, names in ((src, topics), (dst, remotes)):
+        names = [names] if isinstance(names, str) else list(names)
+        for name, future in cluster.admin.delete_topics(names).items():
             try:
-                future.result(60)
+                future.result(120)
             except Exception as exc:  # reported, not fatal: the next run uses other names
                 print(f"scale bench: could not delete {name}: {exc}", flush=True)
 
@@ -345,9 +427,10 @@ def history_run(src: Cluster, dst: Cluster, work: Path, records: int, rep: int) 
         row: dict[str, Any] = {"records": records, "transactions": txns, "generate_s": round(gen_s, 1),
                                "runs_written": written, "runs_pruned": pruned, "runs_kept": kept,
                                "rss_mb": round(rss_mb(procs[0].pid), 1)}
-        row["restart_s"], procs = restart_time(src, dst, topic, remote, partitions, alias, work, extra, procs)
+        row["restart_s"], procs = restart_time(src, dst, Shape(1, partitions), topic, alias, work, extra, procs)
         row["rss_after_restart_mb"] = round(rss_mb(procs[0].pid), 1)
-        groups = commit_groups(src.bootstrap, f"g{alias}", topic, src.marks(topic, partitions), records)
+        keys = Shape(1, partitions).keys(topic)
+        groups = commit_groups(src.bootstrap, f"g{alias}", keys, src.marks_of(keys), records)
         row.update(time_translate(work / f"{alias}.properties", alias, groups))
         return row
     finally:
@@ -394,9 +477,9 @@ def run_scale(src_bs: str, dst_bs: str, work: Path, args: Any, on_row: Any) -> d
             print(out["history"][-1], flush=True)
             on_row(out)
     # Sizes and systems take turns within each repetition, so a change in the machine's load meets all.
-    sizes = [int(x) for x in args.scale_partitions.split(",") if x.strip()]
+    sizes = [Shape.parse(x) for x in args.scale_partitions.split(",") if x.strip()]
     for rep in range(args.scale_runs):
-        for n in sizes:
+        for size in sizes:
             runs: list[tuple[str, Any]] = [
                 (f"partitions_run_{path}", partial(partitions_run, data_path=path))
                 for path in (x.strip() for x in args.scale_data_paths.split(",")) if path]
@@ -404,8 +487,8 @@ def run_scale(src_bs: str, dst_bs: str, work: Path, args: Any, on_row: Any) -> d
             if rep % 2:  # who goes first alternates: a drift in the machine's load meets all alike
                 runs.reverse()
             for label, run in runs:
-                out["partitions"].append(run(src, dst, work / f"{label}{n}-{rep}", n, args.scale_records, rep)
-                                         | {"rep": rep})
+                out["partitions"].append(run(src, dst, work / f"{label}{size.label}-{rep}", size, args.scale_records,
+                                             rep) | {"rep": rep})
                 print(out["partitions"][-1], flush=True)
                 on_row(out)
     return out
@@ -442,16 +525,18 @@ def scale_markdown(data: dict[str, Any], meta: dict[str, str]) -> str:
     part_keys = ["records_per_s", "time_to_first_record_s", "restart_s", "join_stall_s", "rss_mb", "cpu_s_per_m",
                  "map_load_s", "translate_1_group_s", "translate_100_groups_s", "exact_partitions"]
     if data["partitions"]:
-        lines += ["## Partitions (one topic; MirrorMaker 2 where it applies: throughput, CPU, RSS)", "",
+        lines += ["## Partitions (one topic of N, or T topics x P; MirrorMaker 2 where it applies: throughput, "
+                  "CPU, RSS)", "",
                   "| system | partitions | records | " + " | ".join(part_keys) + " |",
                   "|---|---:|---:|" + "---:|" * len(part_keys)]
         systems = sorted({r.get("system", "mirror_core") for r in data["partitions"]}, reverse=True)
-        for n in sorted({r["partitions"] for r in data["partitions"]}):
+        for n, topics in sorted({(r["partitions"], r.get("topics", 1)) for r in data["partitions"]}):
+            size = f"{n:,}" if topics == 1 else f"{topics:,} x {n // topics:,}"
             for system in systems:
-                rows = [r for r in data["partitions"]
-                        if r["partitions"] == n and r.get("system", "mirror_core") == system]
+                rows = [r for r in data["partitions"] if r["partitions"] == n and r.get("topics", 1) == topics
+                        and r.get("system", "mirror_core") == system]
                 if rows:
-                    lines.append(f"| {system} | {n:,} | {rows[0]['records']:,} | " + " | ".join(
+                    lines.append(f"| {system} | {size} | {rows[0]['records']:,} | " + " | ".join(
                         _spread(rows, k) if k in rows[0] else "—" for k in part_keys) + " |")
         lines.append("")
     return "\n".join(lines) + "\n"

@@ -24,8 +24,8 @@ from confluent_kafka.admin import AdminClient
 from mirror_core.authorization import Access, denied_line
 from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES
 from mirror_core.config.model import ClusterConfig
-from mirror_core.kafka_io import QUIET, log_end
-from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
+from mirror_core.kafka_io import QUIET, log_ends_batch
+from mirror_core.offsets.groups import Offsets, active_members, commit_offsets, committed_offsets, committed_offsets_of
 from mirror_core.stores.internal_topics import TopicTail, ensure_internal_topic, internal_topics_limit
 from mirror_core.stores.records import (
     decode_checkpoint_key,
@@ -156,7 +156,6 @@ class CheckpointEmitter(threading.Thread):
                 "src_admin": make_admin(src), "tgt_admin": tgt_admin,
                 "producer": make_producer(tgt, enforced={"linger.ms": "5"}, fits=fits),
                 "syncs": flow_map_reader(tgt, "mirror-core.checkpoints", self.flow.source),
-                "ends": make_consumer(tgt, "mirror-core.checkpoints", QUIET),
                 "progress": ProgressStore(self.flow.progress_topic,
                                           make_consumer(tgt, "mirror-core.checkpoints", QUIET), "checkpoints"),
             }
@@ -166,7 +165,6 @@ class CheckpointEmitter(threading.Thread):
         if self._clients is not None:
             self._clients["producer"].flush(10)
             self._clients["syncs"].close()
-            self._clients["ends"].close()
             self._clients["progress"].close()
             self._clients = None
 
@@ -186,17 +184,23 @@ class CheckpointEmitter(threading.Thread):
         topic = checkpoints_topic(flow.source)
         sync_now = flow.sync_group_offsets and time.monotonic() >= self._next_group_sync
         published = 0
-        ends: dict[tuple[str, int], int | None] = {}  # remote partition -> log end, read once per round
-        for group in groups:
+        # Every group's offsets asked together, then every remote log end the round needs in one ListOffsets per
+        # broker: one after another, 100 groups x 2,000 partitions cost thousands of round trips a round.
+        by_group: dict[str, Offsets] = {}
+        for group, got in committed_offsets_of(src_admin, groups).items():
+            if isinstance(got, Exception):
+                raise got  # the round fails as a whole, as it did when the groups were asked one by one
+            by_group[group] = got
+        ends = log_ends_batch(tgt_admin, {(flow.remote_topic(t), p) for offsets in by_group.values()
+                                          for t, p in offsets if flow.should_replicate(t)})
+        for group, offsets in by_group.items():
             translated: dict[tuple[str, int], int] = {}
-            for (t, p), upstream in committed_offsets(src_admin, group).items():
+            for (t, p), upstream in offsets.items():
                 if not flow.should_replicate(t):
                     continue
                 remote = flow.remote_topic(t)
-                if (remote, p) not in ends:
-                    ends[(remote, p)] = log_end(c["ends"], remote, p)
                 # Capped at the remote log end: a position past it would make a consumer reset.
-                tr = offset_map.translate(t, p, upstream, progress.get((t, p)), ends[(remote, p)])
+                tr = offset_map.translate(t, p, upstream, progress.get((t, p)), ends.get((remote, p)))
                 if tr.target_offset is None or not tr.exact:
                     continue
                 translated[(remote, p)] = tr.target_offset

@@ -11,20 +11,19 @@ it are gone from the source) is reported as ``beyond_retention``, with no target
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from mirror_core.clients import make_admin, make_consumer
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.errors import MirrorError
 from mirror_core.kafka_io import QUIET, log_ends, log_ends_batch
 from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
-from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets
+from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets, committed_offsets_of
 from mirror_core.stores.offset_map import OffsetMap
 from mirror_core.stores.offset_syncs import flow_map_reader
 from mirror_core.stores.progress import ProgressStore
@@ -106,12 +105,10 @@ def translate_groups(config: MirrorConfig, groups: list[str], source: str, targe
     src_admin = make_admin(src_cluster)
     out: dict[str, list[PartitionTranslation]] = {}
     wanted: dict[str, dict[tuple[str, int], int]] = {}
-    for group in groups:
-        try:
-            committed = committed_offsets(src_admin, group, timeout)
-        except (KafkaException, concurrent.futures.TimeoutError) as exc:  # a dead primary may just time out
+    for group, committed in committed_offsets_of(src_admin, groups, timeout).items():
+        if isinstance(committed, Exception):  # a dead primary may just time out
             log.warning("group %s: committed offsets unavailable on %s (%s); using the latest checkpoints",
-                        group, source, exc)
+                        group, source, committed)
             out[group] = translate_from_checkpoints(config, flow, group, topic, timeout)
             continue
         wanted[group] = {k: v for k, v in committed.items()

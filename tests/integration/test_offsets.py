@@ -317,3 +317,22 @@ def test_checkpoints_the_target_refuses_are_said_and_published_again(dc1, dc2, n
     alter_topic(dc2, checkpoints, {"max.message.bytes": None})
     wait_until(lambda: {decode_checkpoint_key(r.key)[2] for r in read_all(dc2, checkpoints)} == {0, 1}, 60,
                what="both checkpoints published again once the topic takes them")
+
+
+def test_many_groups_are_read_together_and_an_unreadable_one_stops_no_other(dc1, name):
+    """committed_offsets_of (translate and each checkpoint round ask every group at once): each group gets its
+    own offsets, and a group the broker refuses to describe (an empty id) maps to its error alone."""
+    from confluent_kafka import KafkaException
+
+    from mirror_core.offsets.groups import PARALLEL_GROUPS, committed_offsets_of
+    from tests.kafka_harness import admin
+
+    t = f"{name}.many-groups"
+    create_topic(dc1, t, 2)
+    groups = [unique("many-") for _ in range(PARALLEL_GROUPS + 4)]  # more than are asked at once
+    for i, g in enumerate(groups):
+        commit_source_group(dc1, g, t, {0: i, 1: 2 * i})
+    got = committed_offsets_of(admin(dc1), [*groups, ""], timeout=10)
+    assert list(got) == [*groups, ""]
+    assert [got[g] for g in groups] == [{(t, 0): i, (t, 1): 2 * i} for i in range(len(groups))]
+    assert isinstance(got[""], KafkaException), got[""]

@@ -118,6 +118,7 @@ class CheckpointEmitter(threading.Thread):
         self._published: dict[tuple[str, str, int], tuple[int, int]] = {}
         self._refused: list[KafkaError] = []  # delivery errors not said yet (_delivered)
         self._refused_line = ThrottledLine()
+        self._unread_line = ThrottledLine()  # groups whose offsets could not be read
         self._next_group_sync = 0.0
         self._clients: dict[str, Any] | None = None
 
@@ -187,10 +188,15 @@ class CheckpointEmitter(threading.Thread):
         # Every group's offsets asked together, then every remote log end the round needs in one ListOffsets per
         # broker: one after another, 100 groups x 2,000 partitions cost thousands of round trips a round.
         by_group: dict[str, Offsets] = {}
+        unread: dict[str, Exception] = {}
         for group, got in committed_offsets_of(src_admin, groups).items():
             if isinstance(got, Exception):
-                raise got  # the round fails as a whole, as it did when the groups were asked one by one
-            by_group[group] = got
+                unread[group] = got
+            else:
+                by_group[group] = got
+        if unread and not by_group:
+            raise next(iter(unread.values()))  # nothing could be read (the source down?): the round failed
+        self._say_unread(unread)
         ends = log_ends_batch(tgt_admin, {(flow.remote_topic(t), p) for offsets in by_group.values()
                                           for t, p in offsets if flow.should_replicate(t)})
         for group, offsets in by_group.items():
@@ -225,6 +231,17 @@ class CheckpointEmitter(threading.Thread):
         self._say_refused(topic, refused, unsent)
         # (Refusals said here may be an earlier round's too: never below 0.)
         return max(0, published - len(refused))
+
+    def _say_unread(self, unread: dict[str, Exception]) -> None:
+        """Groups whose offsets could not be read this round (their coordinator unavailable, a timeout): the
+        others are published all the same; each such group is said at most once a minute, and counted."""
+        if unread and self.metrics is not None:
+            self.metrics.errors.labels(self.flow.name, "checkpoints").inc()
+        for group, exc in unread.items():
+            if self._unread_line.due(group):
+                log.warning("flow %s: offsets of group %s not read on %s (%s); its checkpoints wait for a later "
+                            "round, the other groups' are published", self.flow.name, group, self.flow.source,
+                            str(exc) or type(exc).__name__)
 
     def _delivered(self, key: tuple[str, str, int], value: tuple[int, int], err: KafkaError | None,
                    _msg: object) -> None:

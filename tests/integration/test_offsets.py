@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_core.config.loader import load_config
@@ -336,3 +337,54 @@ def test_many_groups_are_read_together_and_an_unreadable_one_stops_no_other(dc1,
     assert list(got) == [*groups, ""]
     assert [got[g] for g in groups] == [{(t, 0): i, (t, 1): 2 * i} for i in range(len(groups))]
     assert isinstance(got[""], KafkaException), got[""]
+
+
+def test_a_group_whose_offsets_cannot_be_read_is_said_and_the_others_are_checkpointed(dc1, dc2, name, start_mirror,
+                                                                                      monkeypatch, caplog):
+    """A checkpoint round over real brokers in which one group's offsets cannot be read (its coordinator
+    unavailable, injected): the other group's checkpoints are published, the unread group is named once (not
+    again in the next round), and only a round in which no group can be read fails."""
+    import logging
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    import mirror_core.offsets.checkpoints as checkpoints
+    from mirror_core.offsets.groups import committed_offsets_of
+
+    t = f"{name}.unread"
+    create_topic(dc1, t, 2)
+    transactional_data(dc1, t, 2)
+    ok, broken = unique("ok-"), unique("broken-")
+    for g in (ok, broken):
+        commit_source_group(dc1, g, t, {0: 10, 1: 12})
+    m = start_mirror(flow_lines(name, "emit.checkpoints.enabled = false"))  # its own rounds publish nothing
+    wait_until(lambda: len([p for p in m.partitions() if p["topic"] == t and p["lag"] == 0]) == 2, 90,
+               what="caught up")
+    conf = m.config.parent / "rounds.properties"
+    conf.write_text(m.config.read_text().replace("emit.checkpoints.enabled = false", "emit.checkpoints.enabled = true")
+                    + f"dc1->dc2.groups = {ok}, {broken}\n")
+    config = load_config(conf)
+    unreadable = {broken}
+
+    def fails_some(admin, groups, timeout=15):  # type: ignore[no-untyped-def]
+        got = committed_offsets_of(admin, groups, timeout)
+        return {g: KafkaException(KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE)) if g in unreadable else v
+                for g, v in got.items()}
+
+    monkeypatch.setattr(checkpoints, "committed_offsets_of", fails_some)
+    emitter = checkpoints.CheckpointEmitter(config, config.flows[0], threading.Event(), None)
+    try:
+        with caplog.at_level(logging.WARNING, logger="mirror_core.offsets.checkpoints"):
+            assert emitter.emit_once() == 2  # ok's two partitions
+            assert emitter.emit_once() == 0  # nothing changed; the unread group is not said again
+        said = [r.getMessage() for r in caplog.records if broken in r.getMessage()]
+        assert len(said) == 1 and "not read on dc1" in said[0] and ok not in said[0], said
+        remote = f"dc1.{t}"
+        published = {decode_checkpoint_key(r.key) for r in read_all(dc2, "dc1.checkpoints.internal")}
+        assert {(ok, remote, 0), (ok, remote, 1)} <= published
+        assert not [k for k in published if k[0] == broken]
+        unreadable.add(ok)
+        with pytest.raises(KafkaException):  # no group could be read: the round fails (and is said by run())
+            emitter.emit_once()
+    finally:
+        emitter.close()

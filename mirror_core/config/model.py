@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -110,6 +110,17 @@ class FlowConfig:
         if p.is_internal_topic(topic) or p.is_cycle(topic, self.target):
             return False
         return p.is_heartbeats_topic(topic) or self.topics.accepts(topic)
+
+    def replicated_topics(self) -> Callable[[str], bool]:
+        """:meth:`should_replicate`, each topic decided once: for loops over (topic, partition) keys, where
+        100 groups x 2,000 partitions asked it 200,000 times for a few topics (a third of a ``translate``)."""
+        decided: dict[str, bool] = {}
+
+        def takes(topic: str) -> bool:
+            if (ok := decided.get(topic)) is None:
+                ok = decided[topic] = self.should_replicate(topic)
+            return ok
+        return takes
 
 
 @dataclass(frozen=True)

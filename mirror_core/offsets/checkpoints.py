@@ -197,12 +197,13 @@ class CheckpointEmitter(threading.Thread):
         if unread and not by_group:
             raise next(iter(unread.values()))  # nothing could be read (the source down?): the round failed
         self._say_unread(unread)
+        takes = flow.replicated_topics()
         ends = log_ends_batch(tgt_admin, {(flow.remote_topic(t), p) for offsets in by_group.values()
-                                          for t, p in offsets if flow.should_replicate(t)})
+                                          for t, p in offsets if takes(t)})
         for group, offsets in by_group.items():
             translated: dict[tuple[str, int], int] = {}
             for (t, p), upstream in offsets.items():
-                if not flow.should_replicate(t):
+                if not takes(t):
                     continue
                 remote = flow.remote_topic(t)
                 # Capped at the remote log end: a position past it would make a consumer reset.

@@ -105,14 +105,14 @@ def translate_groups(config: MirrorConfig, groups: list[str], source: str, targe
     src_admin = make_admin(src_cluster)
     out: dict[str, list[PartitionTranslation]] = {}
     wanted: dict[str, dict[tuple[str, int], int]] = {}
+    takes = flow.replicated_topics()
     for group, committed in committed_offsets_of(src_admin, groups, timeout).items():
         if isinstance(committed, Exception):  # a dead primary may just time out
             log.warning("group %s: committed offsets unavailable on %s (%s); using the latest checkpoints",
                         group, source, committed)
             out[group] = translate_from_checkpoints(config, flow, group, topic, timeout)
             continue
-        wanted[group] = {k: v for k, v in committed.items()
-                         if flow.should_replicate(k[0]) and (topic is None or k[0] == topic)}
+        wanted[group] = {k: v for k, v in committed.items() if takes(k[0]) and (topic is None or k[0] == topic)}
         out[group] = []
     keys = {k for committed in wanted.values() for k in committed}
     if not keys:

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import bench.run as br
-from bench.scale import STATIC, Cluster, EndWatcher, Shape, _source, _wait, commit_groups
+from bench.scale import GROUPS, STATIC, Cluster, EndWatcher, Shape, _source, _wait, commit_groups
 from bench.scenarios import stop
 
 # Run in each tree: a fresh process, so the first round's client start-up counts alike for both.
@@ -50,6 +50,8 @@ def main() -> int:
     parser.add_argument("--groups", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    if not 1 <= args.groups <= GROUPS:
+        parser.error(f"--groups: 1 to {GROUPS} (bench.scale commits {GROUPS})")
     trees = dict(t.split("=", 1) for t in args.trees)
     shape, topic, alias = Shape(1, args.partitions), "gr", "grs"
     times: dict[tuple[str, str], list[float]] = {}

@@ -98,7 +98,7 @@ class TargetEnds:
             ends = log_ends_batch(admin, self.keys, committed=self.committed)
         except Exception:  # the remote topic does not exist yet
             ends = {}
-        if ends:
+        if len(ends) == len(self.keys):  # kept once it knows them all (a topic it met too early stays unknown)
             self.admin = admin
         return [ends.get(k, -1) for k in self.keys]
 

@@ -133,7 +133,7 @@ class Cluster:
 
 
 class EndWatcher(TargetEnds):
-    """Records on one topic (sum of its log ends; a fresh topic starts at 0)."""
+    """Records on one topic, or on every topic of ``keys`` (sum of the log ends; a fresh topic starts at 0)."""
 
     def __call__(self) -> int:
         return sum(max(end, 0) for end in self.now())

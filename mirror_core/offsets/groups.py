@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 import time
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
@@ -45,15 +46,19 @@ def committed_offsets(admin: AdminClient, group: str, timeout: float = 15) -> Of
 PARALLEL_GROUPS = 16
 
 
-def committed_offsets_of(admin: AdminClient, groups: list[str], timeout: float = 15
-                         ) -> dict[str, Offsets | Exception]:
+def committed_offsets_of(admin: AdminClient, groups: list[str], timeout: float = 15,
+                         stop: threading.Event | None = None) -> dict[str, Offsets | Exception]:
     """:func:`committed_offsets` of each of ``groups``, up to :data:`PARALLEL_GROUPS` in flight at once (one after
     another, 100 groups cost 100 x 2 round trips). A group whose offsets cannot be read (a coordinator gone, a
-    timeout) maps to that exception, so one group's failure neither hides nor stops the others."""
+    timeout, an id the client refuses) maps to that exception, so one group's failure neither hides nor stops the
+    others. Once ``stop`` is set, the groups not yet asked map to :class:`InterruptedError` at once (a flow stopping
+    for a failover is not held up by rounds of timeouts against a source that is gone)."""
     def one(group: str) -> Offsets | Exception:
+        if stop is not None and stop.is_set():
+            return InterruptedError("stopping")
         try:
             return committed_offsets(admin, group, timeout)
-        except (KafkaException, concurrent.futures.TimeoutError) as exc:
+        except Exception as exc:  # the group's own failure, whatever it is
             return exc
 
     if len(groups) < 2:

@@ -126,6 +126,11 @@ def internal_topics_limit(admin: AdminClient, topics: Sequence[str], who: str,
     return min((limits.get(t, default) for t in topics), default=default)
 
 
+#: How long a read of a one-partition topic gets nothing short of its end before it asks whether the log was
+#: trimmed under it (:meth:`TopicTail._skip_trimmed`).
+TRIM_CHECK_AFTER_S = 0.5
+
+
 class TopicTail:
     """Reads a one-partition topic from where the previous call stopped up to its current end."""
 
@@ -166,11 +171,15 @@ class TopicTail:
             return
         self._consumer.assign([TopicPartition(self.topic, 0, self._position or OFFSET_BEGINNING)])
         deadline = time.monotonic() + timeout
+        idle_since: float | None = None  # since when polls have brought nothing
         try:
             while self._position < high:
-                if time.monotonic() > deadline:
+                now = time.monotonic()
+                if now > deadline:
                     raise ProgressError(f"timed out reading {self.topic} at {self._position}/{high}")
-                got = self._consumer.consume(10000, 0.5)
+                # As many as are left, in short polls: consume() waits out its timeout for a batch it cannot fill,
+                # which cost every small tail (a restart's, a translate's) half a second per topic.
+                got = self._consumer.consume(min(10000, high - self._position), 0.1)
                 for msg in got:
                     err = msg.error()
                     if err is not None:
@@ -185,17 +194,26 @@ class TopicTail:
                     pos = self._consumer.position([tp])[0].offset
                     if pos is not None and pos >= 0:
                         self._position = max(self._position, pos)
-                    elif not got:
-                        self._skip_trimmed(tp, high, timeout)
+                    if got:
+                        idle_since = None
+                    elif idle_since is None:
+                        idle_since = now
+                    elif now - idle_since >= TRIM_CHECK_AFTER_S and self._position < high:
+                        idle_since = None
+                        self._skip_trimmed(high, max(0.5, min(5.0, deadline - now)))
         finally:
             self._consumer.unassign()
 
-    def _skip_trimmed(self, tp: TopicPartition, high: int, timeout: float) -> None:
-        """Nothing came and the consumer has no position: was the log trimmed past ours while we read (the
+    def _skip_trimmed(self, high: int, timeout: float) -> None:
+        """Nothing has come for a while short of the end: was the log trimmed past our position while we read (the
         offset-map pruner's DeleteRecords)? The consumer then jumped to the log's end (librdkafka's reset), past
-        what is left to read: go on from the new start instead. A caller that keeps a snapshot of what was
-        trimmed sees the start move (:meth:`log_start`) and loads it. Before, the read stalled until timeout."""
-        low = self.log_start(timeout)
+        what is left to read, whether or not it had handed anything over: go on from the new start instead. A
+        caller that keeps a snapshot of what was trimmed sees the start move (:meth:`log_start`) and loads it.
+        Before, the read stalled until its timeout. A start that cannot be asked now is asked at the next pause."""
+        try:
+            low = self.log_start(timeout)
+        except ProgressError:
+            return
         if low > self._position:
             log.info("%s: trimmed below %d while being read at %d: reading on from there", self.topic, low,
                      self._position)

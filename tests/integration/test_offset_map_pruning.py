@@ -215,42 +215,59 @@ def test_sigkill_during_snapshot_rounds_keeps_the_map_exact(dc1, dc2, name, star
     assert check_exact(dc1, dc2, topic, cfg.flows[0].remote_topic(topic), offsets) > 1000
 
 
-class _TrimAfterFirstWatermark:
-    """The tail's consumer, whose first watermark answer is followed at once by a DeleteRecords: the trim lands
-    after the read has fixed where it ends and before it fetches — the race a snapshot round's trim can win
-    against a ``translate``, a restart or another process reading the offset-sync log."""
+class _TrimMidRead:
+    """The tail's consumer, with a DeleteRecords injected at one point of the read — the race a snapshot round's
+    trim can win against a ``translate``, a restart or another process reading the offset-sync log:
+    ``watermark``: right after the read fixed where it ends, before any fetch; ``first batch``: after the first
+    record was handed over (that consume asks for one; the consumer holds only its first fetch, so its next fetch
+    falls below the new log start)."""
 
-    def __init__(self, consumer: Consumer, trim: Callable[[], None]) -> None:
-        self._consumer, self._trim, self.trimmed = consumer, trim, False
+    def __init__(self, consumer: Consumer, trim: Callable[[], None], when: str) -> None:
+        self._consumer, self._trim, self._when = consumer, trim, when
+        self.trimmed, self.before_trim = False, 0
 
     def get_watermark_offsets(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
         marks = self._consumer.get_watermark_offsets(*args, **kwargs)
-        if not self.trimmed:
+        if self._when == "watermark" and not self.trimmed:
             self.trimmed = True
             self._trim()
         return marks
+
+    def consume(self, num_messages: int, timeout: float) -> list[Any]:
+        if self._when != "first batch" or self.trimmed:
+            return self._consumer.consume(num_messages, timeout)
+        got = self._consumer.consume(1, 10)
+        if got:
+            self.trimmed, self.before_trim = True, len(got)
+            self._trim()
+        return got
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._consumer, name)
 
 
-@pytest.mark.parametrize(("start", "trim_to"), [(0, 300), (100, 150), (100, 300)])
-def test_a_log_trimmed_while_it_is_read_is_read_on_from_its_new_start(dc2, tmp_path, start, trim_to):
+@pytest.mark.parametrize(("when", "start", "trim_to"), [("watermark", 0, 300), ("watermark", 100, 150),
+                                                        ("watermark", 100, 300), ("first batch", 0, 150),
+                                                        ("first batch", 0, 300)])
+def test_a_log_trimmed_while_it_is_read_is_read_on_from_its_new_start(dc2, tmp_path, when, start, trim_to):
     """Before, the read stalled at its old position until its timeout (ProgressError "timed out reading ...
     at 0/300", seen in `make test` when a round trimmed the log under FlowOffsets.load): the consumer, out of
-    range, had jumped to the log's end without a position to report."""
+    range, had jumped to the log's end, with no position to report or with the one before the trim."""
     from mirror_core.clients import make_consumer
     from mirror_core.stores.internal_topics import TopicTail
 
     topic = unique("trimmed-")
     create_topic(dc2, topic, 1)
-    p = Producer({"bootstrap.servers": dc2})
-    for i in range(300):
-        p.produce(topic, key=b"k%d" % i, value=b"v", partition=0)
-    assert p.flush(30) == 0
+    p = Producer({"bootstrap.servers": dc2, "linger.ms": 0})
+    for i in range(300):  # 30 batches: a small fetch holds a few of them
+        p.produce(topic, key=b"k%d" % i, value=b"v" * 50, partition=0)
+        if i % 10 == 9:
+            assert p.flush(30) == 0
     config = load_config(write_config(tmp_path / "c.properties", {"dc1": dc2, "dc2": dc2}, ["dc1->dc2.enabled = true"]))
-    consumer = _TrimAfterFirstWatermark(make_consumer(config.clusters["dc2"], unique("tail-")),
-                                        lambda: delete_below(dc2, topic, {0: trim_to}))
+    # One small fetch at a time, and no other until the application has taken what it holds.
+    small = {"max.partition.fetch.bytes": "2048", "queued.min.messages": "1"}
+    consumer = _TrimMidRead(make_consumer(config.clusters["dc2"], unique("tail-"), small),
+                            lambda: delete_below(dc2, topic, {0: trim_to}), when)
     tail = TopicTail(consumer, topic)  # type: ignore[arg-type]
     tail.seek(start)  # where a snapshot round had left the reader
     try:
@@ -260,6 +277,10 @@ def test_a_log_trimmed_while_it_is_read_is_read_on_from_its_new_start(dc2, tmp_p
     finally:
         tail.close()
     assert consumer.trimmed and watermarks(dc2, topic) == (trim_to, 300)  # the precondition: trimmed mid-read
-    assert offsets == list(range(trim_to, 300)), "what was left after the trim, each once"
     assert tail.position == 300
     assert took < 10, f"the read waited {took:.1f} s"
+    before = [o for o in offsets if o < trim_to]  # handed over before the trim (read then, still valid)
+    assert before == list(range(start, start + len(before))), offsets
+    assert [o for o in offsets if o >= trim_to] == list(range(trim_to, 300)), "what was left, each once"
+    if when == "first batch":
+        assert consumer.before_trim == 1 and 1 <= len(before) < trim_to  # the rest was not fetched before the trim

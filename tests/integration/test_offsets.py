@@ -366,8 +366,8 @@ def test_a_group_whose_offsets_cannot_be_read_is_said_and_the_others_are_checkpo
     config = load_config(conf)
     unreadable = {broken}
 
-    def fails_some(admin, groups, timeout=15):  # type: ignore[no-untyped-def]
-        got = committed_offsets_of(admin, groups, timeout)
+    def fails_some(admin, groups, timeout=15, stop=None):  # type: ignore[no-untyped-def]
+        got = committed_offsets_of(admin, groups, timeout, stop)
         return {g: KafkaException(KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE)) if g in unreadable else v
                 for g, v in got.items()}
 

@@ -83,8 +83,9 @@ class Shape:
         """How the size reads in a file name or a topic name (``2000``, ``500x4``)."""
         return str(self.per_topic) if self.topics == 1 else f"{self.topics}x{self.per_topic}"
 
-    def names(self, base: str) -> list[str]:
-        return [base] if self.topics == 1 else [f"{base}-{t:04d}" for t in range(self.topics)]
+    def names(self, base: str, prefix: str = "") -> list[str]:
+        """The topics; ``prefix``: their remote names (``alias.``)."""
+        return [prefix + base] if self.topics == 1 else [f"{prefix}{base}-{t:04d}" for t in range(self.topics)]
 
     def pattern(self, base: str) -> str:
         """The ``topics`` regex of a copier that takes exactly these topics."""
@@ -93,7 +94,7 @@ class Shape:
     def keys(self, base: str, prefix: str = "") -> list[Key]:
         """Every partition, the topics taking turns (consecutive records go to different topics);
         ``prefix``: the remote names (``alias.``)."""
-        return [(prefix + t, p) for p in range(self.per_topic) for t in self.names(base)]
+        return [(t, p) for p in range(self.per_topic) for t in self.names(base, prefix)]
 
 
 def rss_mb(pid: int) -> float:
@@ -354,7 +355,7 @@ def mm2_partitions_run(src: Cluster, dst: Cluster, work: Path, size: int | Shape
         row["rss_mb"] = round(rss_mb(proc.pid), 1)
     finally:
         stop([proc])
-        drop(src, dst, shape.names(topic), [f"{alias}.{t}" for t in shape.names(topic)])
+        drop(src, dst, shape.names(topic), shape.names(topic, f"{alias}."))
     return _row("mm2", shape, records) | row
 
 
@@ -381,7 +382,7 @@ def partitions_run(src: Cluster, dst: Cluster, work: Path, size: int | Shape, re
         return row
     finally:
         stop(procs)
-        drop(src, dst, shape.names(topic), [f"{alias}.{t}" for t in shape.names(topic)])
+        drop(src, dst, shape.names(topic), shape.names(topic, f"{alias}."))
 
 
 def drop(src: Cluster, dst: Cluster, topics: str | Sequence[str], remotes: str | Sequence[str]) -> None:

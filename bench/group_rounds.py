@@ -3,9 +3,9 @@ round (``CheckpointEmitter.emit_once``: every group's offsets, the remote log en
 partition) over one topic of P partitions that a mirror has copied.
 
 Usage: python -m bench.group_rounds base=/path/to/worktree-at-old-commit new=. [--partitions 2000] [--groups 100]
-[--rounds 3]. One pair of brokers (in $TMPDIR), one mirror_core (the batches path) copying a backlog of 10 records a
-partition, G groups committed at random positions; then, round after round, each tree in turn (its code runs
-because the timing process starts with that tree as its working directory) times both in a fresh process.
+[--rounds 3] [--profile]. One pair of brokers (in $TMPDIR), one mirror_core (the batches path) copying a backlog of
+10 records a partition, G groups committed at random positions; then, round after round, each tree in turn (its code
+runs because the timing process starts with that tree as its working directory) times both in a fresh process.
 """
 
 from __future__ import annotations
@@ -28,9 +28,19 @@ from mirror_core.config.loader import load_config
 from mirror_core.offsets.checkpoints import CheckpointEmitter
 from mirror_core.offsets.translate import translate_groups
 config, groups = load_config(sys.argv[1]), json.loads(sys.argv[2])
+profile = None
+if sys.argv[3:] == ["profile"]:
+    import cProfile
+    profile = cProfile.Profile()
+    profile.enable()
 t0 = time.perf_counter()
 rows = translate_groups(config, groups, config.flows[0].source, "target")
 translate_s = time.perf_counter() - t0
+if profile is not None:
+    import pstats
+    profile.disable()
+    pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
+    pstats.Stats(profile).sort_stats("tottime").print_stats(20)
 emitter = CheckpointEmitter(config, config.flows[0], threading.Event(), None)
 emitter._open()
 t0 = time.perf_counter()
@@ -49,6 +59,7 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=2000)
     parser.add_argument("--groups", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of each translate (slower)")
     args = parser.parse_args()
     if not 1 <= args.groups <= GROUPS:
         parser.error(f"--groups: 1 to {GROUPS} (bench.scale commits {GROUPS})")
@@ -73,10 +84,13 @@ def main() -> int:
             for r in range(args.rounds):
                 order = list(trees.items()) if r % 2 == 0 else list(reversed(trees.items()))
                 for name, tree in order:
-                    out = subprocess.run([sys.executable, "-c", TIMING, str(conf), json.dumps(groups)],
+                    out = subprocess.run([sys.executable, "-c", TIMING, str(conf), json.dumps(groups)]
+                                         + (["profile"] if args.profile else []),
                                          cwd=Path(tree).resolve(), capture_output=True, text=True, timeout=900)
                     if out.returncode:
                         raise SystemExit(f"{name}: {out.stderr[-2000:]}")
+                    if args.profile:
+                        print(out.stdout, flush=True)
                     row = json.loads(out.stdout.strip().splitlines()[-1])
                     for k in ("translate_s", "checkpoint_round_s"):
                         times.setdefault((name, k), []).append(row[k])

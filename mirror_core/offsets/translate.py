@@ -34,7 +34,7 @@ class GroupActive(MirrorError):
     """The target group has active members: committing offsets under them is refused."""
 
 
-@dataclass
+@dataclass(slots=True)
 class PartitionTranslation:
     group: str
     topic: str
@@ -112,7 +112,9 @@ def translate_groups(config: MirrorConfig, groups: list[str], source: str, targe
                         group, source, committed)
             out[group] = translate_from_checkpoints(config, flow, group, topic, timeout)
             continue
-        wanted[group] = {k: v for k, v in committed.items() if takes(k[0]) and (topic is None or k[0] == topic)}
+        topics = {t for t, _ in committed}
+        chosen = {t for t in topics if takes(t) and (topic is None or t == topic)}
+        wanted[group] = committed if chosen == topics else {k: v for k, v in committed.items() if k[0] in chosen}
         out[group] = []
     keys = {k for committed in wanted.values() for k in committed}
     if not keys:
@@ -121,11 +123,19 @@ def translate_groups(config: MirrorConfig, groups: list[str], source: str, targe
     tgt_consumer = make_consumer(tgt_cluster, "mirror-core.translate", QUIET)
     src_consumer = make_consumer(src_cluster, "mirror-core.translate", QUIET)
     try:
-        ends = log_ends_batch(make_admin(tgt_cluster), {(flow.remote_topic(t), p) for t, p in keys}, timeout)
+        remotes = {t: flow.remote_topic(t) for t in {t for t, _ in keys}}
+        ends = log_ends_batch(make_admin(tgt_cluster), {(remotes[t], p) for t, p in keys}, timeout)
+        # What every group's row of a partition needs, looked up once per partition, not once per group and
+        # partition (100 groups x 2,000 partitions: 200,000 rows).
+        known = offsets.offset_map.partitions
+        facts = {k: (remotes[k[0]], known.get(k), offsets.progress.get(k), ends.get((remotes[k[0]], k[1])))
+                 for k in keys}
         for group, committed in wanted.items():
+            rows = out[group]
             for (t, p), offset in sorted(committed.items()):
-                remote = flow.remote_topic(t)
-                tr = offsets.offset_map.translate(t, p, offset, offsets.progress.get((t, p)), ends.get((remote, p)))
+                remote, pm, progress, end = facts[t, p]
+                tr = (pm.translate(offset, progress, end) if pm is not None
+                      else offsets.offset_map.translate(t, p, offset))  # no map for it: says so
                 row = PartitionTranslation(group, t, p, remote, offset, tr.target_offset, tr.exact, tr.note)
                 if tr.beyond_retention:
                     row.basis, row.beyond_retention = "beyond-retention", True
@@ -133,7 +143,7 @@ def translate_groups(config: MirrorConfig, groups: list[str], source: str, targe
                     row.target_offset, row.note = _time_index_fallback(src_consumer, tgt_consumer, t, remote, p,
                                                                        offset, timeout)
                     row.basis = "time-index"
-                out[group].append(row)
+                rows.append(row)
         return out
     finally:
         tgt_consumer.close()

@@ -24,50 +24,11 @@ def committed_offsets(admin: AdminClient, group: str, timeout: float = 15) -> Of
 
     Retriable errors (a coordinator loading or moving) are retried within ``timeout``.
     """
-    result = committed_offsets_of(admin, [group], timeout)[group]
-    if isinstance(result, Exception):
-        raise result
-    return result
-
-
-#: Groups asked at once by :func:`committed_offsets_of`: each group's offsets are a round trip to its coordinator.
-PARALLEL_GROUPS = 16
-
-
-def committed_offsets_of(admin: AdminClient, groups: list[str], timeout: float = 15,
-                         stop: threading.Event | None = None) -> dict[str, Offsets | Exception]:
-    """:func:`committed_offsets` of each of ``groups``: described together (one request per coordinator), then
-    their offsets listed up to :data:`PARALLEL_GROUPS` at once (the client lists one group per request; one after
-    another, 100 groups cost 200 round trips). A group whose offsets cannot be read (a coordinator gone, a timeout,
-    an id the client refuses) maps to that exception, so one group's failure neither hides nor stops the others.
-    Once ``stop`` is set, the groups not yet asked map to :class:`InterruptedError` at once (a flow stopping for a
-    failover is not held up by rounds of timeouts against a source that is gone)."""
     deadline = time.monotonic() + timeout
-    groups = list(dict.fromkeys(groups))  # the client refuses a group named twice in one request
-    # Described first: listing the offsets of a group whose coordinator is still loading (a fresh cluster)
-    # crashes confluent-kafka 2.16 with no partitions given; describing it fails cleanly.
-    described = _describe_all(admin, groups, deadline) if groups and not (stop and stop.is_set()) else {}
-
-    def one(group: str) -> Offsets | Exception:
-        if stop is not None and stop.is_set():
-            return InterruptedError("stopping")
-        found = described[group]
-        if isinstance(found, Exception):
-            return found
-        if found.state == ConsumerGroupState.DEAD:
-            return {}
-        try:
-            return _listed_offsets(admin, group, timeout, deadline)
-        except Exception as exc:  # the group's own failure, whatever it is
-            return exc
-
-    if len(groups) < 2:
-        return {g: one(g) for g in groups}
-    with concurrent.futures.ThreadPoolExecutor(min(PARALLEL_GROUPS, len(groups)), "group-offsets") as pool:
-        return dict(zip(groups, pool.map(one, groups), strict=True))
-
-
-def _listed_offsets(admin: AdminClient, group: str, timeout: float, deadline: float) -> Offsets:
+    # Ask the coordinator first: listing the offsets of a group whose coordinator is still loading
+    # (a fresh cluster) crashes confluent-kafka 2.16 with no partitions given; describing it fails cleanly.
+    if _describe(admin, group, deadline).state == ConsumerGroupState.DEAD:
+        return {}
     while True:
         futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)
         try:
@@ -81,45 +42,41 @@ def _listed_offsets(admin: AdminClient, group: str, timeout: float, deadline: fl
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
 
 
-def _describe_all(admin: AdminClient, groups: list[str], deadline: float
-                  ) -> dict[str, ConsumerGroupDescription | Exception]:
-    """Each group's description, or the exception that stands for it; a group whose coordinator is loading or
-    moving is asked again (with the others in the same state) until ``deadline``."""
-    out: dict[str, ConsumerGroupDescription | Exception] = {}
-    pending = groups
-    while pending:
-        remaining = max(1.0, deadline - time.monotonic())
+#: Groups asked at once by :func:`committed_offsets_of`: each group is two round trips to its coordinator.
+PARALLEL_GROUPS = 16
+
+
+def committed_offsets_of(admin: AdminClient, groups: list[str], timeout: float = 15,
+                         stop: threading.Event | None = None) -> dict[str, Offsets | Exception]:
+    """:func:`committed_offsets` of each of ``groups``, up to :data:`PARALLEL_GROUPS` in flight at once (one after
+    another, 100 groups cost 100 x 2 round trips). A group whose offsets cannot be read (a coordinator gone, a
+    timeout, an id the client refuses) maps to that exception, so one group's failure neither hides nor stops the
+    others. Once ``stop`` is set, the groups not yet asked map to :class:`InterruptedError` at once (a flow stopping
+    for a failover is not held up by rounds of timeouts against a source that is gone)."""
+    def one(group: str) -> Offsets | Exception:
+        if stop is not None and stop.is_set():
+            return InterruptedError("stopping")
         try:
-            futures = admin.describe_consumer_groups(pending, request_timeout=remaining)
-        except Exception as exc:  # an id the client refuses fails the whole request: ask each on its own
-            if len(pending) == 1:
-                out[pending[0]] = exc
-                return out
-            for group in pending:
-                out.update(_describe_all(admin, [group], deadline))
-            return out
-        retry = []
-        for group in pending:
-            try:
-                out[group] = futures[group].result(remaining + 5)
-            except KafkaException as exc:
-                if _retriable(exc.args[0] if exc.args else None) and time.monotonic() <= deadline:
-                    retry.append(group)
-                else:
-                    out[group] = exc
-            except Exception as exc:
-                out[group] = exc
-        if retry:
-            time.sleep(0.5)
-        pending = retry
-    return out
+            return committed_offsets(admin, group, timeout)
+        except Exception as exc:  # the group's own failure, whatever it is
+            return exc
+
+    if len(groups) < 2:
+        return {g: one(g) for g in groups}
+    with concurrent.futures.ThreadPoolExecutor(min(PARALLEL_GROUPS, len(groups)), "group-offsets") as pool:
+        return dict(zip(groups, pool.map(one, groups), strict=True))
 
 
 def _describe(admin: AdminClient, group: str, deadline: float) -> ConsumerGroupDescription:
-    found = _describe_all(admin, [group], deadline)[group]
-    if isinstance(found, Exception):
-        raise found
-    return found
+    while True:
+        remaining = max(1.0, deadline - time.monotonic())
+        try:
+            return admin.describe_consumer_groups([group], request_timeout=remaining)[group].result(remaining + 5)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if not _retriable(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def active_members(admin: AdminClient, group: str, timeout: float = 15) -> int:

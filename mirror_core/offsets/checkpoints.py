@@ -26,7 +26,12 @@ from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES
 from mirror_core.config.model import ClusterConfig
 from mirror_core.kafka_io import QUIET, log_ends_batch
 from mirror_core.offsets.groups import Offsets, active_members, commit_offsets, committed_offsets, committed_offsets_of
-from mirror_core.stores.internal_topics import TopicTail, ensure_internal_topic, internal_topics_limit
+from mirror_core.stores.internal_topics import (
+    BOUNDED_COMPACTION,
+    TopicTail,
+    ensure_internal_topic,
+    internal_topics_limit,
+)
 from mirror_core.stores.records import (
     decode_checkpoint_key,
     decode_checkpoint_value,
@@ -38,7 +43,7 @@ from mirror_core.throttling import ThrottledLine
 log = logging.getLogger(__name__)
 #: max.message.bytes explicit (Kafka's default): what a writer assumes where the target does not say
 #: (internal_topics.internal_topics_limit), so a smaller broker default does not apply to them
-CHECKPOINTS_TOPIC_CONFIG = {"cleanup.policy": "compact",
+CHECKPOINTS_TOPIC_CONFIG = {"cleanup.policy": "compact", **BOUNDED_COMPACTION,
                             "max.message.bytes": str(KAFKA_DEFAULT_MESSAGE_MAX_BYTES)}
 SOURCE_PROBE_TIMEOUT_S = 2.0
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from mirror_core.clients import error_code
 from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES
@@ -21,14 +21,27 @@ from mirror_core.errors import ProgressError
 log = logging.getLogger(__name__)
 #: how long a topic the cluster does not know yet (created a moment ago) is asked for again
 NEW_TOPIC_WAIT_S = 3.0
+#: A compacted internal topic written all the time (progress: each busy partition every offset.flush.interval.ms;
+#: checkpoints: each group and partition whose position moved, every round) is read whole by a restart, a
+#: translate and a failover from checkpoints. The broker compacts only closed segments, so with its defaults (a
+#: segment of 1 GiB or 7 days) what they read grew with uptime: 2,000 busy partitions wrote 1,500 progress records
+#: a second, and loading progress and map took 7.2 s after 150 s. Small segments, rolled after 10 min at the
+#: latest, bound it by the write rate instead: about a segment plus the last minute's records. The minute of
+#: compaction lag is kept on purpose: a reader fixes the end it reads to and has 30 s to get there, and without
+#: the lag the cleaner could remove a key's record below that end for a newer one above it while it reads, so the
+#: read would miss the key. Lower values set by an operator are kept (:func:`ensure_internal_topic`).
+BOUNDED_COMPACTION = {"segment.bytes": str(8 * 1024 * 1024), "segment.ms": "600000", "min.compaction.lag.ms": "60000"}
 
 
 def ensure_internal_topic(admin: AdminClient, topic: str, replication_factor: int, config: dict[str, str],
                           timeout: float = 30, partitions: int = 1) -> None:
-    """Create the topic if missing (idempotent across instances racing to create it)."""
+    """Create the topic if missing (idempotent across instances racing to create it); one that exists gets the
+    values ``config`` gives for the :data:`BOUNDED_COMPACTION` keys, where its own are higher (an older version's
+    topic: progress, checkpoints, the offset-map snapshots)."""
     md = admin.list_topics(topic=topic, timeout=timeout)
     t = md.topics.get(topic)
     if t is not None and t.error is None:
+        _bound_compaction(admin, topic, {k: v for k, v in config.items() if k in BOUNDED_COMPACTION}, timeout)
         return
     futures = admin.create_topics([NewTopic(topic, partitions, replication_factor, config=config)],
                                   operation_timeout=timeout)
@@ -37,6 +50,38 @@ def ensure_internal_topic(admin: AdminClient, topic: str, replication_factor: in
     except KafkaException as exc:
         if error_code(exc) != KafkaError.TOPIC_ALREADY_EXISTS:
             raise ProgressError(f"cannot create internal topic {topic}: {exc}") from exc
+
+
+def _bound_compaction(admin: AdminClient, topic: str, wanted: Mapping[str, str], timeout: float) -> None:
+    """Lower the topic's segment size, roll time and compaction lag to ``wanted`` where they are higher. A topic
+    the mirror may not alter (no AlterConfigs on it) is said, with the command that does it; the mirror runs on."""
+    if not wanted:
+        return
+    res = ConfigResource(ResourceType.TOPIC, topic)
+    try:
+        current = admin.describe_configs([res], request_timeout=timeout)[res].result(timeout + 5)
+        change = {k: v for k, v in wanted.items()
+                  if (e := current.get(k)) is None or e.value is None or int(e.value) > int(v)}
+    except Exception as exc:  # asked again at the next start
+        log.debug("internal topic %s: configs not read (%s)", topic, exc)
+        return
+    if not change:
+        return
+    was = ", ".join(f"{k}={current[k].value if k in current else '(default)'}" for k in change)
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in sorted(change.items())]
+    try:
+        for fut in admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, topic,
+                                                                   incremental_configs=entries)]).values():
+            fut.result(timeout + 5)
+    except Exception as exc:
+        settings = ",".join(f"{k}={v}" for k, v in sorted(change.items()))
+        log.warning("internal topic %s keeps %s (%s): restarts, translations and failovers read more of it the "
+                    "longer the mirror runs; set it with: kafka-configs.sh --bootstrap-server <target> --alter "
+                    "--entity-type topics --entity-name %s --add-config %s", topic, was,
+                    str(exc) or type(exc).__name__, topic, settings)
+        return
+    log.info("internal topic %s: %s (was %s), so that what a restart reads of it stays bounded", topic,
+             ", ".join(f"{k}={v}" for k, v in sorted(change.items())), was)
 
 
 def max_message_bytes(admin: AdminClient, topics: Sequence[str], timeout: float, who: str) -> dict[str, int | None]:

@@ -21,12 +21,12 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES
-from mirror_core.stores.internal_topics import TopicTail, ensure_internal_topic
+from mirror_core.stores.internal_topics import BOUNDED_COMPACTION, TopicTail, ensure_internal_topic
 
 Key = tuple[str, int]
 #: max.message.bytes explicit (Kafka's default): what a writer assumes where the target does not say
 #: (internal_topics.internal_topics_limit), so a smaller broker default does not apply to them
-PROGRESS_TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000", "segment.ms": "3600000",
+PROGRESS_TOPIC_CONFIG = {"cleanup.policy": "compact", **BOUNDED_COMPACTION,
                          "max.message.bytes": str(KAFKA_DEFAULT_MESSAGE_MAX_BYTES)}
 
 

@@ -29,14 +29,18 @@ NEW_TOPIC_WAIT_S = 3.0
 #: latest, bound it by the write rate instead: about a segment plus the last minute's records. The minute of
 #: compaction lag is kept on purpose: a reader fixes the end it reads to and has 30 s to get there, and without
 #: the lag the cleaner could remove a key's record below that end for a newer one above it while it reads, so the
-#: read would miss the key. Lower values set by an operator are kept (:func:`ensure_internal_topic`).
+#: read would miss the key. An existing topic is brought to these (:func:`ensure_internal_topic`): segments no
+#: larger and no longer-lived (an operator's lower values are kept), the lag no shorter (an older checkpoints topic
+#: had none: with large segments the cleaner hardly ever reached it, with small ones it would).
 BOUNDED_COMPACTION = {"segment.bytes": str(8 * 1024 * 1024), "segment.ms": "600000", "min.compaction.lag.ms": "60000"}
+#: The :data:`BOUNDED_COMPACTION` keys whose value is a floor rather than a ceiling.
+_AT_LEAST = frozenset({"min.compaction.lag.ms"})
 
 
 def ensure_internal_topic(admin: AdminClient, topic: str, replication_factor: int, config: dict[str, str],
                           timeout: float = 30, partitions: int = 1) -> None:
     """Create the topic if missing (idempotent across instances racing to create it); one that exists gets the
-    values ``config`` gives for the :data:`BOUNDED_COMPACTION` keys, where its own are higher (an older version's
+    values ``config`` gives for the :data:`BOUNDED_COMPACTION` keys where its own bound less (an older version's
     topic: progress, checkpoints, the offset-map snapshots)."""
     md = admin.list_topics(topic=topic, timeout=timeout)
     t = md.topics.get(topic)
@@ -53,15 +57,16 @@ def ensure_internal_topic(admin: AdminClient, topic: str, replication_factor: in
 
 
 def _bound_compaction(admin: AdminClient, topic: str, wanted: Mapping[str, str], timeout: float) -> None:
-    """Lower the topic's segment size, roll time and compaction lag to ``wanted`` where they are higher. A topic
-    the mirror may not alter (no AlterConfigs on it) is said, with the command that does it; the mirror runs on."""
+    """Lower the topic's segment size and roll time to ``wanted`` where they are higher, raise its compaction lag
+    where it is lower. A topic the mirror may not alter (no AlterConfigs on it) is said, with the command that does
+    it; the mirror runs on."""
     if not wanted:
         return
     res = ConfigResource(ResourceType.TOPIC, topic)
     try:
         current = admin.describe_configs([res], request_timeout=timeout)[res].result(timeout + 5)
-        change = {k: v for k, v in wanted.items()
-                  if (e := current.get(k)) is None or e.value is None or int(e.value) > int(v)}
+        change = {k: v for k, v in wanted.items() if (e := current.get(k)) is None or e.value is None
+                  or (int(e.value) < int(v) if k in _AT_LEAST else int(e.value) > int(v))}
     except Exception as exc:  # asked again at the next start
         log.debug("internal topic %s: configs not read (%s)", topic, exc)
         return

@@ -47,6 +47,14 @@ def test_an_older_versions_topic_is_brought_down_and_a_lower_value_kept(dc2: str
     assert topic not in caplog.text
 
 
+def test_an_older_checkpoints_topic_gets_small_segments_and_the_minute_of_lag(dc2: str) -> None:
+    topic = unique("checkpoints")
+    create_topic(dc2, topic, 1, {"cleanup.policy": "compact"})  # as versions before the bound (and MM2) made it
+    ensure_checkpoints_topic(admin(dc2), topic, 1)
+    wait_until(lambda: {k: topic_config(dc2, topic)[k] for k in BOUNDED_COMPACTION} == BOUNDED_COMPACTION, 10,
+               what="segment.bytes and segment.ms lowered, min.compaction.lag.ms raised from 0")
+
+
 def test_a_fresh_reader_of_a_busy_progress_log_reads_a_bounded_part_of_it(dc2: str) -> None:
     topic, keys, rounds = unique("progress"), 2_000, 60
     ensure_progress_topic(admin(dc2), topic, 1)

@@ -12,6 +12,7 @@ it is granted.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +30,10 @@ from confluent_kafka.admin import (
 )
 
 from mirror_core.offsets.groups import committed_offsets
-from mirror_core.stores.progress import decode_key
+from mirror_core.stores.progress import decode_key, ensure_progress_topic
 from mirror_core.stores.records import decode_checkpoint_key
 from tests.integration.conftest import flow_lines
+from tests.integration.test_replication import topic_config
 from tests.kafka_harness import (
     MirrorProcess,
     admin,
@@ -313,3 +315,18 @@ def test_one_topic_refused_is_named_and_the_others_go_on(sides: Sides, name: str
     assert f"{SRC}.{secret}" not in topics(sides.target.plain_bootstrap)
     log = m.log()
     assert "restarting after error" not in log and "Traceback" not in log, log[-3000:]
+
+
+def test_an_internal_topic_the_mirror_may_not_alter_is_named_with_the_command(
+        sides: Sides, name: str, caplog: pytest.LogCaptureFixture) -> None:
+    """AlterConfigs on ``mirror-core.`` is optional (README): without it, a progress topic an older version created
+    keeps its settings, one line names it with the ``kafka-configs.sh`` command, and nothing fails."""
+    set_acls(sides.target.plain_bootstrap, mirror_acls(f"{name}.", exactly_once=False)[1])
+    topic = f"mirror-core.progress.{name}.internal"
+    create_topic(sides.target.plain_bootstrap, topic, 1, {"cleanup.policy": "compact", "segment.ms": "3600000"})
+    with caplog.at_level(logging.WARNING, logger="mirror_core.stores.internal_topics"):
+        ensure_progress_topic(AdminClient(as_mirror(sides.target, sides.cert)), topic, 1)
+    lines = [r.getMessage() for r in caplog.records if topic in r.getMessage()]
+    assert len(lines) == 1 and "AUTHORIZATION" in lines[0].upper()  # really refused, and said once
+    assert f"--entity-type topics --entity-name {topic} --add-config " in lines[0] and "segment.ms=600000" in lines[0]
+    assert topic_config(sides.target.plain_bootstrap, topic)["segment.ms"] == "3600000"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 
 import bench.run as br
 from bench.restart import SteadyLoad
@@ -38,20 +38,20 @@ def main() -> int:
                                         ["replication.data.path = batches"], STATIC)
         load = SteadyLoad(src.bootstrap, "pt", keys=shape.keys("pt"), rate=args.rate)
         load.thread.start()
-        topic = f"mirror-core.progress.{alias}.internal"
+        config = load_config(work / f"{alias}.properties")
+        flow = config.flows[0]
         try:
             for i in range(args.seconds // 30):
                 time.sleep(30)
+                (lo, hi), = dst.marks_of([(flow.progress_topic, 0)])
                 tail = TopicTail(Consumer({"bootstrap.servers": dst.bootstrap, "group.id": "bench",
-                                           "enable.auto.commit": False, "log_level": "0"}), topic)
+                                           "enable.auto.commit": False, "log_level": "0"}), flow.progress_topic)
                 try:
-                    lo, hi = tail._consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
                     read = sum(1 for _ in tail.read_new(60))
                 finally:
                     tail.close()
-                config = load_config(work / f"{alias}.properties")
                 t0 = time.perf_counter()
-                FlowOffsets.load(config, config.flows[0])
+                FlowOffsets.load(config, flow)
                 print(f"{(i + 1) * 30} s: progress records written {hi - lo}, a fresh reader reads {read}, "
                       f"FlowOffsets.load {time.perf_counter() - t0:.2f} s", flush=True)
         finally:

@@ -26,6 +26,7 @@ from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES
 from mirror_core.config.model import ClusterConfig
 from mirror_core.kafka_io import QUIET, log_ends_batch
 from mirror_core.offsets.groups import Offsets, active_members, commit_offsets, committed_offsets, committed_offsets_of
+from mirror_core.offsets.partition_facts import PartitionFacts
 from mirror_core.stores.internal_topics import (
     BOUNDED_COMPACTION,
     TopicTail,
@@ -205,16 +206,15 @@ class CheckpointEmitter(threading.Thread):
             raise next(iter(unread.values()))  # nothing could be read (the source down?): the round failed
         self._say_unread(unread)
         takes = flow.replicated_topics()
-        ends = log_ends_batch(tgt_admin, {(flow.remote_topic(t), p) for offsets in by_group.values()
-                                          for t, p in offsets if takes(t)})
+        facts = PartitionFacts(flow, offset_map, progress,
+                               {k for offsets in by_group.values() for k in offsets if takes(k[0])},
+                               partial(log_ends_batch, tgt_admin))
         for group, offsets in by_group.items():
             translated: dict[tuple[str, int], int] = {}
             for (t, p), upstream in offsets.items():
                 if not takes(t):
                     continue
-                remote = flow.remote_topic(t)
-                # Capped at the remote log end: a position past it would make a consumer reset.
-                tr = offset_map.translate(t, p, upstream, progress.get((t, p)), ends.get((remote, p)))
+                remote, tr = facts.translate(t, p, upstream)
                 if tr.target_offset is None or not tr.exact:
                     continue
                 translated[(remote, p)] = tr.target_offset

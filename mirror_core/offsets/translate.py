@@ -24,6 +24,7 @@ from mirror_core.errors import MirrorError
 from mirror_core.kafka_io import QUIET, log_ends, log_ends_batch
 from mirror_core.offsets.checkpoints import CheckpointReader, checkpoints_topic
 from mirror_core.offsets.groups import active_members, commit_offsets, committed_offsets, committed_offsets_of
+from mirror_core.offsets.partition_facts import PartitionFacts
 from mirror_core.stores.offset_map import OffsetMap
 from mirror_core.stores.offset_syncs import flow_map_reader
 from mirror_core.stores.progress import ProgressStore
@@ -123,19 +124,12 @@ def translate_groups(config: MirrorConfig, groups: list[str], source: str, targe
     tgt_consumer = make_consumer(tgt_cluster, "mirror-core.translate", QUIET)
     src_consumer = make_consumer(src_cluster, "mirror-core.translate", QUIET)
     try:
-        remotes = {t: flow.remote_topic(t) for t in {t for t, _ in keys}}
-        ends = log_ends_batch(make_admin(tgt_cluster), {(remotes[t], p) for t, p in keys}, timeout)
-        # What every group's row of a partition needs, looked up once per partition, not once per group and
-        # partition (100 groups x 2,000 partitions: 200,000 rows).
-        known = offsets.offset_map.partitions
-        facts = {k: (remotes[k[0]], known.get(k), offsets.progress.get(k), ends.get((remotes[k[0]], k[1])))
-                 for k in keys}
+        facts = PartitionFacts(flow, offsets.offset_map, offsets.progress, keys,
+                               lambda remote_keys: log_ends_batch(make_admin(tgt_cluster), remote_keys, timeout))
         for group, committed in wanted.items():
             rows = out[group]
             for (t, p), offset in sorted(committed.items()):
-                remote, pm, progress, end = facts[t, p]
-                tr = (pm.translate(offset, progress, end) if pm is not None
-                      else offsets.offset_map.translate(t, p, offset))  # no map for it: says so
+                remote, tr = facts.translate(t, p, offset)
                 row = PartitionTranslation(group, t, p, remote, offset, tr.target_offset, tr.exact, tr.note)
                 if tr.beyond_retention:
                     row.basis, row.beyond_retention = "beyond-retention", True

@@ -37,15 +37,26 @@ from mirror_core.wire.records import record_count
 
 
 def print_intervals(every: float, ends: EndWatcher, groups: dict[str, list[int]], done: threading.Event) -> None:
-    """Every ``every`` seconds: records on the target, the rate since the last line, cores per group."""
-    before = (time.monotonic(), ends(), {k: bench_run.cpu_seconds(v) for k, v in groups.items()})
+    """Every ``every`` seconds: records on the target, the rate since the last line, cores per group. The rate
+    and the cores each have their own clock: reading 2,000 log ends from a busy target can take seconds, and
+    CPU read after it over a span timed before it made busy intervals look idle and idle ones over-busy."""
+
+    def sample() -> tuple[float, dict[str, float], float, int, float]:
+        t_cpu, cpu = time.monotonic(), {k: bench_run.cpu_seconds(v) for k, v in groups.items()}
+        asked = time.monotonic()
+        n = ends()
+        t_n = time.monotonic()
+        return t_cpu, cpu, t_n, n, t_n - asked
+
+    before = sample()
     while not done.wait(every):
-        now = (time.monotonic(), ends(), {k: bench_run.cpu_seconds(v) for k, v in groups.items()})
+        now = sample()
         if done.is_set():  # the copy ended while this sample was taken: the processes may be gone
             return
-        span = max(now[0] - before[0], 1e-3)
-        cores = " ".join(f"{k} {(now[2][k] - before[2][k]) / span:.2f}" for k in groups)
-        print(f"  {now[1] / 1e6:7.2f} M  {(now[1] - before[1]) / span:9,.0f} records/s  cores: {cores}", flush=True)
+        cpu_span, span = max(now[0] - before[0], 1e-3), max(now[2] - before[2], 1e-3)
+        cores = " ".join(f"{k} {(now[1][k] - before[1][k]) / cpu_span:.2f}" for k in groups)
+        print(f"  {now[3] / 1e6:7.2f} M  {(now[3] - before[3]) / span:9,.0f} records/s over {span:.1f} s  "
+              f"cores: {cores} (log ends read in {now[4]:.2f} s)", flush=True)
         before = now
 
 

@@ -45,3 +45,11 @@ def test_a_partition_with_no_map_says_so() -> None:
     remote, tr = facts.translate("orders", 2, 7)
     assert remote == "dc1.orders" and tr.target_offset is None and not tr.exact
     assert "no offset map" in tr.note
+
+
+def test_past_the_replicated_progress_is_not_exact_and_no_end_means_no_cap() -> None:
+    facts = PartitionFacts(_flow(), _map(), {("orders", 1): 50}, [("orders", 1)], lambda keys: {})
+    remote, tr = facts.translate("orders", 1, 80)  # the group read 30 records the mirror has not copied yet
+    assert (remote, tr.target_offset, tr.exact) == ("dc1.orders", 50, False)
+    assert "30 records not replicated yet" in tr.note
+    assert facts.translate("orders", 1, 40)[1].target_offset == 40  # no remote end read: no cap

@@ -88,11 +88,11 @@ class ProducerStamp:
     transactional: bool = False
     sequences: dict[int, int] = field(default_factory=dict)
 
-    def stamp(self, partition: int, batch: memoryview | bytes) -> bytearray:
+    def stamp(self, partition: int, batch: memoryview | bytes) -> bytes:
         """``batch`` as this producer's next batch to ``partition`` (:func:`restamp`)."""
         sequence = self.sequences.get(partition, 0)
         self.sequences[partition] = next_sequence(sequence, batch)
-        return restamp(batch, self.producer_id, self.epoch, sequence, self.transactional)
+        return b"".join(restamp(batch, self.producer_id, self.epoch, sequence, self.transactional))
 
 
 @dataclass(frozen=True)
@@ -239,9 +239,10 @@ class Transaction:
             self.added.clear()
 
 
-def produce_request(remote: str, batches: dict[int, memoryview] | dict[int, bytearray],
+def produce_request(remote: str, batches: dict[int, memoryview] | dict[int, bytes],
                     transactional_id: str | None = None) -> bytes:
-    return wire_produce.produce_request({(remote, p): b for p, b in batches.items()}, 30_000, transactional_id)
+    return b"".join(wire_produce.produce_request({(remote, p): (b,) for p, b in batches.items()}, 30_000,
+                                                 transactional_id))
 
 
 def parse_fetch(response: memoryview, topic: str, any_producer: bool = False

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, GCCollector, ProcessCollector
 from prometheus_client.core import HistogramMetricFamily, Metric
@@ -22,8 +25,10 @@ class RecordLatency(Collector):
     """A latency histogram of *every* record: target acknowledgement time minus its source timestamp.
 
     The records of a produce batch are acknowledged together, so a batch is observed at once: its
-    timestamps are sorted (C speed; usually sorted already) and each bucket's count is found by
-    bisection, O(buckets * log n) per batch instead of a Python call per record. Records without a
+    timestamps are sorted (C speed; usually sorted already). When its newest and oldest record share a
+    bucket (the usual case: a batch's records are milliseconds apart) that bucket takes them all, O(log
+    buckets); otherwise each bucket's count is found by bisection, O(buckets * log n), never a Python call
+    per record. Counts are kept per bucket and made cumulative when collected. Records without a
     timestamp (<= 0) are not counted; a timestamp ahead of the acknowledgement (clock skew) counts as 0 s.
 
     Labelled by flow and source topic, so that an operator finds the slow topic; the partition is on the
@@ -35,9 +40,10 @@ class RecordLatency(Collector):
                  max_topics: int = LATENCY_MAX_TOPICS) -> None:
         self.name, self.documentation = name, documentation
         self.bounds = tuple(buckets)
+        self._bounds_ms = tuple(b * 1000.0 for b in self.bounds)
         self.max_topics = max_topics
         self._lock = threading.Lock()
-        #: (flow, topic label) -> [cumulative count per bound..., count, sum]
+        #: (flow, topic label) -> [count per bucket (each bound's, then +Inf's)..., sum]
         self._series: dict[tuple[str, str], list[float]] = {}
         self._topics: dict[str, set[str]] = {}  # flow -> topics with a series of their own
 
@@ -50,13 +56,17 @@ class RecordLatency(Collector):
         if n <= 0:
             return
         acked_ms = acked_at * 1000.0
-        # latency <= bound  <=>  timestamp >= acked - bound
-        counts = [len(ts) - max(start, bisect_left(ts, acked_ms - b * 1000.0)) for b in self.bounds]
         stamped = ts[start:]
         if stamped[-1] <= acked_ms:
             total = (n * acked_ms - sum(stamped)) / 1000.0
         else:  # clock skew: no negative latencies in the sum
             total = sum(max(0.0, acked_ms - t) for t in stamped) / 1000.0
+        # a record is in the first bucket whose bound its latency does not exceed (skew: the first)
+        oldest = bisect_left(self._bounds_ms, acked_ms - stamped[0])
+        one_bucket = bisect_left(self._bounds_ms, acked_ms - stamped[-1]) == oldest
+        if not one_bucket:  # per bound, how many records are within it (cumulative), then per bucket
+            within = [len(ts) - max(start, bisect_left(ts, acked_ms - b)) for b in self._bounds_ms] + [n]
+            per_bucket = [c - (within[j - 1] if j else 0) for j, c in enumerate(within)]
         with self._lock:
             series = self._series.get((flow, topic))
             if series is None:
@@ -68,9 +78,11 @@ class RecordLatency(Collector):
                 series = self._series.get((flow, topic))
                 if series is None:
                     series = self._series[(flow, topic)] = [0.0] * (len(self.bounds) + 2)
-            for j, c in enumerate(counts):
-                series[j] += c
-            series[-2] += n
+            if one_bucket:
+                series[oldest] += n
+            else:
+                for j, c in enumerate(per_bucket):
+                    series[j] += c
             series[-1] += total
 
     def collect(self) -> Iterator[Metric]:
@@ -78,9 +90,20 @@ class RecordLatency(Collector):
         with self._lock:
             snapshot = {key: list(series) for key, series in self._series.items()}
         for (flow, topic), series in snapshot.items():
-            buckets = [(str(b), series[j]) for j, b in enumerate(self.bounds)] + [("+Inf", series[-2])]
+            cumulative = list(accumulate(series[:-1]))
+            buckets = [(str(b), cumulative[j]) for j, b in enumerate(self.bounds)] + [("+Inf", cumulative[-1])]
             family.add_metric([flow, topic], buckets, series[-1])
         yield family
+
+
+@dataclass(frozen=True)
+class PartitionSeries:
+    """A partition's series that every acknowledged batch updates, labelled once: ``labels()`` costs more than the
+    update itself, and at thousands of partitions a batch carries few records."""
+
+    records: Counter
+    bytes: Counter
+    last_latency: Gauge
 
 
 class Metrics:
@@ -129,3 +152,21 @@ class Metrics:
                               ("flow",), registry=r)
         self.info = Gauge("mirror_info", "mirror_core build information", ("version",), registry=r)
         self.info.labels(__version__).set(1)
+        self._partitions: dict[tuple[str, str, int], PartitionSeries] = {}
+
+    def partition(self, flow: str, topic: str, partition: int) -> PartitionSeries:
+        """The partition's per-batch series (made on first use)."""
+        key = (flow, topic, partition)
+        series = self._partitions.get(key)
+        if series is None:
+            label = (flow, topic, str(partition))
+            series = self._partitions[key] = PartitionSeries(self.records.labels(*label), self.bytes.labels(*label),
+                                                             self.last_latency.labels(*label))
+        return series
+
+    def forget_latency(self, flow: str, topic: str, partition: int) -> None:
+        """The partition's last latency is no longer this process's to report (another owns the partition): its
+        series removed, and made again should the partition come back."""
+        self._partitions.pop((flow, topic, partition), None)
+        with contextlib.suppress(KeyError):
+            self.last_latency.remove(flow, topic, str(partition))

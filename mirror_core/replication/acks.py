@@ -88,14 +88,13 @@ class Acks:
                     st.map_landed(b)
                     if b.count:
                         st.backoff = 0.5  # records landed: the target is healthy again
-                        part = str(st.partition)
-                        self.metrics.records.labels(lbl, st.topic, part).inc(b.count)
-                        self.metrics.bytes.labels(lbl, st.topic, part).inc(b.size)
+                        series = self.metrics.partition(lbl, st.topic, st.partition)
+                        series.records.inc(b.count)
+                        series.bytes.inc(b.size)
                         if b.acked_at:
                             self.metrics.latency.observe_batch(lbl, st.topic, b.acked_at, b.stamps or (b.ts_last,))
                             if b.ts_last > 0:
-                                self.metrics.last_latency.labels(lbl, st.topic, part).set(
-                                    max(0.0, b.acked_at - b.ts_last / 1000.0))
+                                series.last_latency.set(max(0.0, b.acked_at - b.ts_last / 1000.0))
                         if st.is_heartbeat and b.ts_last > 0 and b.acked_at:
                             self.last_heartbeat_ms = max(self.last_heartbeat_ms, b.ts_last)
                     continue

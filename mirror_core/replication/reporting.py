@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -110,8 +109,7 @@ class Reporter:
             else:
                 self._zero(st.topic, st.partition)
         # Another process owns it now: a stale last latency would be summed with the owner's.
-        with contextlib.suppress(KeyError):
-            self.metrics.last_latency.remove(self.flow_name, st.topic, str(st.partition))
+        self.metrics.forget_latency(self.flow_name, st.topic, st.partition)
 
     def _zero(self, topic: str, partition: int) -> None:
         for metric in (self.metrics.lag, self.metrics.position, self.metrics.paused):

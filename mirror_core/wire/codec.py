@@ -8,6 +8,9 @@ from collections.abc import Iterable
 
 from mirror_core.errors import MirrorError
 
+#: what a request is written from: its parts need not be joined into one buffer
+Buffer = bytes | bytearray | memoryview
+
 
 class ProtocolError(MirrorError):
     """A response that does not parse as the request's version says it should."""

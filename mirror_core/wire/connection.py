@@ -14,13 +14,13 @@ import ssl
 import struct
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 from mirror_core.errors import MirrorError
 from mirror_core.wire import sasl
-from mirror_core.wire.codec import ProtocolError, Reader, blob, string
+from mirror_core.wire.codec import Buffer, ProtocolError, Reader, blob, string
 from mirror_core.wire.errors import name
 
 if TYPE_CHECKING:
@@ -31,6 +31,10 @@ API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 10: "Fin
              18: "ApiVersions", 22: "InitProducerId", 24: "AddPartitionsToTxn", 26: "EndTxn", 36: "SaslAuthenticate"}
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 CLIENT_ID = b"mirror-core"
+#: parts one ``sendmsg`` writes at most (Linux takes up to 1,024 buffers per call)
+MAX_PARTS = 512
+#: over TLS, parts are joined up to this many bytes per write
+WRITE_CHUNK = 1 << 20
 
 
 class WireError(MirrorError):
@@ -148,15 +152,45 @@ class Connection:
                             f"{', '.join(map(str, spoken))}")
         return max(usable)
 
-    def send(self, api: int, version: int, body: bytes) -> int:
+    def send(self, api: int, version: int, body: bytes | Sequence[Buffer]) -> int:
+        """Sends a request; ``body`` whole or in parts, written in order as they are (not joined first)."""
         self.correlation += 1
+        parts = [body] if isinstance(body, bytes) else body
         header = struct.pack(">hhi", api, version, self.correlation) + struct.pack(">h", len(CLIENT_ID)) + CLIENT_ID
         self.sent.append(self.correlation)  # before the bytes leave: the answer may be read at once elsewhere
         try:
-            self.sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+            self._write([struct.pack(">i", len(header) + sum(len(p) for p in parts)) + header, *parts])
         except OSError as exc:
             raise WireError(f"{self.where}: sending {API_NAMES.get(api, api)} failed: {exc}") from None
         return self.correlation
+
+    def _write(self, parts: list[Buffer]) -> None:
+        """All of ``parts``, in order, without joining them into one buffer (a large one is fresh memory each
+        time): as many as one ``sendmsg`` takes at once, or over TLS, which has no ``sendmsg``, joined a
+        ``WRITE_CHUNK`` at a time."""
+        if isinstance(self.sock, ssl.SSLSocket):
+            pending: list[Buffer] = []
+            size = 0
+            for part in parts:
+                pending.append(part)
+                size += len(part)
+                if size >= WRITE_CHUNK:
+                    self.sock.sendall(b"".join(pending))
+                    pending, size = [], 0
+            if pending:
+                self.sock.sendall(b"".join(pending))
+            return
+        views = [memoryview(part) for part in parts if len(part)]
+        at = 0
+        while at < len(views):
+            sent = self.sock.sendmsg(views[at:at + MAX_PARTS])
+            while sent:  # past what was written; a part written in part is cut
+                n = len(views[at])
+                if sent < n:
+                    views[at] = views[at][sent:]
+                    break
+                sent -= n
+                at += 1
 
     def receive(self) -> memoryview:
         """The answer to the oldest request not yet answered (its body, after the correlation id)."""

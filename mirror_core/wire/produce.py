@@ -4,14 +4,16 @@ partition's answer says: the target offset of the batch's first record, the base
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from mirror_core.wire.codec import Reader, array, int16, int32, string
+from mirror_core.wire.codec import Buffer, Reader, int16, int32, string
 
 API_PRODUCE = 0
 PRODUCE_VERSION = 8  # the last non-flexible version (Kafka 2.4 up to 4.x)
 ACKS_ALL = -1
+#: a batch's first part up to this size is joined with what leads it in the request (one part, not two)
+SMALL_PART = 1024
 
 
 @dataclass(frozen=True)
@@ -25,17 +27,31 @@ class Produced:
     message: str | None
 
 
-def produce_request(batches: Mapping[tuple[str, int], bytes | bytearray | memoryview], timeout_ms: int,
-                    transactional_id: str | None = None, acks: int = ACKS_ALL) -> bytes:
-    """One v2 batch per partition (a broker takes exactly one per partition and request), sent with base offset 0
-    and leader epoch -1 as a client sends them: neither is covered by the CRC, which stays valid."""
-    by_topic: dict[str, list[bytes]] = {}
-    for (topic, partition), batch in batches.items():
-        head = bytearray(batch[:16])
-        struct.pack_into(">qii", head, 0, 0, len(batch) - 12, -1)
-        by_topic.setdefault(topic, []).append(int32(partition) + int32(len(batch)) + bytes(head) + bytes(batch[16:]))
-    return (string(transactional_id) + int16(acks) + int32(timeout_ms)
-            + array(string(topic) + array(parts) for topic, parts in by_topic.items()))
+def produce_request(batches: Mapping[tuple[str, int], Sequence[Buffer]], timeout_ms: int,
+                    transactional_id: str | None = None, acks: int = ACKS_ALL) -> list[Buffer]:
+    """One v2 batch per partition (a broker takes exactly one per partition and request), each given in parts
+    (a whole batch, or :func:`~mirror_core.wire.records.restamp`'s two), sent with base offset 0 and leader epoch
+    -1 as a client sends them: neither is covered by the CRC, which stays valid. The request comes in parts too,
+    the records where they are: :meth:`Connection.send` writes them without joining them into one buffer (at
+    thousands of partitions a request carries tens of MB)."""
+    by_topic: dict[str, list[tuple[int, Sequence[Buffer]]]] = {}
+    for (topic, partition), parts in batches.items():
+        by_topic.setdefault(topic, []).append((partition, parts))
+    out: list[Buffer] = [string(transactional_id) + int16(acks) + int32(timeout_ms) + int32(len(by_topic))]
+    for topic, of_topic in by_topic.items():
+        out.append(string(topic) + int32(len(of_topic)))
+        for partition, parts in of_topic:
+            size = sum(len(part) for part in parts)
+            first = memoryview(parts[0])
+            head = bytearray(first[:16])
+            struct.pack_into(">qii", head, 0, 0, size - 12, -1)
+            lead = int32(partition) + int32(size) + head
+            if len(first) <= SMALL_PART:  # a restamped header: one part with what leads it
+                out.append(lead + first[16:])
+            else:
+                out += (lead, first[16:])
+            out.extend(parts[1:])
+    return out
 
 
 def parse_produce(data: memoryview) -> list[Produced]:

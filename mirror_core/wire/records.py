@@ -20,6 +20,7 @@ TRANSACTIONAL, CONTROL = 0x10, 0x20  # attributes bits 4 and 5
 BATCH_HEADER = 61  # bytes of a v2 batch header before its records
 LOG_OVERHEAD = 12  # base offset and batch length: the batch length counts from after them
 CRC_FROM = 21  # the CRC32C covers a batch from its attributes to its end
+RESTAMPED = 57  # a batch's bytes up to and with its base sequence: what a restamp rewrites
 ABORT_MARKER = 0  # a control record's type (its key: version int16, type int16); 1 is a commit
 
 
@@ -116,17 +117,20 @@ def committed(batches: list[memoryview], aborted: list[tuple[int, int]]) -> list
 
 
 def restamp(batch: memoryview | bytes | bytearray, producer_id: int, epoch: int, sequence: int,
-            transactional: bool = False) -> bytearray:
-    """``batch`` as a producer's batch: producer id, epoch and base sequence rewritten, the transactional bit set
-    as that producer is (the source's transaction was committed), the CRC recomputed. Base offset and leader
-    epoch are not covered by the CRC: the produce request sets them."""
-    out = bytearray(batch)
-    kept = attributes(out) & ~TRANSACTIONAL
-    struct.pack_into(">h", out, 21, kept | (TRANSACTIONAL if transactional else 0))
-    struct.pack_into(">qhi", out, 43, producer_id, epoch, sequence)
-    # google_crc32c takes read-only buffers only: one copy of the covered bytes.
-    struct.pack_into(">I", out, 17, google_crc32c.value(bytes(memoryview(out)[CRC_FROM:])))
-    return out
+            transactional: bool = False) -> tuple[bytes, bytes]:
+    """``batch`` as a producer's batch, in two parts: its header to the base sequence (57 bytes) with producer
+    id, epoch and base sequence rewritten, the transactional bit set as that producer is (the source's
+    transaction was committed) and the CRC recomputed; then the rest (record count and records) as it was.
+    Two parts, so that a produce request carries the records without one more copy of them. Base offset and
+    leader epoch are not covered by the CRC: the produce request sets them."""
+    head = bytearray(batch[:RESTAMPED])
+    rest = bytes(batch[RESTAMPED:])  # google_crc32c reads bytes only: the records' one copy
+    kept = attributes(head) & ~TRANSACTIONAL
+    struct.pack_into(">h", head, 21, kept | (TRANSACTIONAL if transactional else 0))
+    struct.pack_into(">qhi", head, 43, producer_id, epoch, sequence)
+    crc = google_crc32c.extend(google_crc32c.value(bytes(head[CRC_FROM:])), rest)
+    struct.pack_into(">I", head, 17, crc)
+    return bytes(head), rest
 
 
 def next_sequence(sequence: int, batch: memoryview | bytes | bytearray) -> int:

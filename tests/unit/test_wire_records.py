@@ -74,8 +74,8 @@ def test_a_restamped_batch_carries_this_producers_id_epoch_and_sequences_with_a_
     first, second, other = batch(10, 4, attributes=0x10 | 0x04, producer_id=7), batch(15, 1), batch(0, 0)
     # Partition 2 gets the first two (sequences 0, then 5), another partition the third (sequence 0).
     after_first = records.next_sequence(0, first)
-    out = [records.restamp(first, 1234, 3, 0), records.restamp(second, 1234, 3, after_first),
-           records.restamp(other, 1234, 3, 0)]
+    out = [b"".join(records.restamp(first, 1234, 3, 0)), b"".join(records.restamp(second, 1234, 3, after_first)),
+           b"".join(records.restamp(other, 1234, 3, 0))]
     assert [struct.unpack_from(">qhi", b, 43) for b in out] == [(1234, 3, 0), (1234, 3, 5), (1234, 3, 0)]
     assert struct.unpack_from(">h", out[0], 21)[0] == 0x04  # compression kept; not transactional, as this producer
     assert all(struct.unpack_from(">I", b, 17)[0] == crc32c(bytes(b[21:])) for b in out)
@@ -88,6 +88,8 @@ def test_sequences_wrap_at_the_int32_maximum_as_the_broker_expects() -> None:
 
 
 def test_a_transactional_producer_marks_every_batch_it_restamps_as_transactional() -> None:
-    out = records.restamp(batch(0, 0, attributes=0x03), 9, 0, 0, transactional=True)  # zstd, from a plain producer
+    head, rest = records.restamp(batch(0, 0, attributes=0x03), 9, 0, 0, transactional=True)  # zstd, plain producer
+    out = head + rest
+    assert len(head) == records.RESTAMPED and rest == batch(0, 0, attributes=0x03)[records.RESTAMPED:]
     assert struct.unpack_from(">h", out, 21)[0] == 0x13
     assert struct.unpack_from(">I", out, 17)[0] == crc32c(bytes(out[21:]))

@@ -4,14 +4,18 @@ partition, and the target offset a produce answer gives each batch."""
 
 from __future__ import annotations
 
+import socket
 import struct
+import threading
 
 import pytest
 
 from mirror_core.wire.codec import string
+from mirror_core.wire.connection import Connection
 from mirror_core.wire.fetch import fetch_request, parse_fetch
 from mirror_core.wire.metadata import NO_LEADER, Broker, parse_metadata
 from mirror_core.wire.produce import parse_produce, produce_request
+from mirror_core.wire.records import restamp
 from tests.unit.record_batches import batch
 
 
@@ -46,7 +50,7 @@ def test_a_fetch_asks_each_partition_at_its_position_read_committed_and_reads_ba
 
 
 def test_a_produce_answer_gives_each_batch_its_target_base_offset_or_its_error() -> None:
-    request = produce_request({("r", 2): batch(40, 2)}, 30_000, None)
+    request = b"".join(produce_request({("r", 2): (batch(40, 2),)}, 30_000, None))
     assert request[:8] == struct.pack(">hhi", -1, -1, 30_000)  # no transactional id, acks=all
     sent = request[-len(batch(40, 2)):]
     assert struct.unpack_from(">qii", sent) == (0, len(sent) - 12, -1) and sent[16:] == batch(40, 2)[16:]
@@ -67,3 +71,44 @@ def test_bootstrap_servers_are_read_as_librdkafka_reads_them() -> None:
         ("kafka-a", 19092), ("kafka-b", 9092), ("::1", 9093), ("fe80::1", 9092)]
     with pytest.raises(MirrorError, match="'kafka-c:x': the port is not a number"):
         address("kafka-c:x")
+
+
+def test_a_batch_in_parts_makes_the_same_request_as_the_whole_batch_and_leaves_its_records_where_they_are() -> None:
+    """The sender hands restamp's two parts over: the request is the one the joined batch makes, and the records
+    part is passed on as it is, not copied into a large buffer."""
+    head, rest = restamp(batch(40, 2), 77, 1, 5)
+    whole = {("r", 2): (head + rest,), ("r", 3): (batch(9, 1),), ("s", 0): (batch(3, 0),)}
+    parted = {("r", 2): (head, rest), ("r", 3): (batch(9, 1),), ("s", 0): (batch(3, 0),)}
+    got = produce_request(parted, 30_000, "txn")
+    assert b"".join(got) == b"".join(produce_request(whole, 30_000, "txn"))
+    assert any(part is rest for part in got)
+
+
+def test_a_request_in_parts_arrives_whole_and_in_order_over_a_socket() -> None:
+    """Connection._write: thousands of parts (more than one sendmsg takes), some empty, some larger than the
+    socket's buffer (a partial write cuts a part), read back as one stream."""
+    left, right = socket.socketpair()
+    left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    conn = Connection.__new__(Connection)
+    conn.sock = left
+    parts: list[bytes | memoryview] = [bytes([i % 251]) * (i % 7) for i in range(3000)]
+    parts += [memoryview(bytes(range(256)) * 4096), b"", b"end"]
+    expected = b"".join(parts)
+    got = bytearray()
+    reader = threading.Thread(target=lambda: got.extend(_read(right, len(expected))))
+    reader.start()
+    conn._write(parts)
+    reader.join(10)
+    left.close()
+    right.close()
+    assert bytes(got) == expected
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            break
+        out += chunk
+    return bytes(out)

@@ -98,12 +98,14 @@ class RecordLatency(Collector):
 
 @dataclass(frozen=True)
 class PartitionSeries:
-    """A partition's series that every acknowledged batch updates, labelled once: ``labels()`` costs more than the
-    update itself, and at thousands of partitions a batch carries few records."""
+    """A partition's series that every acknowledged batch (or every publish) updates, labelled once: ``labels()``
+    costs more than the update itself, and at thousands of partitions a batch carries few records."""
 
     records: Counter
     bytes: Counter
     last_latency: Gauge
+    position: Gauge
+    lag: Gauge
 
 
 class Metrics:
@@ -160,8 +162,9 @@ class Metrics:
         series = self._partitions.get(key)
         if series is None:
             label = (flow, topic, str(partition))
-            series = self._partitions[key] = PartitionSeries(self.records.labels(*label), self.bytes.labels(*label),
-                                                             self.last_latency.labels(*label))
+            series = self._partitions[key] = PartitionSeries(
+                self.records.labels(*label), self.bytes.labels(*label), self.last_latency.labels(*label),
+                self.position.labels(*label), self.lag.labels(*label))
         return series
 
     def forget_latency(self, flow: str, topic: str, partition: int) -> None:

@@ -211,12 +211,12 @@ class Reporter:
             done = visible(st)
             pos = done if done is not None else (low if low >= 0 else None)
             lag = max(0, high - pos) if high >= 0 and pos is not None else None
-            part = str(st.partition)
+            series = self.metrics.partition(lbl, st.topic, st.partition)
             if pos is not None:
-                self.metrics.position.labels(lbl, st.topic, part).set(pos)
+                series.position.set(pos)
                 self._last[(st.topic, st.partition)] = (pos, high if high >= 0 else None)
             if lag is not None:
-                self.metrics.lag.labels(lbl, st.topic, part).set(lag)
+                series.lag.set(lag)
             parts.append({"topic": st.topic, "partition": st.partition, "remote": st.remote,
                           "position": pos, "end": high if high >= 0 else None, "lag": lag,
                           "paused": st.paused_reason, "careful": st.careful})

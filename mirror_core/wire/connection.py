@@ -118,6 +118,7 @@ class Connection:
         self.correlation = 0
         #: correlation ids of requests not yet answered, in order (one thread may send while another receives)
         self.sent: deque[int] = deque()
+        self._answers: bytearray | None = None  # see receive(reuse=True)
         try:
             if protocol.endswith("SSL"):
                 ctx = tls_context(settings, where)
@@ -192,22 +193,39 @@ class Connection:
                 sent -= n
                 at += 1
 
-    def receive(self) -> memoryview:
-        """The answer to the oldest request not yet answered (its body, after the correlation id)."""
+    def receive(self, reuse: bool = False) -> memoryview:
+        """The answer to the oldest request not yet answered (its body, after the correlation id). ``reuse``: read
+        into this connection's own buffer, read into again by its next such answer, so that the caller keeps no
+        view of it once parsed (a fetch copies its records out): a large answer (tens of MB at thousands of
+        partitions) then costs no fresh memory, which the kernel must clear page by page."""
         size = struct.unpack(">i", self._exactly(4))[0]
-        data = memoryview(self._exactly(size))
+        data = memoryview(self._exactly(size, self._reusable(size) if reuse else None))[:size]
         correlation = struct.unpack_from(">i", data)[0]
         expected = self.sent.popleft() if self.sent else None
         if correlation != expected:
             raise ProtocolError(f"{self.where}: an answer to request {correlation} where {expected} was due")
         return data[4:]
 
-    def call(self, api: int, version: int, body: bytes) -> memoryview:
+    def call(self, api: int, version: int, body: bytes, reuse: bool = False) -> memoryview:
         self.send(api, version, body)
-        return self.receive()
+        return self.receive(reuse)
 
-    def _exactly(self, n: int) -> bytearray:
-        buf = bytearray(n)
+    def _reusable(self, n: int) -> bytearray:
+        """The connection's answer buffer, at least ``n`` bytes: a new one when it is too small, or when a view of
+        it is still alive (CPython refuses to resize a bytearray then), which reading into would overwrite."""
+        buf = self._answers
+        if buf is not None and len(buf) >= n:
+            try:
+                buf.append(0)
+                del buf[-1]
+                return buf
+            except BufferError:
+                pass
+        self._answers = bytearray(n)
+        return self._answers
+
+    def _exactly(self, n: int, into: bytearray | None = None) -> bytearray:
+        buf = bytearray(n) if into is None else into
         view, got = memoryview(buf), 0
         while got < n:
             try:

@@ -128,8 +128,8 @@ class BatchFetcher:
                 if conn is None:
                     conn = self.brokers.connect(node, limits.max_wait_ms / 1000)
                 parts = parse_fetch(conn.call(API_FETCH, conn.version(API_FETCH, (FETCH_VERSION,)), fetch_request(
-                    mine, limits.max_wait_ms, limits.min_bytes, limits.max_bytes, limits.partition_max_bytes)),
-                    conn.where)
+                    mine, limits.max_wait_ms, limits.min_bytes, limits.max_bytes, limits.partition_max_bytes),
+                    reuse=True), conn.where)
                 outage.succeeded(conn.where)
             except Exception as exc:  # a connection, TLS or SASL failure, an answer that does not parse: again
                 outage.failed(exc, self.brokers.name(node))

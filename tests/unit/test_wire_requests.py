@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+from collections import deque
 
 import pytest
 
@@ -112,3 +113,24 @@ def _read(sock: socket.socket, n: int) -> bytes:
             break
         out += chunk
     return bytes(out)
+
+
+def test_an_answer_read_for_reuse_is_never_overwritten_while_a_view_of_it_lives() -> None:
+    """Connection.receive(reuse=True): the next answer goes into the same buffer once the last is let go, and
+    into a new one while a view of the last is still held (a batch handed on from it)."""
+    left, right = socket.socketpair()
+    conn = Connection.__new__(Connection)
+    conn.sock, conn.where, conn._answers = left, "test", None
+    conn.sent = deque([1, 2, 3])
+    for correlation, body in ((1, b"first answer"), (2, b"second"), (3, b"third")):
+        right.sendall(struct.pack(">ii", 4 + len(body), correlation) + body)
+    held = conn.receive(reuse=True)
+    first_buffer = conn._answers
+    second = conn.receive(reuse=True)
+    assert bytes(held) == b"first answer" and bytes(second) == b"second"  # not overwritten
+    assert conn._answers is not first_buffer
+    second_buffer = conn._answers
+    del second
+    assert bytes(conn.receive(reuse=True)) == b"third" and conn._answers is second_buffer
+    left.close()
+    right.close()

@@ -6,8 +6,8 @@ import contextlib
 import threading
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from itertools import accumulate
+from typing import TypeVar, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, GCCollector, ProcessCollector
 from prometheus_client.core import HistogramMetricFamily, Metric
@@ -96,16 +96,8 @@ class RecordLatency(Collector):
         yield family
 
 
-@dataclass(frozen=True)
-class PartitionSeries:
-    """A partition's series that every acknowledged batch (or every publish) updates, labelled once: ``labels()``
-    costs more than the update itself, and at thousands of partitions a batch carries few records."""
-
-    records: Counter
-    bytes: Counter
-    last_latency: Gauge
-    position: Gauge
-    lag: Gauge
+#: a per-partition metric (flow, topic, partition labels)
+PartitionMetric = TypeVar("PartitionMetric", Counter, Gauge)
 
 
 class Metrics:
@@ -154,22 +146,22 @@ class Metrics:
                               ("flow",), registry=r)
         self.info = Gauge("mirror_info", "mirror_core build information", ("version",), registry=r)
         self.info.labels(__version__).set(1)
-        self._partitions: dict[tuple[str, str, int], PartitionSeries] = {}
+        #: (metric, flow, topic, partition) -> the labelled series
+        self._labelled: dict[tuple[Counter | Gauge, str, str, int], Counter | Gauge] = {}
 
-    def partition(self, flow: str, topic: str, partition: int) -> PartitionSeries:
-        """The partition's per-batch series (made on first use)."""
-        key = (flow, topic, partition)
-        series = self._partitions.get(key)
+    def of_partition(self, metric: PartitionMetric, flow: str, topic: str, partition: int) -> PartitionMetric:
+        """``metric``'s series for the partition, labelled once (made on first use, as ``labels()`` makes it):
+        ``labels()`` costs more than the update it leads to, and at thousands of partitions every acknowledged
+        batch, of few records, updates three series."""
+        key = (metric, flow, topic, partition)
+        series = self._labelled.get(key)
         if series is None:
-            label = (flow, topic, str(partition))
-            series = self._partitions[key] = PartitionSeries(
-                self.records.labels(*label), self.bytes.labels(*label), self.last_latency.labels(*label),
-                self.position.labels(*label), self.lag.labels(*label))
-        return series
+            series = self._labelled[key] = metric.labels(flow, topic, str(partition))
+        return cast(PartitionMetric, series)
 
     def forget_latency(self, flow: str, topic: str, partition: int) -> None:
         """The partition's last latency is no longer this process's to report (another owns the partition): its
         series removed, and made again should the partition come back."""
-        self._partitions.pop((flow, topic, partition), None)
+        self._labelled.pop((self.last_latency, flow, topic, partition), None)
         with contextlib.suppress(KeyError):
             self.last_latency.remove(flow, topic, str(partition))

@@ -88,13 +88,14 @@ class Acks:
                     st.map_landed(b)
                     if b.count:
                         st.backoff = 0.5  # records landed: the target is healthy again
-                        series = self.metrics.partition(lbl, st.topic, st.partition)
-                        series.records.inc(b.count)
-                        series.bytes.inc(b.size)
+                        m = self.metrics
+                        m.of_partition(m.records, lbl, st.topic, st.partition).inc(b.count)
+                        m.of_partition(m.bytes, lbl, st.topic, st.partition).inc(b.size)
                         if b.acked_at:
-                            self.metrics.latency.observe_batch(lbl, st.topic, b.acked_at, b.stamps or (b.ts_last,))
+                            m.latency.observe_batch(lbl, st.topic, b.acked_at, b.stamps or (b.ts_last,))
                             if b.ts_last > 0:
-                                series.last_latency.set(max(0.0, b.acked_at - b.ts_last / 1000.0))
+                                m.of_partition(m.last_latency, lbl, st.topic, st.partition).set(
+                                    max(0.0, b.acked_at - b.ts_last / 1000.0))
                         if st.is_heartbeat and b.ts_last > 0 and b.acked_at:
                             self.last_heartbeat_ms = max(self.last_heartbeat_ms, b.ts_last)
                     continue

@@ -211,12 +211,11 @@ class Reporter:
             done = visible(st)
             pos = done if done is not None else (low if low >= 0 else None)
             lag = max(0, high - pos) if high >= 0 and pos is not None else None
-            series = self.metrics.partition(lbl, st.topic, st.partition)
             if pos is not None:
-                series.position.set(pos)
+                self.metrics.of_partition(self.metrics.position, lbl, st.topic, st.partition).set(pos)
                 self._last[(st.topic, st.partition)] = (pos, high if high >= 0 else None)
             if lag is not None:
-                series.lag.set(lag)
+                self.metrics.of_partition(self.metrics.lag, lbl, st.topic, st.partition).set(lag)
             parts.append({"topic": st.topic, "partition": st.partition, "remote": st.remote,
                           "position": pos, "end": high if high >= 0 else None, "lag": lag,
                           "paused": st.paused_reason, "careful": st.careful})

@@ -35,6 +35,9 @@ CLIENT_ID = b"mirror-core"
 MAX_PARTS = 512
 #: over TLS, parts are joined up to this many bytes per write
 WRITE_CHUNK = 1 << 20
+#: answers under a quarter of the reused answer buffer in a row after which it is let go (at most 0.5 s apart
+#: while a fetch waits for records: about half a minute)
+SHRINK_AFTER = 64
 
 
 class WireError(MirrorError):
@@ -119,6 +122,7 @@ class Connection:
         #: correlation ids of requests not yet answered, in order (one thread may send while another receives)
         self.sent: deque[int] = deque()
         self._answers: bytearray | None = None  # see receive(reuse=True)
+        self._small_answers = 0
         try:
             if protocol.endswith("SSL"):
                 ctx = tls_context(settings, where)
@@ -156,7 +160,7 @@ class Connection:
     def send(self, api: int, version: int, body: bytes | Sequence[Buffer]) -> int:
         """Sends a request; ``body`` whole or in parts, written in order as they are (not joined first)."""
         self.correlation += 1
-        parts = [body] if isinstance(body, bytes) else body
+        parts = [body] if isinstance(body, (bytes, bytearray, memoryview)) else body
         header = struct.pack(">hhi", api, version, self.correlation) + struct.pack(">h", len(CLIENT_ID)) + CLIENT_ID
         self.sent.append(self.correlation)  # before the bytes leave: the answer may be read at once elsewhere
         try:
@@ -173,6 +177,12 @@ class Connection:
             pending: list[Buffer] = []
             size = 0
             for part in parts:
+                if len(part) >= WRITE_CHUNK:  # large enough alone: written as it is, not copied into a join
+                    if pending:
+                        self.sock.sendall(b"".join(pending))
+                        pending, size = [], 0
+                    self.sock.sendall(part)
+                    continue
                 pending.append(part)
                 size += len(part)
                 if size >= WRITE_CHUNK:
@@ -199,6 +209,8 @@ class Connection:
         view of it once parsed (a fetch copies its records out): a large answer (tens of MB at thousands of
         partitions) then costs no fresh memory, which the kernel must clear page by page."""
         size = struct.unpack(">i", self._exactly(4))[0]
+        if size < 4:
+            raise ProtocolError(f"{self.where}: an answer of {size} bytes, shorter than its correlation id")
         data = memoryview(self._exactly(size, self._reusable(size) if reuse else None))[:size]
         correlation = struct.unpack_from(">i", data)[0]
         expected = self.sent.popleft() if self.sent else None
@@ -211,17 +223,21 @@ class Connection:
         return self.receive(reuse)
 
     def _reusable(self, n: int) -> bytearray:
-        """The connection's answer buffer, at least ``n`` bytes: a new one when it is too small, or when a view of
-        it is still alive (CPython refuses to resize a bytearray then), which reading into would overwrite."""
+        """The connection's answer buffer, at least ``n`` bytes: a new one when it is too small, when a view of it
+        is still alive (CPython refuses to resize a bytearray then), which reading into would overwrite, or when
+        the answers have been far smaller for ``SHRINK_AFTER`` in a row (a backlog copied: its memory given back)."""
         buf = self._answers
         if buf is not None and len(buf) >= n:
-            try:
-                buf.append(0)
-                del buf[-1]
-                return buf
-            except BufferError:
-                pass
-        self._answers = bytearray(n)
+            self._small_answers = self._small_answers + 1 if n * 4 < len(buf) else 0
+            if self._small_answers < SHRINK_AFTER:
+                try:
+                    buf.append(0)
+                    del buf[-1]
+                    return buf
+                except BufferError:
+                    pass
+        self._small_answers = 0
+        self._answers = bytearray(n + n // 4)  # room to grow: answers under backlog vary by a few percent
         return self._answers
 
     def _exactly(self, n: int, into: bytearray | None = None) -> bytearray:

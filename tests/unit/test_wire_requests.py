@@ -11,8 +11,8 @@ from collections import deque
 
 import pytest
 
-from mirror_core.wire.codec import string
-from mirror_core.wire.connection import Connection
+from mirror_core.wire.codec import ProtocolError, string
+from mirror_core.wire.connection import SHRINK_AFTER, Connection
 from mirror_core.wire.fetch import fetch_request, parse_fetch
 from mirror_core.wire.metadata import NO_LEADER, Broker, parse_metadata
 from mirror_core.wire.produce import parse_produce, produce_request
@@ -120,7 +120,7 @@ def test_an_answer_read_for_reuse_is_never_overwritten_while_a_view_of_it_lives(
     into a new one while a view of the last is still held (a batch handed on from it)."""
     left, right = socket.socketpair()
     conn = Connection.__new__(Connection)
-    conn.sock, conn.where, conn._answers = left, "test", None
+    conn.sock, conn.where, conn._answers, conn._small_answers = left, "test", None, 0
     conn.sent = deque([1, 2, 3])
     for correlation, body in ((1, b"first answer"), (2, b"second"), (3, b"third")):
         right.sendall(struct.pack(">ii", 4 + len(body), correlation) + body)
@@ -132,5 +132,25 @@ def test_an_answer_read_for_reuse_is_never_overwritten_while_a_view_of_it_lives(
     second_buffer = conn._answers
     del second
     assert bytes(conn.receive(reuse=True)) == b"third" and conn._answers is second_buffer
+    left.close()
+    right.close()
+
+
+def test_the_answer_buffer_is_let_go_after_answers_far_smaller_than_it_and_never_takes_a_short_frame() -> None:
+    left, right = socket.socketpair()
+    conn = Connection.__new__(Connection)
+    conn.sock, conn.where, conn._answers, conn._small_answers = left, "test", None, 0
+    conn.sent = deque(range(1, SHRINK_AFTER + 3))
+    big = b"x" * 4000
+    right.sendall(struct.pack(">ii", 4 + len(big), 1) + big)
+    assert len(conn.receive(reuse=True)) == len(big)
+    large = conn._answers
+    for correlation in range(2, SHRINK_AFTER + 2):
+        right.sendall(struct.pack(">ii", 4 + 10, correlation) + b"s" * 10)
+        assert bytes(conn.receive(reuse=True)) == b"s" * 10
+    assert conn._answers is not large and conn._answers is not None and len(conn._answers) < 100
+    right.sendall(struct.pack(">i", 2))
+    with pytest.raises(ProtocolError, match="shorter than its correlation id"):
+        conn.receive(reuse=True)
     left.close()
     right.close()

@@ -229,7 +229,10 @@ KEYS: tuple[KeyDef, ...] = (
            "expires); GSSAPI, unsecured JWTs and AWS MSK IAM: records. A batch the "
            "target refuses (larger than its max.message.bytes) pauses its partition at that batch, naming it. "
            "replication.batch.max.records does not apply; fetch.max.bytes, max.partition.fetch.bytes, "
-           "fetch.min.bytes and fetch.wait.max.ms of the flow's consumer and message.timeout.ms of its producer do."),
+           "fetch.min.bytes and fetch.wait.max.ms of the flow's consumer and message.timeout.ms of its producer do. "
+           "Memory: each source broker's fetch connection keeps its answer buffer (up to fetch.max.bytes and a "
+           "quarter, 80 MB by default) while a backlog is copied, and gives it back after about half a minute of "
+           "small answers."),
     KeyDef("source.start.position", lambda raw: _choice(raw, ("earliest", "latest")), "earliest",
            "Where a new flow starts reading a partition that has no recorded progress."),
 )

@@ -5,9 +5,11 @@ partition, and the target offset a produce answer gives each batch."""
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import threading
 from collections import deque
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,7 @@ from mirror_core.wire.fetch import fetch_request, parse_fetch
 from mirror_core.wire.metadata import NO_LEADER, Broker, parse_metadata
 from mirror_core.wire.produce import parse_produce, produce_request
 from mirror_core.wire.records import restamp
+from tests.security_harness import make_pki
 from tests.unit.record_batches import batch
 
 
@@ -154,3 +157,31 @@ def test_the_answer_buffer_is_let_go_after_answers_far_smaller_than_it_and_never
         conn.receive(reuse=True)
     left.close()
     right.close()
+
+
+def test_a_request_in_parts_arrives_whole_and_in_order_over_tls(tmp_path: Path) -> None:
+    """Over TLS (no sendmsg) small parts are joined a MiB at a time and a part of a MiB or more goes as it is."""
+    pki = make_pki(tmp_path)
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(str(pki.keystore_pem))
+    client_ctx = ssl.create_default_context(cafile=str(pki.ca_pem))
+    listener = socket.create_server(("127.0.0.1", 0))
+    parts: list[bytes | memoryview] = [bytes([i % 251]) * (i % 300) for i in range(5000)]
+    parts += [memoryview(bytes(range(256)) * 8192), b"", b"end"]  # the large part: 2 MiB
+    expected = b"".join(parts)
+    got = bytearray()
+
+    def serve() -> None:
+        raw, _ = listener.accept()
+        with server_ctx.wrap_socket(raw, server_side=True) as tls:
+            got.extend(_read(tls, len(expected)))
+
+    server = threading.Thread(target=serve)
+    server.start()
+    conn = Connection.__new__(Connection)
+    conn.sock = client_ctx.wrap_socket(socket.create_connection(listener.getsockname()), server_hostname="localhost")
+    conn._write(parts)
+    server.join(20)
+    conn.sock.close()
+    listener.close()
+    assert bytes(got) == expected

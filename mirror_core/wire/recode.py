@@ -14,9 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 import cramjam
+import google_crc32c
 
 from mirror_core.wire.codec import ProtocolError
-from mirror_core.wire.records import BATCH_HEADER, base_offset, read_varint, record_count
+from mirror_core.wire.records import BATCH_HEADER, CRC_FROM, base_offset, read_varint, record_count
 
 CODEC_MASK = 0x07
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -79,8 +80,8 @@ def compress(codec: int, data: bytes) -> bytes:
 
 def contiguous_copy(batch: memoryview | bytes | bytearray,
                     start: int = -1) -> tuple[bytearray, list[tuple[int, int]]]:
-    """``batch`` with its records' offset deltas 0..n-1 and its last offset delta n-1 (its CRC is left to
-    :func:`mirror_core.wire.records.restamp`), and (index, source offset) of each record after a gap. Records
+    """``batch`` with its records' offset deltas 0..n-1 and its last offset delta n-1 (a CRC of its own:
+    :func:`mirror_core.wire.records.restamp` corrects a batch's CRC, it does not compute it), and (index, source offset) of each record after a gap. Records
     below ``start`` are left out (a fetch serves the whole batch holding its position): the first record kept
     follows a gap only when ``start`` itself is missing. Empty when none is kept."""
     head = bytes(batch[:BATCH_HEADER])
@@ -116,4 +117,5 @@ def contiguous_copy(batch: memoryview | bytes | bytearray,
     struct.pack_into(">i", copy, 8, len(copy) - 12)  # batch length
     struct.pack_into(">i", copy, 23, kept - 1)  # last offset delta
     struct.pack_into(">i", copy, 57, kept)  # record count
+    struct.pack_into(">I", copy, 17, google_crc32c.value(bytes(copy[CRC_FROM:])))
     return copy, gaps

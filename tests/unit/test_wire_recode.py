@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 
+import google_crc32c
 import pytest
 
 from mirror_core.wire import recode
@@ -48,7 +49,8 @@ def test_a_gapped_batch_gets_deltas_0_to_n_minus_1_and_keeps_every_records_conte
     assert [d for d, _ in parsed(copy)] == [0, 1, 2, 3]
     assert [rest for _, rest in parsed(copy)] == [rest for _, rest in parsed(original)]
     assert gaps == [(0, 1001), (2, 1005), (3, 1009)]  # where the offset map needs a new run
-    assert copy[:8] == original[:8] and copy[12:21] == original[12:21] and copy[27:61] == original[27:61]
+    assert copy[:8] == original[:8] and copy[12:17] == original[12:17] and copy[27:61] == original[27:61]
+    assert struct.unpack_from(">I", copy, 17)[0] == google_crc32c.value(bytes(copy[21:]))  # a CRC of its own
 
 
 def test_records_below_the_start_are_left_out_and_the_first_kept_follows_a_gap_only_when_the_start_is_missing() -> None:

@@ -26,8 +26,8 @@ class FetchedPartition:
     log_start: int
     #: (producer id, first offset) of each aborted transaction overlapping the range fetched
     aborted: list[tuple[int, int]] = field(default_factory=list)
-    #: the whole batches fetched (a trailing partial batch is fetched again from the next offset), each a view of
-    #: its own copy, not of the answer
+    #: the whole batches fetched (a trailing partial batch is fetched again from the next offset), views into a
+    #: copy of the partition's records, not into the answer
     batches: list[memoryview] = field(default_factory=list)
     #: batches the client cannot take (e.g. an older record format), in one line; None when all is well
     problem: str | None = None
@@ -60,11 +60,8 @@ def parse_fetch(data: memoryview, where: str) -> list[FetchedPartition]:
             records = r.blob()
             part = FetchedPartition(topic, index, p_error, high, stable, start, aborted)
             if not p_error and records is not None:
-                try:  # copied out, batch by batch: they outlive the answer's buffer, which the next answer is
-                    # read into. One allocation per batch, not per partition: a partition's few MiB were fresh
-                    # pages each time (the allocator gives large blocks back), zeroed by the kernel while this
-                    # thread held the GIL; batch-sized blocks are used again.
-                    part.batches = [memoryview(bytes(b)) for b in split_batches(records)]
+                try:  # copied out: the batches outlive the answer's buffer, which the next answer is read into
+                    part.batches = split_batches(memoryview(bytes(records)))
                 except ProtocolError as exc:  # this partition's, not the whole answer's
                     part.problem = f"{where}: {topic}[{index}]: {exc}"
             out.append(part)

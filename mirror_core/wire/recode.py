@@ -81,9 +81,10 @@ def compress(codec: int, data: bytes) -> bytes:
 def contiguous_copy(batch: memoryview | bytes | bytearray,
                     start: int = -1) -> tuple[bytearray, list[tuple[int, int]]]:
     """``batch`` with its records' offset deltas 0..n-1 and its last offset delta n-1 (a CRC of its own:
-    :func:`mirror_core.wire.records.restamp` corrects a batch's CRC, it does not compute it), and (index, source offset) of each record after a gap. Records
-    below ``start`` are left out (a fetch serves the whole batch holding its position): the first record kept
-    follows a gap only when ``start`` itself is missing. Empty when none is kept."""
+    :func:`mirror_core.wire.records.restamp` corrects a batch's CRC, it does not compute it), and (index, source
+    offset) of each record after a gap. Records below ``start`` are left out (a fetch serves the whole batch
+    holding its position): the first record kept follows a gap only when ``start`` itself is missing. Empty when
+    none is kept."""
     head = bytes(batch[:BATCH_HEADER])
     codec = struct.unpack_from(">h", head, 21)[0] & CODEC_MASK
     raw = decompress(codec, bytes(batch[BATCH_HEADER:]))

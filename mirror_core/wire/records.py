@@ -1,6 +1,6 @@
 """Record batches (magic v2) as the broker stores and serves them: split from a fetch, filtered as a
-read_committed consumer would, and restamped for the copier's own producer id. A batch is a view into the
-fetch response; nothing here looks at a record's key or value.
+read_committed consumer would, and restamped for the copier's own producer id (its CRC corrected, not
+computed again). Nothing here looks at a record's key or value.
 
 Layout (KIP-98): base offset int64 @0, batch length int32 @8, partition leader epoch int32 @12, magic int8
 @16, CRC32C uint32 @17 (over attributes to the end), attributes int16 @21, last offset delta int32 @23, base

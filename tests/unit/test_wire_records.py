@@ -4,8 +4,10 @@ batch is restamped for the copier's own producer id."""
 
 from __future__ import annotations
 
+import random
 import struct
 
+import google_crc32c
 import pytest
 
 from bench.batch_forward_checks import crc32c
@@ -81,6 +83,29 @@ def test_a_restamped_batch_carries_this_producers_id_epoch_and_sequences_with_a_
     assert all(struct.unpack_from(">I", b, 17)[0] == crc32c(bytes(b[21:])) for b in out)
     assert out[0][61:] == first[61:] and out[0][:17] == first[:17]  # records, offsets and length as they were
     assert (records.next_sequence(after_first, second), records.next_sequence(0, other)) == (7, 1)
+
+
+@pytest.mark.parametrize("size", [0, 1, 3, 4096, 8191, (1 << 20) - 1, 1 << 20, (5 << 20) + 77])
+def test_restamp_corrects_the_crc_for_what_it_changed_without_reading_the_records(size: int) -> None:
+    """The CRC a restamp gives equals one computed over the whole restamped batch, for records of any length
+    (the correction runs over powers of two of zeros up to a MiB, then whole MiBs), and the records are a view
+    of the batch, not a copy."""
+    original = batch(3, 0, records=random.Random(size).randbytes(size), attributes=0x10, producer_id=55)
+    head, rest = records.restamp(original, 2**40 + 7, 9, 0x7FFFFFF0)
+    assert rest.obj is original and rest == original[records.RESTAMPED:]
+    assert struct.unpack_from(">I", head, 17)[0] == google_crc32c.value(head[21:] + original[records.RESTAMPED:])
+
+
+def test_a_batch_whose_crc_did_not_match_its_bytes_still_does_not_after_a_restamp() -> None:
+    """The copy does not vouch for bytes it never checked: a batch damaged on the source's disk keeps a CRC that
+    does not match, and the target refuses it (CORRUPT_MESSAGE) as it refuses any corrupt batch."""
+    damaged = bytearray(batch(0, 0, records=b"r" * 100))
+    damaged[80] ^= 0x01
+    head, rest = records.restamp(damaged, 1, 0, 0)
+    assert struct.unpack_from(">I", head, 17)[0] != google_crc32c.value(head[21:] + bytes(rest))
+    damaged[80] ^= 0x01  # the same bytes undamaged: the corrected CRC matches them
+    head, rest = records.restamp(damaged, 1, 0, 0)
+    assert struct.unpack_from(">I", head, 17)[0] == google_crc32c.value(head[21:] + bytes(rest))
 
 
 def test_sequences_wrap_at_the_int32_maximum_as_the_broker_expects() -> None:

@@ -86,9 +86,14 @@ def contiguous_copy(batch: memoryview | bytes | bytearray,
     holding its position): the first record kept follows a gap only when ``start`` itself is missing. Empty when
     none is kept."""
     head = bytes(batch[:BATCH_HEADER])
+    base, count = base_offset(head), record_count(head)
+    # Checked before the copy is given a CRC of its own: a batch damaged on the source would otherwise leave
+    # with a CRC that vouches for it (a batch copied whole keeps its mismatch, which the target refuses).
+    if google_crc32c.value(bytes(memoryview(batch)[CRC_FROM:])) != struct.unpack_from(">I", head, 17)[0]:
+        raise ProtocolError(f"record batch at offset {base}: its CRC does not match its bytes (damaged on the "
+                            "source)")
     codec = struct.unpack_from(">h", head, 21)[0] & CODEC_MASK
     raw = decompress(codec, bytes(batch[BATCH_HEADER:]))
-    base, count = base_offset(head), record_count(head)
     if not count:
         raise ProtocolError(f"record batch at offset {base} holds no record: nothing to copy (records.committed "
                             "drops such batches)")
@@ -118,5 +123,5 @@ def contiguous_copy(batch: memoryview | bytes | bytearray,
     struct.pack_into(">i", copy, 8, len(copy) - 12)  # batch length
     struct.pack_into(">i", copy, 23, kept - 1)  # last offset delta
     struct.pack_into(">i", copy, 57, kept)  # record count
-    struct.pack_into(">I", copy, 17, google_crc32c.value(bytes(copy[CRC_FROM:])))
+    struct.pack_into(">I", copy, 17, google_crc32c.value(bytes(memoryview(copy)[CRC_FROM:])))
     return copy, gaps

@@ -12,7 +12,7 @@ import pytest
 from mirror_core.wire import recode
 from mirror_core.wire.codec import ProtocolError
 from mirror_core.wire.recode import compress, contiguous_copy, decompress, varint
-from mirror_core.wire.records import contiguous, next_offset, read_varint, record_count
+from mirror_core.wire.records import contiguous, next_offset, read_varint, record_count, restamp
 
 
 def record(offset_delta: int, key: bytes, value: bytes, ts_delta: int = 3) -> bytes:
@@ -24,7 +24,7 @@ def record(offset_delta: int, key: bytes, value: bytes, ts_delta: int = 3) -> by
 def gapped(codec: int, deltas: list[int], base: int = 1000) -> bytes:
     records = compress(codec, b"".join(record(d, b"k%d" % d, b"value-%d" % d * 3) for d in deltas))
     tail = struct.pack(">hiqqqhii", codec, 9, 1, 2, -1, -1, -1, len(deltas)) + records  # last offset delta 9
-    return struct.pack(">qiibI", base, 4 + 1 + 4 + len(tail), 0, 2, 0) + tail
+    return struct.pack(">qiibI", base, 4 + 1 + 4 + len(tail), 0, 2, google_crc32c.value(tail)) + tail
 
 
 def parsed(batch: bytes | bytearray) -> list[tuple[int, bytes]]:
@@ -51,6 +51,17 @@ def test_a_gapped_batch_gets_deltas_0_to_n_minus_1_and_keeps_every_records_conte
     assert gaps == [(0, 1001), (2, 1005), (3, 1009)]  # where the offset map needs a new run
     assert copy[:8] == original[:8] and copy[12:17] == original[12:17] and copy[27:61] == original[27:61]
     assert struct.unpack_from(">I", copy, 17)[0] == google_crc32c.value(bytes(copy[21:]))  # a CRC of its own
+
+
+def test_a_recoded_batch_leaves_with_a_valid_crc_and_a_damaged_one_is_refused_not_given_a_valid_one() -> None:
+    """A recoded batch gets a CRC of its own, so its source's CRC is checked first: a batch damaged on the source
+    must not leave with a CRC that vouches for it (its partition pauses on the error instead)."""
+    head, rest = restamp(contiguous_copy(gapped(0, [1, 2, 5, 9]))[0], 77, 1, 0)
+    assert struct.unpack_from(">I", head, 17)[0] == google_crc32c.value(head[21:] + bytes(rest))
+    damaged = bytearray(gapped(0, [1, 2, 5, 9]))
+    damaged[damaged.index(b"value-5") + 2] ^= 0x01
+    with pytest.raises(ProtocolError, match="CRC does not match"):
+        contiguous_copy(damaged)
 
 
 def test_records_below_the_start_are_left_out_and_the_first_kept_follows_a_gap_only_when_the_start_is_missing() -> None:
@@ -81,5 +92,6 @@ def test_java_clients_framed_snappy_is_read() -> None:
 def test_records_that_do_not_fill_the_batch_exactly_are_a_protocol_error() -> None:
     broken = bytearray(gapped(0, [0, 2]))
     struct.pack_into(">i", broken, 57, 1)  # says one record, holds two
+    struct.pack_into(">I", broken, 17, google_crc32c.value(bytes(broken[21:])))  # as its producer wrote it
     with pytest.raises(ProtocolError, match="bytes after its 1 records"):
         contiguous_copy(broken)

@@ -14,10 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 import cramjam
-import google_crc32c
 
 from mirror_core.wire.codec import ProtocolError
-from mirror_core.wire.records import BATCH_HEADER, CRC_FROM, base_offset, read_varint, record_count
+from mirror_core.wire.records import BATCH_HEADER, base_offset, computed_crc, read_varint, record_count
 
 CODEC_MASK = 0x07
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -89,7 +88,7 @@ def contiguous_copy(batch: memoryview | bytes | bytearray,
     base, count = base_offset(head), record_count(head)
     # Checked before the copy is given a CRC of its own: a batch damaged on the source would otherwise leave
     # with a CRC that vouches for it (a batch copied whole keeps its mismatch, which the target refuses).
-    if google_crc32c.value(bytes(memoryview(batch)[CRC_FROM:])) != struct.unpack_from(">I", head, 17)[0]:
+    if computed_crc(batch) != struct.unpack_from(">I", head, 17)[0]:
         raise ProtocolError(f"record batch at offset {base}: its CRC does not match its bytes (damaged on the "
                             "source)")
     codec = struct.unpack_from(">h", head, 21)[0] & CODEC_MASK
@@ -123,5 +122,5 @@ def contiguous_copy(batch: memoryview | bytes | bytearray,
     struct.pack_into(">i", copy, 8, len(copy) - 12)  # batch length
     struct.pack_into(">i", copy, 23, kept - 1)  # last offset delta
     struct.pack_into(">i", copy, 57, kept)  # record count
-    struct.pack_into(">I", copy, 17, google_crc32c.value(bytes(memoryview(copy)[CRC_FROM:])))
+    struct.pack_into(">I", copy, 17, computed_crc(copy))
     return copy, gaps

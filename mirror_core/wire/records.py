@@ -116,6 +116,12 @@ def committed(batches: list[memoryview], aborted: list[tuple[int, int]]) -> list
     return out
 
 
+def computed_crc(batch: memoryview | bytes | bytearray) -> int:
+    """The CRC32C of ``batch`` from its attributes on (what its CRC field must hold; google_crc32c reads bytes
+    only, so that much is copied)."""
+    return int(google_crc32c.value(bytes(memoryview(batch)[CRC_FROM:])))
+
+
 def restamp(batch: memoryview | bytes | bytearray, producer_id: int, epoch: int, sequence: int,
             transactional: bool = False) -> tuple[bytes, memoryview]:
     """``batch`` as a producer's batch, in two parts: its header to the base sequence (57 bytes) with producer
@@ -129,12 +135,12 @@ def restamp(batch: memoryview | bytes | bytearray, producer_id: int, epoch: int,
     refuses it (CORRUPT_MESSAGE), as it refuses a corrupt batch produced to it, instead of the copy vouching for
     bytes it never checked."""
     head = bytearray(batch[:RESTAMPED])
-    before = google_crc32c.value(bytes(head[CRC_FROM:]))
+    before = computed_crc(head)
     kept = attributes(head) & ~TRANSACTIONAL
     struct.pack_into(">h", head, 21, kept | (TRANSACTIONAL if transactional else 0))
     struct.pack_into(">qhi", head, 43, producer_id, epoch, sequence)
     rest = memoryview(batch)[RESTAMPED:]
-    moved = crc_moved(before ^ google_crc32c.value(bytes(head[CRC_FROM:])), len(rest))
+    moved = crc_moved(before ^ computed_crc(head), len(rest))
     struct.pack_into(">I", head, 17, struct.unpack_from(">I", head, 17)[0] ^ moved)
     return bytes(head), rest
 

@@ -187,7 +187,10 @@ KEYS: tuple[KeyDef, ...] = (
     KeyDef("replication.batch.max.records", int_between(1, 1_000_000), "10000",
            "Records fetched per consume call on the hot path."),
     KeyDef("replication.max.in.flight.records", int_between(1000, 100_000_000), "500000",
-           "Records produced but not yet acknowledged before fetching pauses (back-pressure)."),
+           "Records produced but not yet acknowledged before fetching pauses (back-pressure): with the "
+           "records it has fetched, what bounds the mirror's memory. The batches path at thousands of "
+           "partitions of small records copies faster with more (2000000: 745,000 against 526,000 records/s "
+           "at 2,000 partitions, 834 against 433 MB; see the README's Scale section)."),
     KeyDef("replication.producers", _producers, "auto",
            "At-least-once: target producers per flow and process (1-32), each with its own connections; a "
            "partition always goes through the same one. librdkafka sends one partition per produce request, "

@@ -211,7 +211,9 @@ class BatchCopier:
 
     def collect(self, timeout: float) -> None:
         self.answer(self.sender.poll(timeout))
-        if self.reader.held and self.in_flight < self.limit:
+        full = self.in_flight >= self.limit
+        self.reader.fetcher.throttle(full)
+        if self.reader.held and not full:
             self.reader.release()
 
     def take(self, part: FetchedPartition) -> int:

@@ -43,6 +43,7 @@ class BatchFetcher:
         self._generation: dict[TP, int] = {}  # bumped by every assign/revoke: older results are dropped
         self._held: set[TP] = set()  # fetched and not yet resumed: not fetched again meanwhile
         self._turn = 0  # rotates the order partitions are asked in
+        self._full = False  # the caller has as much in flight as it takes: no fetch is sent (throttle)
         #: (log start, high watermark) of each partition from its last answer while assigned, an empty one too (kept
         #: after a revocation: a partition paused a while still has its lag; the caller drops what it no longer owns)
         self.watermarks: dict[TP, tuple[int, int]] = {}
@@ -77,6 +78,15 @@ class BatchFetcher:
                 self._held.discard(tp)
                 self._cond.notify_all()
 
+    def throttle(self, full: bool) -> None:
+        """``full``: the caller has as much in flight as it takes, and no fetch is sent until it says otherwise (one
+        sent already is still answered). Holding each partition handed over is not enough: with thousands of
+        partitions, those not fetched yet would be, each up to its partition_max_bytes (gigabytes of backlog)."""
+        with self._cond:
+            if full != self._full:
+                self._full = full
+                self._cond.notify_all()
+
     def poll(self, timeout: float) -> list[FetchedPartition]:
         """Results ready now (waiting up to ``timeout`` for the first): batches, or a partition's error other
         than a moved leader (OFFSET_OUT_OF_RANGE, TOPIC_AUTHORIZATION_FAILED...) or ``problem``, for the caller to
@@ -99,9 +109,11 @@ class BatchFetcher:
         threading.Thread(target=self._fetch_from, args=(node,), name=f"fetch-{node}", daemon=True).start()
 
     def _mine(self, node: int) -> dict[TP, int]:
-        """Partitions this broker leads that are not held, now marked held (called under the lock), starting one
-        further each time: a full answer gives the partitions it reaches last a partial batch or none, so the
-        same ones must not always come last."""
+        """Partitions this broker leads that are not held, now marked held (called under the lock; none while the
+        caller is full), starting one further each time: a full answer gives the partitions it reaches last a
+        partial batch or none, so the same ones must not always come last."""
+        if self._full:
+            return {}
         leaders, held = self._leaders.leaders, self._held
         ready = [(tp, pos) for tp, pos in self._positions.items() if leaders.get(tp) == node and tp not in held]
         self._turn += 1

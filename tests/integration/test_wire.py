@@ -138,6 +138,38 @@ def _copy_from(fetcher: BatchFetcher, sender: BatchSender, topic: str, remote: s
     return results
 
 
+def test_a_full_caller_gets_nothing_more_fetched_until_it_has_room(dc1: str, name: str) -> None:
+    """BatchFetcher.throttle: while the caller has as much in flight as it takes, no fetch is sent, for the
+    partitions not fetched yet either. (Holding only each partition handed over let the fetcher go on to every
+    other one: at 2,000 partitions the mirror held 3.6 GB of a backlog.)"""
+    topic = f"{name}.throttle"
+    partitions = 40
+    create_topic(dc1, topic, partitions)
+    produce_sequence(dc1, topic, partitions, 400)
+    # One partition per answer (a fetch returns its first batch whatever the limits): many fetches to reach all.
+    fetcher = BatchFetcher(Brokers(dc1, {}, "dc1"), FetchLimits(max_wait_ms=100, max_bytes=1, partition_max_bytes=1))
+    try:
+        fetcher.throttle(True)
+        fetcher.assign({(topic, p): 0 for p in range(partitions)})
+        assert fetcher.poll(2.0) == []  # full from the start: nothing fetched
+        fetcher.throttle(False)
+        got = fetcher.poll(10.0)
+        assert got  # room again: fetched
+        fetcher.throttle(True)
+        time.sleep(1.0)
+        got += fetcher.poll(0)  # answers on their way when the caller filled up are still handed over
+        assert fetcher.poll(2.0) == []  # then nothing, though no partition is resumed and most are not fetched
+        assert len(got) < partitions // 2
+        fetcher.throttle(False)
+        deadline = time.monotonic() + 30
+        while len({part.partition for part in got}) < partitions:  # none resumed: each fetched once, all of them
+            assert time.monotonic() < deadline, f"{len(got)} of {partitions} partitions fetched"
+            got += fetcher.poll(0.5)
+        assert len(got) == partitions and all(not part.error and part.batches for part in got)
+    finally:
+        fetcher.close()
+
+
 def test_the_sender_lands_every_batch_in_order_and_says_where_for_an_exact_offset_map(dc1: str, dc2: str,
                                                                                        name: str) -> None:
     topic, remote = f"{name}.send", f"{name}.send.copy"

@@ -13,6 +13,7 @@ from mirror_core.replication.batch import PartitionState
 from mirror_core.replication.batch_path import BatchCopier, WireReader
 from mirror_core.wire.fetch import FetchedPartition
 from mirror_core.wire.records import contiguous, record_count
+from mirror_core.wire.sender import Outgoing, Sent
 from tests.unit.test_wire_recode import gapped
 
 
@@ -74,6 +75,10 @@ class Fetcher:
         self.resumed: list[tuple[tuple[str, int], int]] = []
         self.assigned: list[dict[tuple[str, int], int]] = []
         self.watermarks: dict[tuple[str, int], tuple[int, int]] = {}
+        self.full: list[bool] = []
+
+    def throttle(self, full: bool) -> None:
+        self.full.append(full)
 
     def resume(self, key: tuple[str, int], offset: int) -> None:
         self.resumed.append((key, offset))
@@ -89,6 +94,13 @@ class Fetcher:
 
 
 class Sender:
+    def __init__(self) -> None:
+        self.answers: list[Sent] = []
+
+    def poll(self, timeout: float) -> list[Sent]:
+        out, self.answers = self.answers, []
+        return out
+
     def close(self) -> None:
         pass
 
@@ -130,3 +142,16 @@ def test_nothing_is_in_flight_once_the_copier_is_closed() -> None:
     copier, _, _, _ = copier_with_batches_in_flight()
     copier.close()  # its answers will never come: a flush after it must not wait for them
     assert copier.in_flight == 0
+
+
+def test_no_fetch_is_sent_while_the_limit_is_in_flight_and_fetching_goes_on_below_it() -> None:
+    """replication.max.in.flight.records bounds what the flow holds: at the limit the whole fetcher is held (not
+    only the partitions handed over since), and once answers bring it below, fetching goes on."""
+    copier, _, st, fetcher = copier_with_batches_in_flight()
+    copier.in_flight = copier.limit + 10
+    copier.collect(0)
+    assert fetcher.full == [True]
+    sender = cast(Sender, copier.sender)
+    sender.answers = [Sent(Outgoing(st.remote, 0, b"", token=b), 0, 500 + i * 10) for i, b in enumerate(st.pending)]
+    copier.collect(0)  # the two batches (20 records) answered: below the limit
+    assert copier.in_flight == copier.limit - 10 and fetcher.full == [True, False]

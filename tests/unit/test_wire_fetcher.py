@@ -39,6 +39,23 @@ def test_held_partitions_wait_and_the_others_are_asked_in_a_rotating_order() -> 
         fetcher.close()
 
 
+def test_while_the_caller_is_full_no_partition_is_asked() -> None:
+    fetcher = BatchFetcher(Brokers("127.0.0.1:1", {}, "dc1"))
+    try:
+        tps = [("t", p) for p in range(3)]
+        with fetcher._cond:
+            fetcher._positions.update(dict.fromkeys(tps, 0))
+            fetcher._leaders.leaders.update(dict.fromkeys(tps, 1))
+        fetcher.throttle(True)
+        with fetcher._cond:
+            assert fetcher._mine(1) == {} and not fetcher._held  # none asked, none marked held
+        fetcher.throttle(False)
+        with fetcher._cond:
+            assert sorted(fetcher._mine(1)) == tps
+    finally:
+        fetcher.close()
+
+
 class CountingBrokers(Brokers):
     """Real metadata requests, counted."""
 

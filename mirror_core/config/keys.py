@@ -189,8 +189,8 @@ KEYS: tuple[KeyDef, ...] = (
     KeyDef("replication.max.in.flight.records", int_between(1000, 100_000_000), "500000",
            "Records produced but not yet acknowledged before fetching pauses (back-pressure): with the "
            "records it has fetched, what bounds the mirror's memory. The batches path at thousands of "
-           "partitions of small records copies faster with more (2000000: 745,000 against 526,000 records/s "
-           "at 2,000 partitions, 834 against 433 MB; see the README's Scale section)."),
+           "partitions of small records may copy faster with more (2000000: 745,000 against 493,000-526,000 "
+           "records/s at 2,000 partitions, 834 against 435 MB; see the README's Scale section)."),
     KeyDef("replication.producers", _producers, "auto",
            "At-least-once: target producers per flow and process (1-32), each with its own connections; a "
            "partition always goes through the same one. librdkafka sends one partition per produce request, "

@@ -19,13 +19,20 @@ from mirror_core.wire.leaders import LEADERLESS_RETRY_S, LEADERLESS_SAY_S, RETRY
 from mirror_core.wire.metadata import NO_LEADER, Brokers, ClusterMetadata, TopicMetadata
 
 
+def assigned_at_zero(fetcher: BatchFetcher, partitions: int) -> list[tuple[str, int]]:
+    """Partitions t[0..partitions) to fetch from offset 0, all led by broker 1 (no broker asked)."""
+    tps = [("t", p) for p in range(partitions)]
+    with fetcher._cond:
+        fetcher._positions.update(dict.fromkeys(tps, 0))
+        fetcher._leaders.leaders.update(dict.fromkeys(tps, 1))
+    return tps
+
+
 def test_held_partitions_wait_and_the_others_are_asked_in_a_rotating_order() -> None:
     fetcher = BatchFetcher(Brokers("127.0.0.1:1", {}, "dc1"))
     try:
-        tps = [("t", p) for p in range(4)]
+        tps = assigned_at_zero(fetcher, 4)
         with fetcher._cond:
-            fetcher._positions.update(dict.fromkeys(tps, 0))
-            fetcher._leaders.leaders.update(dict.fromkeys(tps, 1))
             fetcher._leaders.leaders["t", 3] = 2  # another broker's
             first = list(fetcher._mine(1))
             assert sorted(first) == tps[:3] and fetcher._mine(1) == {}  # all held now
@@ -42,10 +49,7 @@ def test_held_partitions_wait_and_the_others_are_asked_in_a_rotating_order() -> 
 def test_while_the_caller_is_full_no_partition_is_asked() -> None:
     fetcher = BatchFetcher(Brokers("127.0.0.1:1", {}, "dc1"))
     try:
-        tps = [("t", p) for p in range(3)]
-        with fetcher._cond:
-            fetcher._positions.update(dict.fromkeys(tps, 0))
-            fetcher._leaders.leaders.update(dict.fromkeys(tps, 1))
+        tps = assigned_at_zero(fetcher, 3)
         fetcher.throttle(True)
         with fetcher._cond:
             assert fetcher._mine(1) == {} and not fetcher._held  # none asked, none marked held

@@ -140,6 +140,10 @@ class Metrics:
         self.parked = Gauge("mirror_parked_records",
                             "Records read and waiting in the mirror until the target producer can send them "
                             "(replication.one.batch.per.partition)", ("flow",), registry=r)
+        self.in_flight_bytes = Gauge("mirror_in_flight_bytes",
+                                     "Batches data path: bytes of batches handed to the target and not yet "
+                                     "acknowledged, with 1 KiB of bookkeeping each (replication.max.in.flight.bytes)",
+                                     ("flow",), registry=r)
         self.topics = Gauge("mirror_topics_replicated", "Source topics replicated by the flow", ("flow",),
                             registry=r)
         self.assigned = Gauge("mirror_partitions_assigned", "Source partitions assigned to this instance",

@@ -107,6 +107,22 @@ def _producers(raw: str) -> int | None:
         raise ValueError(f"{exc} (or auto)") from None
 
 
+#: replication.max.in.flight.records' auto on the records path
+IN_FLIGHT_RECORDS = 500_000
+#: replication.max.in.flight.bytes' default
+IN_FLIGHT_BYTES = 256 << 20
+
+
+def _in_flight_records(raw: str) -> int | None:
+    """``replication.max.in.flight.records``: a count, or None for ``auto`` (FlowConfig.in_flight_records_limit)."""
+    if raw.strip().lower() == "auto":
+        return None
+    try:
+        return int_between(1000, 100_000_000)(raw)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (or auto)") from None
+
+
 #: replication.data.path
 DATA_PATHS = ("records", "batches")
 #: SASL mechanisms the batches data path's own client speaks (mirror_core.wire.sasl.MECHANISMS, a unit test keeps
@@ -186,11 +202,17 @@ KEYS: tuple[KeyDef, ...] = (
            "everything there is, it commits at once."),
     KeyDef("replication.batch.max.records", int_between(1, 1_000_000), "10000",
            "Records fetched per consume call on the hot path."),
-    KeyDef("replication.max.in.flight.records", int_between(1000, 100_000_000), "500000",
-           "Records produced but not yet acknowledged before fetching pauses (back-pressure): with the "
-           "records it has fetched, what bounds the mirror's memory. The batches path at thousands of "
-           "partitions of small records may copy faster with more (2000000: 745,000 against 493,000-526,000 "
-           "records/s at 2,000 partitions, 834 against 435 MB; see the README's Scale section)."),
+    KeyDef("replication.max.in.flight.records", _in_flight_records, "auto",
+           "Records produced but not yet acknowledged before fetching pauses (back-pressure). auto: 500000 on "
+           "the records path, where librdkafka holds them (its queue.buffering.max.kbytes bounds their bytes); "
+           "no count on the batches path, which replication.max.in.flight.bytes bounds. A number applies to "
+           "both paths."),
+    KeyDef("replication.max.in.flight.bytes", int_between(1 << 20, 1 << 40), str(IN_FLIGHT_BYTES),
+           "The batches path: bytes of source batches handed to the target and not yet acknowledged before "
+           "fetching pauses (each batch counted with 1 KiB for the mirror's bookkeeping of it). What bounds its "
+           "memory whatever the record size: past it, answers already on their way still arrive (up to "
+           "fetch.max.bytes per source broker). The default (256 MiB) keeps every partition's next batch at hand "
+           "at 2,000 partitions (README 'Scale'). The records path ignores it."),
     KeyDef("replication.producers", _producers, "auto",
            "At-least-once: target producers per flow and process (1-32), each with its own connections; a "
            "partition always goes through the same one. librdkafka sends one partition per produce request, "

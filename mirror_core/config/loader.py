@@ -354,6 +354,7 @@ class _Builder:
             commit_interval_ms=values["offset.flush.interval.ms"],
             batch_max_records=values["replication.batch.max.records"],
             max_in_flight_records=values["replication.max.in.flight.records"],
+            max_in_flight_bytes=values["replication.max.in.flight.bytes"],
             producers=values["replication.producers"],
             one_batch_per_partition={"true": True, "false": False}.get(values["replication.one.batch.per.partition"]),
             start_position=values["source.start.position"],

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from mirror_core.config.client_props import ClientKind
+from mirror_core.config.keys import IN_FLIGHT_BYTES, IN_FLIGHT_RECORDS
 from mirror_core.filters import NameFilter, PatternList
 from mirror_core.policy import ReplicationPolicy
 from mirror_core.redaction import redact
@@ -67,7 +68,8 @@ class FlowConfig:
     heartbeats_interval_s: float
     commit_interval_ms: int
     batch_max_records: int
-    max_in_flight_records: int
+    #: replication.max.in.flight.records as written; None: auto (see :attr:`in_flight_records_limit`)
+    max_in_flight_records: int | None
     start_position: str
     emit_checkpoints: bool = True
     checkpoints_interval_s: float = 60.0
@@ -84,12 +86,21 @@ class FlowConfig:
     one_batch_per_partition: bool | None = None
     #: replication.data.path: "records" (librdkafka, record by record) or "batches" (mirror_core.wire, whole batches)
     data_path: str = "records"
+    #: replication.max.in.flight.bytes: what the batches path holds in flight (its batches' bytes and bookkeeping)
+    max_in_flight_bytes: int = IN_FLIGHT_BYTES
     consumer_overrides: Mapping[str, str] = field(default_factory=_frozen, repr=False)
     producer_overrides: Mapping[str, str] = field(default_factory=_frozen, repr=False)
 
     @property
     def name(self) -> str:
         return f"{self.source}->{self.target}"
+
+    @property
+    def in_flight_records_limit(self) -> int | None:
+        """Records in flight before fetching pauses; None: no count (the batches path, bounded by its bytes)."""
+        if self.max_in_flight_records is not None:
+            return self.max_in_flight_records
+        return None if self.data_path == "batches" else IN_FLIGHT_RECORDS
 
     @property
     def worker_group_id(self) -> str:

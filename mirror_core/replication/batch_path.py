@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 OFFSET_OUT_OF_RANGE = 1
 #: the sender's own codes as the librdkafka errors acks.py knows
 _LOCAL_ERRORS = {NOT_SENT: KafkaError._PURGE_QUEUE, CONNECTION_LOST: KafkaError._TRANSPORT}
+#: what a batch in flight costs the mirror beyond its bytes (its Batch, Outgoing and view: about 800 B, tracemalloc),
+#: counted with them against replication.max.in.flight.bytes, so that many small batches are bounded too
+BATCH_BOOKKEEPING_BYTES = 1024
 
 
 def fetch_limits(source: ClusterConfig, flow: FlowConfig) -> FetchLimits:
@@ -188,14 +191,22 @@ class WireReader:
 
 
 class BatchCopier:
-    """Fetched batches to the sender, the sender's answers to the partitions' acknowledgements."""
+    """Fetched batches to the sender, the sender's answers to the partitions' acknowledgements.
+
+    What it holds is bounded: once the batches handed over and not answered reach ``max_bytes`` (with
+    ``BATCH_BOOKKEEPING_BYTES`` each) or ``max_records``, nothing more is fetched until answers bring it below
+    (:attr:`full`); only answers already on their way go past it."""
 
     def __init__(self, flow_name: str, reader: WireReader, sender: BatchSender, states: Mapping[TP, PartitionState],
-                 acks: Acks, metrics: Metrics, limit: int, source: ClusterConfig) -> None:
+                 acks: Acks, metrics: Metrics, max_records: int | None, max_bytes: int,
+                 source: ClusterConfig) -> None:
         self.flow_name, self.reader, self.sender, self.states = flow_name, reader, sender, states
-        self.acks, self.metrics, self.limit, self.source = acks, metrics, limit, source
+        self.acks, self.metrics, self.source = acks, metrics, source
+        self.max_records, self.max_bytes = max_records, max_bytes
         #: records handed to the sender and not answered yet (0 once closed: nothing more will be answered)
         self.in_flight = 0
+        #: their batches' bytes, with BATCH_BOOKKEEPING_BYTES each
+        self.in_flight_bytes = 0
         #: each source partition's state and its ``gen`` when its batches were last handed over: a rewind since
         #: (acks.py), or a new state (assigned again), is the sender's rewind too, once the partition sends again
         self._sent: dict[TP, tuple[PartitionState, int]] = {}
@@ -209,9 +220,15 @@ class BatchCopier:
             self.reader.due(time.monotonic())
         return records
 
+    @property
+    def full(self) -> bool:
+        """As much in flight as the flow takes: nothing more is fetched."""
+        return self.in_flight_bytes >= self.max_bytes or (
+            self.max_records is not None and self.in_flight >= self.max_records)
+
     def collect(self, timeout: float) -> None:
         self.answer(self.sender.poll(timeout))
-        full = self.in_flight >= self.limit
+        full = self.full
         self.reader.fetcher.throttle(full)
         if self.reader.held and not full:
             self.reader.release()
@@ -232,7 +249,7 @@ class BatchCopier:
             self._fetch_failed(st, part.error, start)
             return 0
         out: list[Outgoing] = []
-        records = 0
+        records = size = 0
         at = start
         try:
             for raw in committed(part.batches, part.aborted):
@@ -245,6 +262,7 @@ class BatchCopier:
                 data, batch = b
                 out.append(Outgoing(st.remote, st.partition, data, token=batch))
                 records += batch.count
+                size += batch.size
         except Exception as exc:  # a batch that cannot be read (codec, layout): its partition alone stops there
             self.acks.pause(st, f"record batch at offset {at} cannot be copied whole: {exc} "
                                 "(replication.data.path = records copies it record by record)")
@@ -260,7 +278,8 @@ class BatchCopier:
                 self._sent[key] = (st, st.gen)
             self.sender.send(out)
             self.in_flight += records
-        self.reader.handed_over(key, next_offset(part.batches[-1]), hold=self.in_flight >= self.limit)
+            self.in_flight_bytes += size + BATCH_BOOKKEEPING_BYTES * len(out)
+        self.reader.handed_over(key, next_offset(part.batches[-1]), hold=self.full)
         return records
 
     @staticmethod
@@ -295,6 +314,7 @@ class BatchCopier:
         for r in results:
             b = cast(Batch, r.batch.token)
             self.in_flight -= b.count
+            self.in_flight_bytes -= b.size + BATCH_BOOKKEEPING_BYTES
             if r.error == 0:
                 b.t_first, b.t_last, b.acked_at = r.base_offset, r.base_offset + b.count - 1, now
             else:
@@ -345,7 +365,7 @@ class BatchCopier:
         """Idempotent. Nothing handed over is answered after it (a restart reads it again from progress)."""
         self.reader.fetcher.close()
         self.sender.close()
-        self.in_flight = 0
+        self.in_flight = self.in_flight_bytes = 0
 
 
 class BatchDelivery(AtLeastOnce):

@@ -19,6 +19,7 @@ import gc
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -255,7 +256,7 @@ class FlowReplicator:
         else:  # the records go by the wire sender: one producer, for progress and offset-map records
             producer = make_producer(tgt, flow.producer_overrides, self.target_health, fits=internal)
             self._copier = BatchCopier(flow.name, cast(WireReader, reading), wire[1], assignment.states, acks,
-                                       self.metrics, flow.max_in_flight_records, src)
+                                       self.metrics, flow.in_flight_records_limit, flow.max_in_flight_bytes, src)
             delivery = BatchDelivery(self._copier, [producer], assignment, acks, committer, target_meta, False, None)
         self._delivery = delivery
         acks.on_failure = delivery.on_failure
@@ -282,10 +283,11 @@ class FlowReplicator:
         consuming = Consuming(self.flow, src, self.metrics, consumer, assignment, acks, producing.produce_run,
                               self._denied_topics)
         batch_max = self.flow.batch_max_records
-        max_in_flight = self.flow.max_in_flight_records
+        max_in_flight = self.flow.in_flight_records_limit or sys.maxsize  # (the batches path: the copier's bytes)
         next_commit = 0.0
         pacer = SendPacer(self.flow.commit_interval_ms / 1000.0)
         parked_gauge = self.metrics.parked.labels(self.flow.name)
+        held_gauge = self.metrics.in_flight_bytes.labels(self.flow.name) if copier is not None else None
         parked_wait = PARKED_WAIT_S
 
         def on_topics(ready: dict[str, int]) -> None:
@@ -310,7 +312,7 @@ class FlowReplicator:
                 # below are short then, so that the next piece goes out soon after it arrives; they grow again
                 # while nothing is released (a target that does not answer must not make the loop spin).
                 parked = producing.parked_records()
-                if delivery.in_flight() + parked >= max_in_flight:
+                if delivery.in_flight() + parked >= max_in_flight or (copier is not None and copier.full):
                     delivery.poll_producers(parked_wait if parked else 0.05)  # back-pressure
                 else:
                     if copier is None:
@@ -325,6 +327,8 @@ class FlowReplicator:
                 parked_wait = next_parked_wait(parked_wait, parked, producing.release())
                 if now >= next_commit:
                     parked_gauge.set(parked)
+                    if held_gauge is not None and copier is not None:
+                        held_gauge.set(copier.in_flight_bytes)
                     states = list(assignment.states.values())
                     advance_idle(reading, states, delivery.log_end_fallback())
                     delivery.commit()
@@ -334,6 +338,8 @@ class FlowReplicator:
                     next_commit = now + self.flow.commit_interval_ms / 1000.0
         finally:
             self._copied_s = time.monotonic() - copying_since  # up to the error, not the close after it
+            if held_gauge is not None:
+                held_gauge.set(0)
             parked_gauge.set(0)  # what was parked is dropped with this pipeline (read again by the next)
             self._close(graceful=True)
 

@@ -13,11 +13,13 @@ from tests.kafka_harness import (
     assert_same_records,
     create_topic,
     end_offsets,
+    metric,
     owns_and_copies,
     producer,
     read_all,
     stored_batches,
     wait_until,
+    write_config,
 )
 
 BATCHES = "replication.data.path = batches"
@@ -144,3 +146,45 @@ def test_a_flow_switches_data_path_with_a_restart_and_nothing_else(dc1, dc2, nam
     assert m is not None
     assert [r.value for r in read_all(dc1, t)] == [r.value for r in read_all(dc2, f"dc1.{t}")]  # nothing twice
     assert assert_exact_at_every_position(m, dc1, dc2, (t,)) > 50
+
+
+
+def test_what_is_in_flight_stays_within_its_bytes_while_the_target_is_cut_off_and_all_lands_after(
+        dc1, dc2, name, wan, start_mirror, tmp_path):  # type: ignore[no-untyped-def]
+    """replication.max.in.flight.bytes bounds what the batches path holds whatever the record size (a count of
+    500,000 records alone let 100 kB records fill the mirror's memory: 50 GB). While the link to the target is
+    down and the source's backlog grows, the batches in flight stop at the bound plus at most one fetch answer;
+    once the link heals, everything lands, in order."""
+    t, remote = f"{name}.large", f"dc1.{name}.large"
+    create_topic(dc1, t, 4)
+    p = producer(dc1, **{"batch.size": 400_000, "linger.ms": 50})
+    for i in range(4):
+        p.produce(t, value=b"seq-%d" % i, partition=i)
+    assert p.flush(30) == 0
+    bound, answer = 4 << 20, 4 << 20  # a fetch answer: 4 partitions of 1 MiB at most
+    config = write_config(tmp_path / "mm2-wan.properties", {"dc1": dc1, "dc2": wan.bootstrap}, flow_lines(
+        name, BATCHES, "emit.checkpoints.enabled = false", f"replication.max.in.flight.bytes = {bound}",
+        "dc1->dc2.consumer.max.partition.fetch.bytes = 1048576"))
+    m = start_mirror([], config=config)
+
+    def caught_up() -> bool:
+        mine = [p for p in m.partitions() if p["topic"] == t]
+        return len(mine) == 4 and all(p["lag"] == 0 for p in mine)
+
+    wait_until(caught_up, 90, what="the first records copied")
+    flow = {"flow": "dc1->dc2"}
+    with wan.partitioned():
+        for i in range(4, 484):  # 48 MB, 12 of each partition
+            p.produce(t, value=b"seq-%d-" % i + bytes(100_000), partition=i % 4)
+        assert p.flush(60) == 0
+        # The precondition: it is the bound that stops fetching, not the end of the backlog.
+        wait_until(lambda: (metric(m, "mirror_in_flight_bytes", **flow) or 0) >= bound, 60, what="the bound in flight")
+        held = []
+        for _ in range(40):  # 8 s of a target out of reach
+            held.append(metric(m, "mirror_in_flight_bytes", **flow) or 0)
+            time.sleep(0.2)
+        assert max(held) <= bound + answer + 64 * 1024, held
+        assert end_offsets(dc2, remote) == {0: 1, 1: 1, 2: 1, 3: 1}  # nothing more landed meanwhile
+    wait_until(caught_up, 120, what="caught up after the link healed")
+    assert_same_records(dc1, dc2, t, remote)
+    assert metric(m, "mirror_in_flight_bytes", **flow) == 0

@@ -10,7 +10,7 @@ from mirror_core.config.model import ClusterConfig
 from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import Acks
 from mirror_core.replication.batch import PartitionState
-from mirror_core.replication.batch_path import BatchCopier, WireReader
+from mirror_core.replication.batch_path import BATCH_BOOKKEEPING_BYTES, BatchCopier, WireReader
 from mirror_core.wire.fetch import FetchedPartition
 from mirror_core.wire.records import contiguous, record_count
 from mirror_core.wire.sender import Outgoing, Sent
@@ -96,6 +96,13 @@ class Fetcher:
 class Sender:
     def __init__(self) -> None:
         self.answers: list[Sent] = []
+        self.sent: list[Outgoing] = []
+
+    def send(self, batches: list[Outgoing]) -> None:
+        self.sent.extend(batches)
+
+    def rewind(self, tp: tuple[str, int]) -> None:
+        pass
 
     def poll(self, timeout: float) -> list[Sent]:
         out, self.answers = self.answers, []
@@ -106,17 +113,19 @@ class Sender:
 
 
 def copier_with_batches_in_flight() -> tuple[BatchCopier, WireReader, PartitionState, Fetcher]:
-    """Partition t[0] with two batches handed over (offsets 1000-1019) and not answered yet."""
+    """Partition t[0] with two batches handed over (offsets 1000-1019) and not answered yet; at most 1,000 records
+    and 1 GiB in flight."""
     fetcher = Fetcher()
     reader = WireReader(cast(Any, None), cast(Any, fetcher), None, "latest")
     reader.resolve = lambda keys, earliest: {k: 5000 for k in keys}  # type: ignore[method-assign]
     st = PartitionState("t", 0, "dc1.t", 1000, False)
     acks = Acks("dc1->dc2", cast(Any, reader), Metrics(), lambda: None)
-    copier = BatchCopier("dc1->dc2", reader, cast(Any, Sender()), {("t", 0): st}, acks, Metrics(), 1000,
+    copier = BatchCopier("dc1->dc2", reader, cast(Any, Sender()), {("t", 0): st}, acks, Metrics(), 1000, 1 << 30,
                          ClusterConfig("dc1", "a:1", {}))
     for start in (1000, 1010):
         BatchCopier._batch(st, memoryview(gapped(0, list(range(10)), base=start)), start)
     copier.in_flight = 20
+    copier.in_flight_bytes = sum(b.size + BATCH_BOOKKEEPING_BYTES for b in st.pending)
     reader.positions[("t", 0)] = 1020
     return copier, reader, st, fetcher
 
@@ -148,10 +157,30 @@ def test_no_fetch_is_sent_while_the_limit_is_in_flight_and_fetching_goes_on_belo
     """replication.max.in.flight.records bounds what the flow holds: at the limit the whole fetcher is held (not
     only the partitions handed over since), and once answers bring it below, fetching goes on."""
     copier, _, st, fetcher = copier_with_batches_in_flight()
-    copier.in_flight = copier.limit + 10
+    copier.in_flight = 1010
     copier.collect(0)
     assert fetcher.full == [True]
     sender = cast(Sender, copier.sender)
     sender.answers = [Sent(Outgoing(st.remote, 0, b"", token=b), 0, 500 + i * 10) for i, b in enumerate(st.pending)]
     copier.collect(0)  # the two batches (20 records) answered: below the limit
-    assert copier.in_flight == copier.limit - 10 and fetcher.full == [True, False]
+    assert copier.in_flight == 990 and fetcher.full == [True, False]
+
+
+def test_the_bytes_in_flight_bound_the_copier_whatever_the_record_count() -> None:
+    """replication.max.in.flight.bytes: a partition's batches that take the bytes in flight past the bound are
+    handed over, then nothing more is fetched (that partition held, the fetcher throttled) until answers bring
+    the bytes below it; the record count (20 + 10, far under its 1,000) plays no part."""
+    copier, reader, st, fetcher = copier_with_batches_in_flight()
+    copier.max_bytes = copier.in_flight_bytes + 100  # room for less than one more batch
+    raw = gapped(0, list(range(10)), base=1020)
+    assert copier.take(FetchedPartition("t", 0, 0, 5000, 5000, 0, batches=[memoryview(raw)])) == 10
+    assert copier.in_flight == 30 and copier.in_flight_bytes == 3 * (len(raw) + BATCH_BOOKKEEPING_BYTES)
+    assert copier.full and ("t", 0) in reader.held and not fetcher.resumed
+    copier.collect(0)
+    assert fetcher.full == [True]
+    sender = cast(Sender, copier.sender)
+    first = st.pending[0]
+    sender.answers = [Sent(Outgoing(st.remote, 0, b"", token=first), 0, 500)]
+    copier.collect(0)  # one batch answered: below the bound again
+    assert copier.in_flight == 20 and copier.in_flight_bytes == 2 * (len(raw) + BATCH_BOOKKEEPING_BYTES)
+    assert fetcher.full == [True, False] and fetcher.resumed == [(("t", 0), 1030)] and not reader.held

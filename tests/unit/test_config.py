@@ -259,6 +259,20 @@ def test_the_batches_data_path_is_opt_in_and_refused_where_it_cannot_go_in_one_l
         assert says in str(err.value) and "replication.data.path" in str(err.value) and "\n" not in str(err.value)
 
 
+def test_records_in_flight_auto_follows_the_data_path_and_a_number_applies_to_both() -> None:
+    records = load("dc1->dc2.enabled = true\n").flows[0]
+    assert records.in_flight_records_limit == 500_000 and records.max_in_flight_bytes == 256 << 20
+    batches = load("dc1->dc2.enabled = true\nreplication.data.path = batches\n").flows[0]
+    assert batches.in_flight_records_limit is None  # its bytes bound it
+    both = load("dc1->dc2.enabled = true\nreplication.data.path = batches\nreplication.max.in.flight.records = "
+                "2000000\ndc1->dc2.replication.max.in.flight.bytes = 67108864\n").flows[0]
+    assert both.in_flight_records_limit == 2_000_000 and both.max_in_flight_bytes == 64 << 20
+    for bad in ("replication.max.in.flight.bytes = 1000", "replication.max.in.flight.records = many"):
+        with pytest.raises(ConfigError) as err:
+            load(f"dc1->dc2.enabled = true\n{bad}\n")
+        assert err.value.key == bad.split(" =")[0] and err.value.line == 5 and "\n" not in str(err.value)
+
+
 def test_the_config_knows_the_same_sasl_mechanisms_as_the_batch_paths_client() -> None:
     from mirror_core.config.keys import BATCH_PATH_MECHANISMS
     from mirror_core.wire.sasl import MECHANISMS

@@ -105,6 +105,9 @@ class Connection:
         """``where`` names the cluster in every error line; ``timeout`` bounds each socket operation; ``tokens``:
         the cluster's OAUTHBEARER tokens (that mechanism only)."""
         self.where = broker_where(where, host, port)
+        # client.id as the records path's clients send it (brokers' quotas, logs and metrics go by it)
+        client_id = settings.get("client.id", "").encode() or CLIENT_ID
+        self._client_id = struct.pack(">h", len(client_id)) + client_id
         #: monotonic time from which the broker may end this session (KIP-368: its token expires); None: never
         self.reauth_at: float | None = None
         protocol = settings.get("security.protocol", "PLAINTEXT").strip().upper()
@@ -161,7 +164,7 @@ class Connection:
         """Sends a request; ``body`` whole or in parts, written in order as they are (not joined first)."""
         self.correlation += 1
         parts = [body] if isinstance(body, (bytes, bytearray, memoryview)) else body
-        header = struct.pack(">hhi", api, version, self.correlation) + struct.pack(">h", len(CLIENT_ID)) + CLIENT_ID
+        header = struct.pack(">hhi", api, version, self.correlation) + self._client_id
         self.sent.append(self.correlation)  # before the bytes leave: the answer may be read at once elsewhere
         try:
             self._write([struct.pack(">i", len(header) + sum(len(p) for p in parts)) + header, *parts])

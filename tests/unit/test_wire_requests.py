@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mirror_core.wire.codec import ProtocolError, string
-from mirror_core.wire.connection import SHRINK_AFTER, Connection
+from mirror_core.wire.connection import SHRINK_AFTER, Connection, WireError
 from mirror_core.wire.fetch import fetch_request, parse_fetch
 from mirror_core.wire.metadata import NO_LEADER, Broker, parse_metadata
 from mirror_core.wire.produce import parse_produce, produce_request
@@ -185,3 +185,27 @@ def test_a_request_in_parts_arrives_whole_and_in_order_over_tls(tmp_path: Path) 
     conn.sock.close()
     listener.close()
     assert bytes(got) == expected
+
+
+@pytest.mark.parametrize(("settings", "sent"), [({"client.id": "dc1-mirror-7"}, b"dc1-mirror-7"), ({}, b"mirror-core")])
+def test_requests_carry_the_clusters_client_id(settings: dict[str, str], sent: bytes) -> None:
+    """client.id goes in every request header, as librdkafka sends it (brokers apply quotas and log requests by
+    it); without one, mirror-core."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen: list[bytes] = []
+
+    def serve() -> None:
+        peer, _ = listener.accept()
+        with peer:  # size, api key, version, correlation id, then the client id's length and bytes
+            request = bytearray()
+            while len(request) < 4 or len(request) < 4 + struct.unpack(">i", request[:4])[0]:
+                request += peer.recv(1 << 16) or b"!"  # (a request cut short fails the test)
+            seen.append(bytes(request[14:14 + struct.unpack(">h", request[12:14])[0]]))
+
+    server = threading.Thread(target=serve)
+    server.start()
+    with pytest.raises(WireError):  # the first request (ApiVersions) read, then the connection closed unanswered
+        Connection("127.0.0.1", listener.getsockname()[1], settings, "cluster dc1", timeout=5)
+    server.join(10)
+    listener.close()
+    assert seen == [sent]

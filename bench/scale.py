@@ -302,11 +302,13 @@ def join_stall(src: Cluster, dst: Cluster, shape: Shape, topic: str, alias: str,
 def copy_rate(procs: list[subprocess.Popen[bytes]], ends: EndWatcher, records: int, t0: float,
               timeout: float = 1800) -> dict[str, float | None]:
     """Throughput from 10 % to 90 % of the backlog on the target, the time to the first record after
-    ``t0`` (the start), and the copier's CPU per million records over the same span. A copier that
-    dies fails the run at once (MirrorMaker 2 with too small a heap dies of OutOfMemoryError)."""
+    ``t0`` (the start), the copier's CPU per million records over the same span, and its largest resident
+    memory seen while copying (summed over its processes, sampled with the rest). A copier that dies fails the
+    run at once (MirrorMaker 2 with too small a heap dies of OutOfMemoryError)."""
     pids = [p.pid for p in procs]
     samples: list[tuple[float, int, float]] = []
     first = None
+    peak = 0.0
     while True:
         if any(p.poll() is not None for p in procs):
             raise RuntimeError(f"the copier exited ({[p.returncode for p in procs]}) before the backlog was copied")
@@ -315,6 +317,7 @@ def copy_rate(procs: list[subprocess.Popen[bytes]], ends: EndWatcher, records: i
         if n and first is None:
             first = now - t0
         samples.append((now, n, cpu_seconds(pids)))
+        peak = max(peak, sum(rss_mb(pid) for pid in pids))
         if n >= records:
             break
         if now - t0 > timeout:
@@ -324,10 +327,11 @@ def copy_rate(procs: list[subprocess.Popen[bytes]], ends: EndWatcher, records: i
     hi = next(x for x in samples if x[1] >= records * 0.9)
     if hi is lo:  # one sample went from under 10 % to over 90 % (a slow ListOffsets): no span to divide by
         print(f"scale bench: no sample between 10 % and 90 % of {records:,} records; rate not measured", flush=True)
-        return {"records_per_s": None, "cpu_s_per_m": None, "time_to_first_record_s": round(first or 0.0, 2)}
+        return {"records_per_s": None, "cpu_s_per_m": None, "time_to_first_record_s": round(first or 0.0, 2),
+                "peak_rss_mb": round(peak)}
     span, copied = max(hi[0] - lo[0], 1e-3), max(1, hi[1] - lo[1])
     return {"records_per_s": round(copied / span), "cpu_s_per_m": round((hi[2] - lo[2]) / copied * 1e6, 2),
-            "time_to_first_record_s": round(first or 0.0, 2)}
+            "time_to_first_record_s": round(first or 0.0, 2), "peak_rss_mb": round(peak)}
 
 
 def _source(src: Cluster, shape: Shape, topic: str, records: int) -> None:

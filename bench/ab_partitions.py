@@ -12,7 +12,7 @@ down, and who is busy. A py-spy output whose name contains "native" samples C fr
 a project dependency: ``pip install py-spy``), and one whose name contains "idle" samples waiting threads
 too; sampling starts 4 s after the start and lasts 25 s. ``SOURCE_LINGER_MS`` (default 20) is the source
 producer's linger.ms: how many records share a source batch (printed, from partition 0), which is what the
-batches data path's cost and the target broker's follow.
+batches data path's cost and the target broker's follow. ``VALUE_BYTES`` (default 100) is the records' value size.
 """
 
 from __future__ import annotations
@@ -86,12 +86,13 @@ def records_per_batch(bootstrap: str, topic: str, partition: int = 0) -> float:
 
 
 @contextmanager
-def fresh_backlog(prefix: str, topic: str, partitions: int, records: int, linger_ms: int = 20) -> Iterator[Backlog]:
+def fresh_backlog(prefix: str, topic: str, partitions: int, records: int, linger_ms: int = 20,
+                  value_bytes: int = 100) -> Iterator[Backlog]:
     """Fresh clusters (stopped and removed on exit) with the backlog every copier of these benches copies."""
     with bench_run.local_clusters(prefix) as (work, clusters):
         src, dst = Cluster(clusters[0].bootstrap), Cluster(clusters[1].bootstrap)
         src.create(topic, partitions)
-        plain_source(src.bootstrap, topic, records, partitions, linger_ms)
+        plain_source(src.bootstrap, topic, records, partitions, linger_ms, value_bytes)
         yield Backlog(work, clusters, src, dst)
 
 
@@ -100,7 +101,8 @@ def copy(partitions: int, records: int, extra_lines: str = "", workers: int = 1,
     """One copy of a fresh ``records``-record backlog over ``partitions`` partitions by mirror_core."""
     topic, alias = f"ab{partitions}", "ab"
     linger_ms = int(os.environ.get("SOURCE_LINGER_MS", "20"))
-    with fresh_backlog("mirror-ab-", topic, partitions, records, linger_ms) as backlog:
+    with fresh_backlog("mirror-ab-", topic, partitions, records, linger_ms,
+                       int(os.environ.get("VALUE_BYTES", "100"))) as backlog:
         work, clusters, src, dst = backlog.work, backlog.clusters, backlog.src, backlog.dst
         print(f"source linger.ms {linger_ms}: {records_per_batch(src.bootstrap, topic):.1f} records per batch "
               "(partition 0)", flush=True)

@@ -167,17 +167,18 @@ def produce_acked_to(producers: Sequence[Producer], value: bytes, keys: Iterable
         raise RuntimeError(f"{what}: records not acknowledged: {failed[:3]}")
 
 
-def plain_source(bootstrap: str, topic: str, n: int, partitions: int, linger_ms: int = 20) -> None:
-    """``n`` records of 100 random bytes, round robin over ``partitions``; the longer ``linger_ms``, the more of a
-    partition's records share a batch (at 2,000 partitions and 20 ms, 65-110; at 8, 6,000-8,000)."""
-    plain_source_to(bootstrap, [(topic, p) for p in range(partitions)], n, linger_ms)
+def plain_source(bootstrap: str, topic: str, n: int, partitions: int, linger_ms: int = 20,
+                 value_bytes: int = 100) -> None:
+    """``n`` records of ``value_bytes`` random bytes, round robin over ``partitions``; the longer ``linger_ms``, the
+    more of a partition's records share a batch (100 B at 2,000 partitions and 20 ms, 65-110; at 8, 6,000-8,000)."""
+    plain_source_to(bootstrap, [(topic, p) for p in range(partitions)], n, linger_ms, value_bytes)
 
 
-def plain_source_to(bootstrap: str, keys: list[Key], n: int, linger_ms: int = 20) -> None:
+def plain_source_to(bootstrap: str, keys: list[Key], n: int, linger_ms: int = 20, value_bytes: int = 100) -> None:
     """:func:`plain_source` round robin over (topic, partition) pairs."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "batch.size": 1_048_576,
                   "queue.buffering.max.messages": 2_000_000})
-    value = os.urandom(100)
+    value = os.urandom(value_bytes)
     for i in range(n):
         topic, partition = keys[i % len(keys)]
         _produce(p, topic, value, partition)

@@ -110,7 +110,7 @@ def _producers(raw: str) -> int | None:
 #: replication.max.in.flight.records' auto on the records path
 IN_FLIGHT_RECORDS = 500_000
 #: replication.max.in.flight.bytes' default
-IN_FLIGHT_BYTES = 256 << 20
+IN_FLIGHT_BYTES = 64 << 20
 
 
 def _in_flight_records(raw: str) -> int | None:
@@ -210,9 +210,10 @@ KEYS: tuple[KeyDef, ...] = (
     KeyDef("replication.max.in.flight.bytes", int_between(1 << 20, 1 << 40), str(IN_FLIGHT_BYTES),
            "The batches path: bytes of source batches handed to the target and not yet acknowledged before "
            "fetching pauses (each batch counted with 1 KiB for the mirror's bookkeeping of it). What bounds its "
-           "memory whatever the record size: past it, answers already on their way still arrive (up to "
-           "fetch.max.bytes per source broker). The default (256 MiB) keeps every partition's next batch at hand "
-           "at 2,000 partitions (README 'Scale'). The records path ignores it."),
+           "memory whatever the record size; answers already on their way still arrive (up to fetch.max.bytes "
+           "per source broker). 64 MiB copied as fast as 500,000 records of 100 B did and faster than 256 MiB "
+           "(which took twice the memory and more CPU per record), and 1 KiB records at a third of the memory "
+           "(README 'Scale'). The records path ignores it."),
     KeyDef("replication.producers", _producers, "auto",
            "At-least-once: target producers per flow and process (1-32), each with its own connections; a "
            "partition always goes through the same one. librdkafka sends one partition per produce request, "

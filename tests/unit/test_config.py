@@ -261,7 +261,7 @@ def test_the_batches_data_path_is_opt_in_and_refused_where_it_cannot_go_in_one_l
 
 def test_records_in_flight_auto_follows_the_data_path_and_a_number_applies_to_both() -> None:
     records = load("dc1->dc2.enabled = true\n").flows[0]
-    assert records.in_flight_records_limit == 500_000 and records.max_in_flight_bytes == 256 << 20
+    assert records.in_flight_records_limit == 500_000 and records.max_in_flight_bytes == 64 << 20
     batches = load("dc1->dc2.enabled = true\nreplication.data.path = batches\n").flows[0]
     assert batches.in_flight_records_limit is None  # its bytes bound it
     both = load("dc1->dc2.enabled = true\nreplication.data.path = batches\nreplication.max.in.flight.records = "

@@ -224,8 +224,9 @@ KEYS: tuple[KeyDef, ...] = (
            "one.batch.per.partition cannot apply (logged, and in /status under 'producers'). "
            "replication.one.batch.per.partition (on by default with more than one) keeps their threads from "
            "spinning while their partitions wait (README 'Running across a WAN'). With replication.data.path = "
-           "batches it is 1 whatever the setting (the records go by the wire sender; the producer writes progress "
-           "and offset-map records). "
+           "batches it is the wire sender's connections to each target broker instead (auto: 2; a broker handles "
+           "one request of a connection at a time), a partition always on the same one, and one librdkafka "
+           "producer writes progress and offset-map records. "
            "Exactly-once uses a producer per slot instead."),
     KeyDef("replication.one.batch.per.partition", lambda raw: _choice(raw, ("auto", "true", "false")), "auto",
            "Hand the target producer a partition's records only when it can send them: they wait in the mirror "

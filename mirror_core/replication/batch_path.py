@@ -29,6 +29,7 @@ from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import Acks
 from mirror_core.replication.batch import RECORD_ERRORS, Batch, PartitionState
 from mirror_core.replication.delivery import AtLeastOnce
+from mirror_core.replication.producer_pool import batch_sender_connections
 from mirror_core.replication.retry import MAX_BACKOFF_S
 from mirror_core.wire.errors import name
 from mirror_core.wire.fetch import FetchedPartition
@@ -58,7 +59,7 @@ def fetch_limits(source: ClusterConfig, flow: FlowConfig) -> FetchLimits:
 
 def wire_clients(source: ClusterConfig, target: ClusterConfig, flow: FlowConfig) -> tuple[BatchFetcher, BatchSender]:
     """The fetcher (the source, with the flow's consumer settings: TLS, SASL) and the sender (the target, with its
-    producer settings; message.timeout.ms is its delivery timeout)."""
+    producer settings; message.timeout.ms is its delivery timeout; replication.producers connections per broker)."""
     consume = source.client_settings("consumer", flow.consumer_overrides)
     produce = target.client_settings("producer", flow.producer_overrides)
     # Both clusters' addresses read before either client starts its threads (a bad one leaves nothing running).
@@ -66,7 +67,8 @@ def wire_clients(source: ClusterConfig, target: ClusterConfig, flow: FlowConfig)
     target_brokers = Brokers(target.bootstrap_servers, produce, f"target cluster {target.alias}")
     timeout_ms = int(produce.get("message.timeout.ms", "120000"))
     return (BatchFetcher(source_brokers, fetch_limits(source, flow)),
-            BatchSender(target_brokers, delivery_timeout_s=timeout_ms / 1000 if timeout_ms else float("inf")))
+            BatchSender(target_brokers, delivery_timeout_s=timeout_ms / 1000 if timeout_ms else float("inf"),
+                        connections=batch_sender_connections(flow)))
 
 
 class WireReader:

@@ -11,7 +11,8 @@ connection (its outcome unknown), or a broker that forgot this producer (a new p
 outcome was unknown may then be written twice, at least once, and its answer gives the copy that counts).
 The failed batch and those of the partition sent after it go back to the front of its queue once all of them
 have answered, and are stamped again from the last acknowledged sequence, so what landed is recognised. A
-partition's batches in flight all go to one broker (after its leader moved, the old one answers first). Any
+partition's batches in flight all go over one connection to one broker (after its leader moved, the old one
+answers first). Any
 other error (MESSAGE_TOO_LARGE, TOPIC_AUTHORIZATION_FAILED...), a batch retried for longer than the delivery
 timeout, or one no reachable leader takes within it, is the caller's: that batch carries the error, those
 queued behind it ``NOT_SENT``, and the partition takes no more until :meth:`BatchSender.rewind`.
@@ -89,9 +90,10 @@ class Sent:
 
 
 class _Partition:
-    __slots__ = ("acked_seq", "failed", "generation", "in_flight", "known", "next_seq", "queue", "returned")
+    __slots__ = ("acked_seq", "failed", "generation", "in_flight", "known", "lane", "next_seq", "queue", "returned")
 
-    def __init__(self) -> None:
+    def __init__(self, lane: int) -> None:
+        self.lane = lane  # the connection to its leader that carries it (one, so its batches stay in order)
         self.queue: deque[Outgoing] = deque()
         self.in_flight: deque[Outgoing] = deque()
         self.returned: list[Outgoing] = []  # retried: back to the queue's front once in_flight is empty
@@ -106,9 +108,13 @@ class _Partition:
 
 
 class BatchSender:
+    """``connections`` to each leader broker, a partition always on the same one: a broker handles one request
+    of a connection at a time, so one connection keeps the mirror's produce requests on one of its request
+    handler threads."""
+
     def __init__(self, brokers: Brokers, timeout_ms: int = 30_000, delivery_timeout_s: float = 120.0,
-                 max_request_bytes: int = 16 << 20) -> None:
-        self.brokers, self.timeout_ms = brokers, timeout_ms
+                 max_request_bytes: int = 16 << 20, connections: int = 1) -> None:
+        self.brokers, self.timeout_ms, self.connections = brokers, timeout_ms, connections
         self.delivery_timeout_s, self.max_request_bytes = delivery_timeout_s, max_request_bytes
         self._cond = threading.Condition()
         self._parts: dict[TP, _Partition] = {}
@@ -129,7 +135,7 @@ class BatchSender:
             tps = []
             for b in batches:
                 tp = (b.topic, b.partition)
-                p = self._parts.get(tp) or self._parts.setdefault(tp, _Partition())
+                p = self._parts.get(tp) or self._parts.setdefault(tp, _Partition(hash(tp) % self.connections))
                 if p.failed:
                     self._results.put(Sent(b, NOT_SENT))
                     continue
@@ -166,16 +172,20 @@ class BatchSender:
         self._leaders.shutdown()
 
     def _start(self, node: int) -> None:
-        threading.Thread(target=self._produce_to, args=(node,), name=f"produce-{node}", daemon=True).start()
+        for lane in range(self.connections):
+            threading.Thread(target=self._produce_to, args=(node, lane), name=f"produce-{node}-{lane}",
+                             daemon=True).start()
 
-    def _take(self, node: int) -> dict[TP, Outgoing]:
-        """The next batch of each partition this broker leads that may go now, stamped (under the lock)."""
+    def _take(self, node: int, lane: int) -> dict[TP, Outgoing]:
+        """The next batch of each partition this broker leads on this connection that may go now, stamped (under
+        the lock)."""
         chosen: dict[TP, Outgoing] = {}
         budget = self.max_request_bytes
         leaders = self._leaders.leaders
         now = time.monotonic()
         for tp, p in self._parts.items():
-            if not p.queue or p.failed or p.returned or len(p.in_flight) >= MAX_IN_FLIGHT or leaders.get(tp) != node:
+            if not p.queue or p.failed or p.returned or len(p.in_flight) >= MAX_IN_FLIGHT or p.lane != lane or \
+                    leaders.get(tp) != node:
                 continue
             if p.in_flight and (p.in_flight[-1].producer_id != self.producer_id or not p.known
                                 or p.in_flight[-1].generation != p.generation or p.in_flight[-1].node != node):
@@ -198,9 +208,9 @@ class BatchSender:
             budget -= len(b.data)
         return chosen
 
-    def _produce_to(self, node: int) -> None:
-        """One connection to ``node``: sends while the window has room and batches wait, else reads the oldest
-        answer (answers come in the order of the requests)."""
+    def _produce_to(self, node: int, lane: int) -> None:
+        """One connection to ``node``, for the partitions of ``lane``: sends while the window has room and batches
+        wait, else reads the oldest answer (answers come in the order of the requests)."""
         conn: Connection | None = None
         outstanding: deque[dict[TP, Outgoing]] = deque()
         outage = Outage(self.brokers)
@@ -218,7 +228,7 @@ class BatchSender:
                     # A session about to end takes no more (its answers drain, then a new one), once it carried one
                     ending = conn.expiring() and conn.carried
                     room = len(outstanding) < MAX_IN_FLIGHT and not self._renew and not ending
-                    chosen = self._take(node) if room else {}
+                    chosen = self._take(node, lane) if room else {}
                     if not chosen and not outstanding:
                         self._cond.wait(0.5)
                         continue
@@ -240,7 +250,8 @@ class BatchSender:
                 while outstanding:  # their outcome is unknown: sent again with the same sequences
                     self._answered(outstanding.popleft(), {})
                 with self._cond:  # perhaps no longer the leader: looked up again
-                    self._leaders.moved([tp for tp, n in self._leaders.leaders.items() if n == node])
+                    self._leaders.moved([tp for tp, n in self._leaders.leaders.items()
+                                         if n == node and tp in self._parts and self._parts[tp].lane == lane])
                 self._stop.wait(RETRY_S)
         if conn is not None:
             conn.close()

@@ -17,6 +17,7 @@ from mirror_core.replication.producer_pool import (
     WAN_PRODUCERS,
     WAN_ROUND_TRIP_S,
     ProducerChooser,
+    batch_sender_connections,
     choose_producers,
     make_target_producers,
     measure_round_trip,
@@ -74,17 +75,22 @@ def test_auto_keeps_one_producer_where_one_batch_per_partition_cannot_apply() ->
 
 
 def test_the_batches_data_path_takes_one_producer_for_progress_and_the_map() -> None:
-    """Its records go by the wire sender: more producers (auto over a WAN, or set) would only idle."""
+    """Its records go by the wire sender: more producers (auto over a WAN, or set) would only idle. There
+    replication.producers is the sender's connections per target broker (auto: 2)."""
     batches = flow("replication.data.path = batches\n")
     assert not needs_round_trip(batches)
     choice = choose_producers(batches, WAN_ROUND_TRIP_S * 2)
     assert (choice.count, choice.one_batch_per_partition, choice.round_trip_s) == (1, False, None)
-    pinned = choose_producers(flow("replication.data.path = batches\nreplication.producers = 4\n"), 0.15)
-    assert pinned.count == 1 and "replication.producers does not apply to it" in pinned.reason
+    assert batch_sender_connections(batches) == 2 and "over 2 connections per target broker (auto)" in choice.reason
+    pinned_flow = flow("replication.data.path = batches\nreplication.producers = 4\n")
+    pinned = choose_producers(pinned_flow, 0.15)
+    assert pinned.count == 1 and "over 4 connections per target broker (replication.producers)" in pinned.reason
+    assert batch_sender_connections(pinned_flow) == 4
     parked = choose_producers(flow("replication.data.path = batches\nreplication.one.batch.per.partition = true\n"
-                                   "replication.producers = 2\n"), None)
+                                   "replication.producers = 1\n"), None)
     assert (parked.count, parked.one_batch_per_partition) == (1, False)
-    assert parked.reason.endswith("; replication.producers and replication.one.batch.per.partition do not apply to it")
+    assert parked.reason.endswith("over 1 connection per target broker (replication.producers); "
+                                  "replication.one.batch.per.partition does not apply to it")
 
 
 def identity_line() -> str:

@@ -32,20 +32,20 @@ def _queue(sender: BatchSender, *counts: int) -> list[Outgoing]:
 def _land(sender: BatchSender, b: Outgoing) -> None:
     """``b`` goes to broker 1 and lands at offset 0: the broker knows the producer now."""
     with sender._cond:
-        assert sender._take(1) == {TP: b}
+        assert sender._take(1, 0) == {TP: b}
     sender._answered({TP: b}, {TP: (0, 0, None)})
 
 
 def test_a_partition_has_one_batch_in_flight_until_the_broker_knows_the_producer(sender: BatchSender) -> None:
     first, second, third = _queue(sender, 3, 2, 4)
     with sender._cond:
-        assert sender._take(1) == {TP: first} and first.sequence == 0
-        assert sender._take(1) == {}  # the broker would take any first sequence from an unknown producer id
-        assert sender._take(2) == {}  # another broker does not lead it
+        assert sender._take(1, 0) == {TP: first} and first.sequence == 0
+        assert sender._take(1, 0) == {}  # the broker would take any first sequence from an unknown producer id
+        assert sender._take(2, 0) == {}  # another broker does not lead it
     sender._answered({TP: first}, {TP: (0, 100, None)})
     with sender._cond:
-        assert sender._take(1) == {TP: second} and second.sequence == 3
-        assert sender._take(1) == {TP: third} and third.sequence == 5  # pipelined now: sequences are checked
+        assert sender._take(1, 0) == {TP: second} and second.sequence == 3
+        assert sender._take(1, 0) == {TP: third} and third.sequence == 5  # pipelined now: sequences are checked
     landed = sender.poll(0)
     assert [(r.batch, r.error, r.base_offset) for r in landed] == [(first, 0, 100)]
 
@@ -54,25 +54,25 @@ def test_a_lost_connection_sends_the_same_batches_again_in_order_with_the_same_s
     first, second, third = _queue(sender, 3, 2, 4)
     _land(sender, first)
     with sender._cond:
-        sender._take(1)
-        sender._take(1)
+        sender._take(1, 0)
+        sender._take(1, 0)
     sender._answered({TP: second}, {})  # the connection was lost: outcome unknown
     with sender._cond:
-        assert sender._take(1) == {}  # the third is still in flight: it answers first
+        assert sender._take(1, 0) == {}  # the third is still in flight: it answers first
     sender._answered({TP: third}, {TP: (45, -1, None)})  # OUT_OF_ORDER_SEQUENCE behind the lost one
     assert sender.retried == 2 and not sender._renew  # behind a failure, not a broker that forgot the producer
     assert TP not in sender._leaders.leaders  # a lost connection: the leader is looked up again
     sender._leaders.leaders[TP] = 1
     with sender._cond:
-        assert sender._take(1) == {TP: second} and second.sequence == 3
-        assert sender._take(1) == {TP: third} and third.sequence == 5
+        assert sender._take(1, 0) == {TP: second} and second.sequence == 3
+        assert sender._take(1, 0) == {TP: third} and third.sequence == 5
     assert [r.batch for r in sender.poll(0)] == [first]  # nothing reported for what is sent again
 
 
 def test_a_refusal_is_the_callers_and_voids_the_partitions_later_batches_until_it_rewinds(sender: BatchSender) -> None:
     first, second, third = _queue(sender, 1, 1, 1)
     with sender._cond:
-        sender._take(1)
+        sender._take(1, 0)
     sender._answered({TP: first}, {TP: (10, -1, "too big")})  # MESSAGE_TOO_LARGE
     assert [(r.batch, r.error) for r in sender.poll(0)] == [(first, 10), (second, NOT_SENT), (third, NOT_SENT)]
     # Nothing of the partition waits to be sent again: the sequences are the broker's, the producer id stays
@@ -84,7 +84,7 @@ def test_a_refusal_is_the_callers_and_voids_the_partitions_later_batches_until_i
     sender.rewind(TP)
     sender.send([first])
     with sender._cond:
-        assert sender._take(1) == {TP: first} and first.sequence == 0
+        assert sender._take(1, 0) == {TP: first} and first.sequence == 0
 
 
 def test_an_unknown_outcome_of_a_batch_voided_by_a_rewind_takes_a_new_producer_id(sender: BatchSender) -> None:
@@ -92,8 +92,8 @@ def test_an_unknown_outcome_of_a_batch_voided_by_a_rewind_takes_a_new_producer_i
     _land(sender, first)
     sender.rewind(TP)  # nothing failed: a rewind without a failure changes nothing
     with sender._cond:
-        sender._take(1)
-        sender._take(1)
+        sender._take(1, 0)
+        sender._take(1, 0)
     sender._answered({TP: second}, {TP: (10, -1, None)})
     sender._renew = False  # (as if renewed already)
     sender.rewind(TP)
@@ -122,14 +122,14 @@ def test_batches_in_flight_to_a_broker_that_no_longer_leads_answer_before_the_ne
     first, second, third = _queue(sender, 1, 1, 1)
     _land(sender, first)
     with sender._cond:
-        sender._take(1)
+        sender._take(1, 0)
         sender._leaders.leaders[TP] = 2  # a metadata refresh: broker 2 leads it now
-        assert sender._take(2) == {}  # the second, in flight to broker 1, answers first
+        assert sender._take(2, 0) == {}  # the second, in flight to broker 1, answers first
     sender._answered({TP: second}, {TP: (6, -1, None)})  # NOT_LEADER_OR_FOLLOWER
     sender._leaders.leaders[TP] = 2
     with sender._cond:
-        assert sender._take(2) == {TP: second} and second.sequence == 1
-        assert sender._take(2) == {TP: third} and third.sequence == 2
+        assert sender._take(2, 0) == {TP: second} and second.sequence == 1
+        assert sender._take(2, 0) == {TP: third} and third.sequence == 2
 
 
 def test_a_batch_no_leader_takes_fails_after_the_delivery_timeout(sender: BatchSender) -> None:
@@ -146,7 +146,7 @@ def test_a_batch_no_leader_takes_fails_after_the_delivery_timeout(sender: BatchS
 def test_a_retried_batch_that_times_out_takes_a_new_producer_id_it_may_have_landed(sender: BatchSender) -> None:
     (first,) = _queue(sender, 1)
     with sender._cond:
-        sender._take(1)
+        sender._take(1, 0)
     first.first_sent -= sender.delivery_timeout_s + 1
     sender._answered({TP: first}, {})  # the connection was lost, long after it was first sent
     assert [(r.batch, r.error) for r in sender.poll(0)] == [(first, -101)]
@@ -159,7 +159,7 @@ def test_a_batch_sent_before_that_no_leader_takes_in_time_takes_a_new_producer_i
     first, second = _queue(sender, 1, 1)
     _land(sender, first)
     with sender._cond:
-        assert sender._take(1) == {TP: second}
+        assert sender._take(1, 0) == {TP: second}
     sender._answered({TP: second}, {})  # connection lost: outcome unknown, back to the queue
     sender.poll(0)
     assert not sender._renew and second.first_sent  # the precondition: it was sent, and no renewal yet
@@ -173,10 +173,31 @@ def test_an_answer_behind_a_returned_batch_past_the_timeout_is_a_failure_not_a_l
     first, second, third = _queue(sender, 1, 1, 1)
     _land(sender, first)
     with sender._cond:
-        assert sender._take(1) == {TP: second}
-        assert sender._take(1) == {TP: third}
+        assert sender._take(1, 0) == {TP: second}
+        assert sender._take(1, 0) == {TP: third}
     sender._answered({TP: second}, {TP: (6, -1, None)})  # NOT_LEADER_OR_FOLLOWER: sent again later
     third.first_sent -= sender.delivery_timeout_s + 1
     sender._answered({TP: third}, {TP: (0, 5, None)})  # written, behind a batch to be sent again, too late
     got = [(r.batch, r.error, r.base_offset) for r in sender.poll(0)]
     assert (third, 0, -1) not in got and got[0][0] is first and (third, 7, -1) in got, got
+
+
+def test_with_two_connections_a_partition_always_goes_on_the_same_one_and_both_carry_some() -> None:
+    """BatchSender(connections=2): a broker handles one request per connection at a time, so partitions are shared
+    over two; each partition's batches all go on one of them (in order), whatever is waiting."""
+    s = BatchSender(Brokers("127.0.0.1:1", {}, "dc2"), connections=2)
+    try:
+        s.producer_id, s.epoch, s._renew = 7, 0, False
+        tps = [("r", p) for p in range(16)]
+        for tp in tps:
+            s._leaders.leaders[tp] = 1
+            s.send([Outgoing(*tp, batch(0, 1)), Outgoing(*tp, batch(0, 1))])
+        with s._cond:
+            lanes = [set(s._take(1, lane)) for lane in (0, 1)]
+            assert lanes[0] and lanes[1] and not lanes[0] & lanes[1] and lanes[0] | lanes[1] == set(tps)
+            for tp in tps:  # known to the broker now: the second batch may go too, on the same connection only
+                s._parts[tp].known = True
+            again = [set(s._take(1, lane)) for lane in (0, 1)]
+        assert again == lanes
+    finally:
+        s.close()

@@ -97,30 +97,25 @@ DEFAULT_CONFIG_EXCLUDE = (
 )
 
 
-def _producers(raw: str) -> int | None:
-    """``replication.producers``: a count, or None for ``auto`` (chosen at run time, producer_pool.py)."""
-    if raw.strip().lower() == "auto":
-        return None
-    try:
-        return int_between(1, 32)(raw)
-    except ValueError as exc:
-        raise ValueError(f"{exc} (or auto)") from None
+def auto_or_int(low: int, high: int) -> Callable[[str], int | None]:
+    """A count between ``low`` and ``high``, or None for ``auto`` (decided where the key is used)."""
+    count = int_between(low, high)
+
+    def parse(raw: str) -> int | None:
+        if raw.strip().lower() == "auto":
+            return None
+        try:
+            return count(raw)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (or auto)") from None
+
+    return parse
 
 
-#: replication.max.in.flight.records' auto on the records path
+#: replication.max.in.flight.records' auto on the records path (FlowConfig.in_flight_records_limit)
 IN_FLIGHT_RECORDS = 500_000
 #: replication.max.in.flight.bytes' default
 IN_FLIGHT_BYTES = 64 << 20
-
-
-def _in_flight_records(raw: str) -> int | None:
-    """``replication.max.in.flight.records``: a count, or None for ``auto`` (FlowConfig.in_flight_records_limit)."""
-    if raw.strip().lower() == "auto":
-        return None
-    try:
-        return int_between(1000, 100_000_000)(raw)
-    except ValueError as exc:
-        raise ValueError(f"{exc} (or auto)") from None
 
 
 #: replication.data.path
@@ -202,7 +197,7 @@ KEYS: tuple[KeyDef, ...] = (
            "everything there is, it commits at once."),
     KeyDef("replication.batch.max.records", int_between(1, 1_000_000), "10000",
            "Records fetched per consume call on the hot path."),
-    KeyDef("replication.max.in.flight.records", _in_flight_records, "auto",
+    KeyDef("replication.max.in.flight.records", auto_or_int(1000, 100_000_000), "auto",
            "Records produced but not yet acknowledged before fetching pauses (back-pressure). auto: 500000 on "
            "the records path, where librdkafka holds them (its queue.buffering.max.kbytes bounds their bytes); "
            "no count on the batches path, which replication.max.in.flight.bytes bounds. A number applies to "
@@ -214,7 +209,7 @@ KEYS: tuple[KeyDef, ...] = (
            "per source broker). 64 MiB copied as fast as 500,000 records of 100 B did and faster than 256 MiB "
            "(which took twice the memory and more CPU per record), and 1 KiB records at a third of the memory "
            "(README 'Scale'). The records path ignores it."),
-    KeyDef("replication.producers", _producers, "auto",
+    KeyDef("replication.producers", auto_or_int(1, 32), "auto",
            "At-least-once: target producers per flow and process (1-32), each with its own connections; a "
            "partition always goes through the same one. librdkafka sends one partition per produce request, "
            "at most 5 in flight per connection (per target broker) and, idempotent, one per partition: over a "

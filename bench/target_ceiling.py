@@ -1,15 +1,14 @@
 """What the target broker takes of the source's own batches with nothing else running: the ceiling of any copier
 that keeps the source's batches whole (``replication.data.path = batches``) on these brokers.
 
-    SENDERS=1,2 TMPDIR=/dev/shm python -m bench.target_ceiling <partitions> <records> [rounds]
+    CONNECTIONS=1,2 TMPDIR=/dev/shm python -m bench.target_ceiling <partitions> <records> [rounds]
 
 Fresh clusters with the backlog ``bench.ab_partitions`` copies (``SOURCE_LINGER_MS`` sets how many records share
 a source batch), every batch fetched into memory first with the mirror's own fetcher (not timed, the source then
-idle). Then, each round, for each count in ``SENDERS`` in turn, all of them handed at once to that many of the
-mirror's own senders (mirror_core.wire.sender: one batch per partition per produce request, as the copier sends
-them; partition p through sender p % count, each with its own connection), to a fresh topic: the same batches
-every time. Prints records/s from 10 % to 90 % of the records acknowledged and the cores of the target broker and
-of this process over the same span.
+idle). Then, each round, for each count in ``CONNECTIONS`` in turn, all of them handed at once to the mirror's own
+sender with that many connections to the broker (mirror_core.wire.sender: one batch per partition per produce
+request, as the copier sends them), to a fresh topic: the same batches every time. Prints records/s from 10 % to
+90 % of the records acknowledged and the cores of the target broker and of this process over the same span.
 No fetch, offset map, progress or metric runs meanwhile: a copier of these batches cannot beat this rate here,
 and its rate over this one is what everything else costs it.
 """
@@ -50,31 +49,28 @@ def fetch_all(bootstrap: str, topic: str, partitions: int, records: int) -> list
     return out
 
 
-def send_all(bootstrap: str, topic: str, batches: list[list[memoryview]], target_pid: int, senders: int
+def send_all(bootstrap: str, topic: str, batches: list[list[memoryview]], target_pid: int, connections: int
              ) -> dict[str, float]:
-    """Every batch to ``topic`` on the target through ``senders`` senders (partition p through sender p % senders:
-    a connection each to the broker), at once; the rate and cores over 10-90 % of the records acknowledged."""
-    lanes = [BatchSender(Brokers(bootstrap, {}, "target")) for _ in range(senders)]
+    """Every batch to ``topic`` on the target through one sender with ``connections`` to the broker (as the batches
+    path's replication.producers sets it), at once; the rate and cores over 10-90 % of the records acknowledged."""
+    sender = BatchSender(Brokers(bootstrap, {}, "target"), connections=connections)
     total = sum(record_count(b) for part in batches for b in part)
     samples: list[tuple[float, int, float, float]] = []
     done = 0
     try:
-        for p, part in enumerate(batches):
-            lanes[p % senders].send([Outgoing(topic, p, b, token=record_count(b)) for b in part])
+        sender.send([Outgoing(topic, p, b, token=record_count(b)) for p, part in enumerate(batches) for b in part])
         deadline = time.monotonic() + 900
         while done < total:
-            for lane in lanes:
-                for r in lane.poll(0.05 / senders):
-                    if r.error:
-                        raise RuntimeError(r.describe())
-                    done += int(r.batch.token)  # type: ignore[call-overload]
+            for r in sender.poll(0.05):
+                if r.error:
+                    raise RuntimeError(r.describe())
+                done += int(r.batch.token)  # type: ignore[call-overload]
             samples.append((time.monotonic(), done, bench_run.cpu_seconds([target_pid]),
                             bench_run.cpu_seconds([os.getpid()])))
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{done:,} of {total:,} records acknowledged in 900 s")
     finally:
-        for lane in lanes:
-            lane.close()
+        sender.close()
     lo = next(s for s in samples if s[1] >= total * 0.1)
     hi = next(s for s in samples if s[1] >= total * 0.9)
     span = max(hi[0] - lo[0], 1e-3)
@@ -84,18 +80,18 @@ def send_all(bootstrap: str, topic: str, batches: list[list[memoryview]], target
 
 def main(partitions: int, records: int, rounds: int = 1) -> None:
     linger_ms = int(os.environ.get("SOURCE_LINGER_MS", "20"))
-    variants = [int(n) for n in os.environ.get("SENDERS", "1").split(",")]
+    variants = [int(n) for n in os.environ.get("CONNECTIONS", "1").split(",")]
     topic = f"ceiling{partitions}"
     with fresh_backlog("mirror-ceiling-", topic, partitions, records, linger_ms) as backlog:
         batches = fetch_all(backlog.src.bootstrap, topic, partitions, records)
         count = sum(map(len, batches))
         print({"partitions": partitions, "batches": count, "records_per_batch": round(records / count, 1)})
         for r in range(rounds):  # the same batches each time, to a topic of their own; the variants taking turns
-            for senders in variants:
-                remote = f"{topic}.{r}.{senders}"
+            for connections in variants:
+                remote = f"{topic}.{r}.{connections}"
                 backlog.dst.create(remote, partitions)
-                print({"round": r + 1, "senders": senders, **send_all(
-                    backlog.dst.bootstrap, remote, batches, backlog.clusters[1].pid() or 0, senders)}, flush=True)
+                print({"round": r + 1, "connections": connections, **send_all(
+                    backlog.dst.bootstrap, remote, batches, backlog.clusters[1].pid() or 0, connections)}, flush=True)
 
 
 if __name__ == "__main__":

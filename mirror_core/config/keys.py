@@ -206,9 +206,9 @@ KEYS: tuple[KeyDef, ...] = (
            "The batches path: bytes of source batches handed to the target and not yet acknowledged before "
            "fetching pauses (each batch counted with 1 KiB for the mirror's bookkeeping of it). What bounds its "
            "memory whatever the record size; answers already on their way still arrive (up to fetch.max.bytes "
-           "per source broker). 64 MiB copied as fast as 500,000 records of 100 B did and faster than 256 MiB "
-           "(which took twice the memory and more CPU per record), and 1 KiB records at a third of the memory "
-           "(README 'Scale'). The records path ignores it."),
+           "per source broker). 64 MiB copied 100 B records as 500,000 records did, at their memory (256 MiB, "
+           "measured the same way, took twice the memory and more CPU per record for no rate), and 1 KiB records "
+           "at a third of the memory (README 'Scale'). The records path ignores it."),
     KeyDef("replication.producers", auto_or_int(1, 32), "auto",
            "At-least-once: target producers per flow and process (1-32), each with its own connections; a "
            "partition always goes through the same one. librdkafka sends one partition per produce request, "

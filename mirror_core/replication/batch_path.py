@@ -281,7 +281,10 @@ class BatchCopier:
             self.sender.send(out)
             self.in_flight += records
             self.in_flight_bytes += size + BATCH_BOOKKEEPING_BYTES * len(out)
-        self.reader.handed_over(key, next_offset(part.batches[-1]), hold=self.full)
+        full = self.full
+        if full:  # at once, not after this round of answers: the fetcher would go on meanwhile
+            self.reader.fetcher.throttle(True)
+        self.reader.handed_over(key, next_offset(part.batches[-1]), hold=full)
         return records
 
     @staticmethod

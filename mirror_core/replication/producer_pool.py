@@ -141,8 +141,8 @@ def needs_round_trip(flow: FlowConfig) -> bool:
 
 
 #: the batches data path's connections per target broker with replication.producers = auto: a broker handles one
-#: request of a connection at a time; the target took the same batches 15-30 % faster over two at 2,000 partitions
-#: and 50-75 % at 8 than over one, four no faster than two (bench.target_ceiling, README "Scale")
+#: request of a connection at a time; the target took the same batches 33-34 % faster over two at 2,000 partitions
+#: and 47-75 % at 8 than over one; four no faster than two at 2,000, 6-15 % at 8 (bench.target_ceiling, on 2 cores)
 BATCH_SENDER_CONNECTIONS = 2
 
 

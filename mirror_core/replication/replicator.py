@@ -313,6 +313,8 @@ class FlowReplicator:
                 # while nothing is released (a target that does not answer must not make the loop spin).
                 parked = producing.parked_records()
                 if delivery.in_flight() + parked >= max_in_flight or (copier is not None and copier.full):
+                    if copier is not None:  # (its partitions are never fetched by the consumer: nothing piles up)
+                        consuming.serve_group()  # a rebalance is not held up while the target is slow or away
                     delivery.poll_producers(parked_wait if parked else 0.05)  # back-pressure
                 else:
                     if copier is None:

@@ -90,10 +90,12 @@ class Sent:
 
 
 class _Partition:
-    __slots__ = ("acked_seq", "failed", "generation", "in_flight", "known", "lane", "next_seq", "queue", "returned")
+    __slots__ = ("acked_seq", "failed", "generation", "in_flight", "known", "next_seq", "queue", "returned", "route")
 
-    def __init__(self, lane: int) -> None:
-        self.lane = lane  # the connection to its leader that carries it (one, so its batches stay in order)
+    def __init__(self) -> None:
+        #: (broker, connection) that carries its batches: one, so that they stay in order; chosen again only when
+        #: its leader changed and nothing of it is in flight
+        self.route: tuple[int, int] | None = None
         self.queue: deque[Outgoing] = deque()
         self.in_flight: deque[Outgoing] = deque()
         self.returned: list[Outgoing] = []  # retried: back to the queue's front once in_flight is empty
@@ -108,13 +110,17 @@ class _Partition:
 
 
 class BatchSender:
-    """``connections`` to each leader broker, a partition always on the same one: a broker handles one request
-    of a connection at a time, so one connection keeps the mirror's produce requests on one of its request
-    handler threads."""
+    """``connections`` to each leader broker, a partition always on the same one (dealt in turn, so each carries
+    a share): a broker handles one request of a connection at a time, so one connection keeps the mirror's
+    produce requests on one of its request handler threads."""
 
     def __init__(self, brokers: Brokers, timeout_ms: int = 30_000, delivery_timeout_s: float = 120.0,
                  max_request_bytes: int = 16 << 20, connections: int = 1) -> None:
+        if connections < 1:
+            raise ValueError(f"connections must be 1 or more, not {connections}")
         self.brokers, self.timeout_ms, self.connections = brokers, timeout_ms, connections
+        self._started: set[tuple[int, int]] = set()  # (broker, connection) with a thread
+        self._dealt: dict[int, int] = {}  # per broker, partitions given a connection so far
         self.delivery_timeout_s, self.max_request_bytes = delivery_timeout_s, max_request_bytes
         self._cond = threading.Condition()
         self._parts: dict[TP, _Partition] = {}
@@ -135,7 +141,7 @@ class BatchSender:
             tps = []
             for b in batches:
                 tp = (b.topic, b.partition)
-                p = self._parts.get(tp) or self._parts.setdefault(tp, _Partition(hash(tp) % self.connections))
+                p = self._parts.get(tp) or self._parts.setdefault(tp, _Partition())
                 if p.failed:
                     self._results.put(Sent(b, NOT_SENT))
                     continue
@@ -173,8 +179,10 @@ class BatchSender:
 
     def _start(self, node: int) -> None:
         for lane in range(self.connections):
-            threading.Thread(target=self._produce_to, args=(node, lane), name=f"produce-{node}-{lane}",
-                             daemon=True).start()
+            if (node, lane) not in self._started:  # (called again for a broker whose start failed part way)
+                threading.Thread(target=self._produce_to, args=(node, lane), name=f"produce-{node}-{lane}",
+                                 daemon=True).start()
+                self._started.add((node, lane))
 
     def _take(self, node: int, lane: int) -> dict[TP, Outgoing]:
         """The next batch of each partition this broker leads on this connection that may go now, stamped (under
@@ -183,9 +191,18 @@ class BatchSender:
         budget = self.max_request_bytes
         leaders = self._leaders.leaders
         now = time.monotonic()
+        dealt = False
         for tp, p in self._parts.items():
-            if not p.queue or p.failed or p.returned or len(p.in_flight) >= MAX_IN_FLIGHT or p.lane != lane or \
-                    leaders.get(tp) != node:
+            if not p.queue or p.failed or p.returned or len(p.in_flight) >= MAX_IN_FLIGHT or leaders.get(tp) != node:
+                continue
+            if p.route is None or p.route[0] != node:
+                if p.in_flight:
+                    continue  # those in flight to its old leader answer first
+                turn = self._dealt.get(node, 0)
+                self._dealt[node] = turn + 1
+                p.route = (node, turn % self.connections)
+                dealt = True
+            if p.route[1] != lane:
                 continue
             if p.in_flight and (p.in_flight[-1].producer_id != self.producer_id or not p.known
                                 or p.in_flight[-1].generation != p.generation or p.in_flight[-1].node != node):
@@ -206,6 +223,8 @@ class BatchSender:
             p.in_flight.append(b)
             chosen[tp] = b
             budget -= len(b.data)
+        if dealt and self.connections > 1:
+            self._cond.notify_all()  # the broker's other connections have partitions of their own now
         return chosen
 
     def _produce_to(self, node: int, lane: int) -> None:
@@ -251,7 +270,7 @@ class BatchSender:
                     self._answered(outstanding.popleft(), {})
                 with self._cond:  # perhaps no longer the leader: looked up again
                     self._leaders.moved([tp for tp, n in self._leaders.leaders.items()
-                                         if n == node and tp in self._parts and self._parts[tp].lane == lane])
+                                         if n == node and tp in self._parts and self._parts[tp].route == (node, lane)])
                 self._stop.wait(RETRY_S)
         if conn is not None:
             conn.close()

@@ -13,7 +13,7 @@ from mirror_core.replication.batch import PartitionState
 from mirror_core.replication.batch_path import BATCH_BOOKKEEPING_BYTES, BatchCopier, WireReader
 from mirror_core.wire.fetch import FetchedPartition
 from mirror_core.wire.records import contiguous, record_count
-from mirror_core.wire.sender import Outgoing, Sent
+from mirror_core.wire.sender import NOT_SENT, Outgoing, Sent
 from tests.unit.test_wire_recode import gapped
 
 
@@ -150,7 +150,7 @@ def test_an_offset_no_longer_on_the_source_moves_the_fetch_only() -> None:
 def test_nothing_is_in_flight_once_the_copier_is_closed() -> None:
     copier, _, _, _ = copier_with_batches_in_flight()
     copier.close()  # its answers will never come: a flush after it must not wait for them
-    assert copier.in_flight == 0
+    assert copier.in_flight == copier.in_flight_bytes == 0
 
 
 def test_no_fetch_is_sent_while_the_limit_is_in_flight_and_fetching_goes_on_below_it() -> None:
@@ -176,11 +176,22 @@ def test_the_bytes_in_flight_bound_the_copier_whatever_the_record_count() -> Non
     assert copier.take(FetchedPartition("t", 0, 0, 5000, 5000, 0, batches=[memoryview(raw)])) == 10
     assert copier.in_flight == 30 and copier.in_flight_bytes == 3 * (len(raw) + BATCH_BOOKKEEPING_BYTES)
     assert copier.full and ("t", 0) in reader.held and not fetcher.resumed
+    assert fetcher.full == [True]  # at once, before the round of answers ends
     copier.collect(0)
-    assert fetcher.full == [True]
+    assert fetcher.full == [True, True]
     sender = cast(Sender, copier.sender)
     first = st.pending[0]
     sender.answers = [Sent(Outgoing(st.remote, 0, b"", token=first), 0, 500)]
     copier.collect(0)  # one batch answered: below the bound again
     assert copier.in_flight == 20 and copier.in_flight_bytes == 2 * (len(raw) + BATCH_BOOKKEEPING_BYTES)
-    assert fetcher.full == [True, False] and fetcher.resumed == [(("t", 0), 1030)] and not reader.held
+    assert fetcher.full[-1] is False and fetcher.resumed == [(("t", 0), 1030)] and not reader.held
+
+
+def test_failed_and_unsent_batches_leave_the_bytes_in_flight_as_answered_ones_do() -> None:
+    """A batch counts until its one answer, whatever it says (an error, NOT_SENT behind one)."""
+    copier, _, st, _ = copier_with_batches_in_flight()
+    first, second = st.pending
+    cast(Sender, copier.sender).answers = [Sent(Outgoing(st.remote, 0, b"", token=first), 10),  # MESSAGE_TOO_LARGE
+                                           Sent(Outgoing(st.remote, 0, b"", token=second), NOT_SENT)]
+    copier.collect(0)
+    assert copier.in_flight == 0 and copier.in_flight_bytes == 0 and not copier.full

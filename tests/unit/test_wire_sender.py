@@ -3,6 +3,7 @@ flight for a partition, and what it sends again after a lost connection (the sam
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -182,9 +183,9 @@ def test_an_answer_behind_a_returned_batch_past_the_timeout_is_a_failure_not_a_l
     assert (third, 0, -1) not in got and got[0][0] is first and (third, 7, -1) in got, got
 
 
-def test_with_two_connections_a_partition_always_goes_on_the_same_one_and_both_carry_some() -> None:
-    """BatchSender(connections=2): a broker handles one request per connection at a time, so partitions are shared
-    over two; each partition's batches all go on one of them (in order), whatever is waiting."""
+def test_with_two_connections_a_partition_always_goes_on_the_same_one_and_each_carries_half() -> None:
+    """BatchSender(connections=2): a broker handles one request per connection at a time, so its partitions are
+    dealt over two in turn; each partition's batches all go on one of them (in order), whatever is waiting."""
     s = BatchSender(Brokers("127.0.0.1:1", {}, "dc2"), connections=2)
     try:
         s.producer_id, s.epoch, s._renew = 7, 0, False
@@ -194,10 +195,40 @@ def test_with_two_connections_a_partition_always_goes_on_the_same_one_and_both_c
             s.send([Outgoing(*tp, batch(0, 1)), Outgoing(*tp, batch(0, 1))])
         with s._cond:
             lanes = [set(s._take(1, lane)) for lane in (0, 1)]
-            assert lanes[0] and lanes[1] and not lanes[0] & lanes[1] and lanes[0] | lanes[1] == set(tps)
+            assert len(lanes[0]) == len(lanes[1]) == 8 and lanes[0] | lanes[1] == set(tps)
             for tp in tps:  # known to the broker now: the second batch may go too, on the same connection only
                 s._parts[tp].known = True
             again = [set(s._take(1, lane)) for lane in (0, 1)]
         assert again == lanes
     finally:
         s.close()
+
+
+def test_a_partition_whose_leader_moved_is_dealt_a_connection_of_the_new_one_once_its_old_ones_answered(
+        sender: BatchSender) -> None:
+    first, second = _queue(sender, 2, 2)
+    with sender._cond:
+        assert sender._take(1, 0) == {TP: first}
+        sender._leaders.leaders[TP] = 2
+        assert sender._take(2, 0) == {}  # the first is still in flight to broker 1: it answers first
+    sender._answered({TP: first}, {TP: (0, 0, None)})
+    with sender._cond:
+        assert sender._take(2, 0) == {TP: second} and sender._parts[TP].route == (2, 0)
+
+
+def test_a_brokers_connections_are_started_once_each_and_none_is_refused() -> None:
+    s = BatchSender(Brokers("127.0.0.1:1", {}, "dc2"), connections=3)
+    try:
+        started: list[tuple[int, int]] = []
+        s._produce_to = lambda node, lane: started.append((node, lane))  # type: ignore[method-assign]
+        s._start(1)
+        s._start(1)  # (a lookup round that starts the broker again after a start failed part way)
+        for _ in range(50):
+            if len(started) == 3:
+                break
+            time.sleep(0.01)
+        assert sorted(started) == [(1, 0), (1, 1), (1, 2)]
+    finally:
+        s.close()
+    with pytest.raises(ValueError):
+        BatchSender(Brokers("127.0.0.1:1", {}, "dc2"), connections=0)

@@ -34,13 +34,16 @@ class FetchedPartition:
 
 
 def fetch_request(positions: Mapping[tuple[str, int], int], max_wait_ms: int, min_bytes: int, max_bytes: int,
-                  partition_max_bytes: int, isolation: int = READ_COMMITTED) -> bytes:
-    """A sessionless fetch from each (topic, partition) at its position."""
-    by_topic: dict[str, list[tuple[int, int]]] = {}
+                  partition_max_bytes: int, isolation: int = READ_COMMITTED,
+                  sizes: Mapping[tuple[str, int], int] | None = None) -> bytes:
+    """A sessionless fetch from each (topic, partition) at its position, in their order (the broker fills the
+    answer in it), each up to ``partition_max_bytes`` or its own entry in ``sizes``."""
+    sizes = sizes or {}
+    by_topic: dict[str, list[tuple[int, int, int]]] = {}
     for (topic, partition), offset in positions.items():
-        by_topic.setdefault(topic, []).append((partition, offset))
-    topics = array(string(topic) + array(int32(p) + int32(-1) + int64(offset) + int64(-1) + int32(partition_max_bytes)
-                                         for p, offset in parts) for topic, parts in by_topic.items())
+        by_topic.setdefault(topic, []).append((partition, offset, sizes.get((topic, partition), partition_max_bytes)))
+    topics = array(string(topic) + array(int32(p) + int32(-1) + int64(offset) + int64(-1) + int32(size)
+                                         for p, offset, size in parts) for topic, parts in by_topic.items())
     head = int32(-1) + int32(max_wait_ms) + int32(min_bytes) + int32(max_bytes) + bytes([isolation])
     return head + int32(0) + int32(-1) + topics + array([]) + string("")
 

@@ -42,6 +42,11 @@ class BatchFetcher:
         self._positions: dict[TP, int] = {}  # where each assigned partition is fetched next
         self._generation: dict[TP, int] = {}  # bumped by every assign/revoke: older results are dropped
         self._held: set[TP] = set()  # fetched and not yet resumed: not fetched again meanwhile
+        #: partitions whose batches outgrew partition_max_bytes: the size they are asked for instead (kept until
+        #: sought or revoked: their batches come that large), and those whose last answer said so, asked first in
+        #: their broker's next fetch (see :meth:`_outgrown`)
+        self._sizes: dict[TP, int] = {}
+        self._first: set[TP] = set()
         self._turn = 0  # rotates the order partitions are asked in
         self._full = False  # the caller has as much in flight as it takes: no fetch is sent (throttle)
         #: (log start, high watermark) of each partition from its last answer while assigned, an empty one too (kept
@@ -58,6 +63,8 @@ class BatchFetcher:
                 self._positions[tp] = offset
                 self._generation[tp] = self._generation.get(tp, 0) + 1
                 self._held.discard(tp)
+                self._sizes.pop(tp, None)
+                self._first.discard(tp)
             self._leaders.want(positions)
             self._cond.notify_all()
 
@@ -68,6 +75,8 @@ class BatchFetcher:
                 self._positions.pop(tp, None)
                 self._generation[tp] = self._generation.get(tp, 0) + 1
                 self._held.discard(tp)
+                self._sizes.pop(tp, None)
+                self._first.discard(tp)
             self._leaders.forget(tps)
 
     def resume(self, tp: TP, offset: int) -> None:
@@ -111,7 +120,8 @@ class BatchFetcher:
     def _mine(self, node: int) -> dict[TP, int]:
         """Partitions this broker leads that are not held, now marked held (called under the lock; none while the
         caller is full), starting one further each time: a full answer gives the partitions it reaches last a
-        partial batch or none, so the same ones must not always come last."""
+        partial batch or none, so the same ones must not always come last. Those whose next batch did not fit
+        their fetch size come first (``_first``)."""
         if self._full:
             return {}
         leaders, held = self._leaders.leaders, self._held
@@ -119,6 +129,8 @@ class BatchFetcher:
         self._turn += 1
         start = self._turn % len(ready) if ready else 0
         mine = dict(ready[start:] + ready[:start])
+        if self._first:
+            mine = {**{tp: mine[tp] for tp in self._first if tp in mine}, **mine}
         self._held.update(mine)
         return mine
 
@@ -133,6 +145,7 @@ class BatchFetcher:
                     self._cond.wait(0.5)
                     continue
                 generations = {tp: self._generation[tp] for tp in mine}
+                sizes = {tp: size for tp, size in self._sizes.items() if tp in mine} if self._sizes else {}
             try:
                 if conn is not None and conn.expiring():  # its session ends soon (a token expires): a new one
                     conn.close()
@@ -140,8 +153,8 @@ class BatchFetcher:
                 if conn is None:
                     conn = self.brokers.connect(node, limits.max_wait_ms / 1000)
                 parts = parse_fetch(conn.call(API_FETCH, conn.version(API_FETCH, (FETCH_VERSION,)), fetch_request(
-                    mine, limits.max_wait_ms, limits.min_bytes, limits.max_bytes, limits.partition_max_bytes),
-                    reuse=True), conn.where)
+                    mine, limits.max_wait_ms, limits.min_bytes, limits.max_bytes, limits.partition_max_bytes,
+                    sizes=sizes), reuse=True), conn.where)
                 outage.succeeded(conn.where)
             except Exception as exc:  # a connection, TLS or SASL failure, an answer that does not parse: again
                 outage.failed(exc, self.brokers.name(node))
@@ -163,13 +176,44 @@ class BatchFetcher:
                              part.partition, name(part.error))
                     stale.append(tp)
                 elif not part.error and not part.batches and part.problem is None:
-                    again.add(tp)  # nothing new within the wait: fetched again
+                    again.add(tp)  # nothing new within the wait (or its next batch did not fit): fetched again
                 elif tp in generations:  # (an answer for a partition not asked for is not one to act on)
                     self._results.put((generations[tp], part))
+            grown = self._outgrown(parts, mine, sizes)
+            if grown or self._first:
+                with self._cond:  # (not for one sought since: its batches are others)
+                    self._first.difference_update(mine)
+                    for tp, size in grown.items():
+                        if self._generation.get(tp) == generations[tp]:
+                            self._sizes[tp] = size
+                            self._first.add(tp)
             self._release(again)
             self._release(stale, stale=True)
         if conn is not None:
             conn.close()
+
+    def _outgrown(self, parts: list[FetchedPartition], asked: Mapping[TP, int], sizes: Mapping[TP, int]
+                  ) -> dict[TP, int]:
+        """Partitions whose next batch is larger than they were asked for, with twice that size (at most the
+        fetch's): no records though behind their last stable offset, in an answer that had room for them. The
+        broker serves a batch larger than its partition's fetch size only to the first partition with records in
+        its answer, and none of it to the others (Kafka 4: not even a part to read its size from), so these are
+        asked first next time, for more, as librdkafka grows its fetch size: else, among thousands of busy
+        partitions, such a one moved on only when it happened to come first. Room: the answer and the partition's
+        size within half the fetch's max_bytes (a broker caps an answer at its own fetch.max.bytes, 55 MiB by
+        default, which it does not say)."""
+        room = self.limits.max_bytes // 2 - sum(len(b) for part in parts for b in part.batches)
+        out: dict[TP, int] = {}
+        if room < self.limits.partition_max_bytes:  # (the sizes asked for are never less)
+            return out
+        for part in parts:
+            tp = (part.topic, part.partition)
+            size = sizes.get(tp, self.limits.partition_max_bytes)
+            end = part.last_stable if part.last_stable >= 0 else part.high_watermark
+            if (not part.batches and not part.error and part.problem is None and size <= room and tp in asked
+                    and asked[tp] < end):
+                out[tp] = min(2 * size, self.limits.max_bytes)
+        return out
 
     def _release(self, tps: Iterable[TP], stale: bool = False) -> None:
         with self._cond:

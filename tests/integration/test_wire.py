@@ -6,13 +6,17 @@ the partition's later batches not written. (TLS and SASL: test_security.py.)"""
 
 from __future__ import annotations
 
+import os
 import time
+from typing import Any
 
+import pytest
 from confluent_kafka import Producer
 
 from mirror_core.devcluster.toxiproxy import Toxic
+from mirror_core.wire import fetcher as fetcher_module
 from mirror_core.wire.errors import NAMES
-from mirror_core.wire.fetch import FetchedPartition
+from mirror_core.wire.fetch import FetchedPartition, fetch_request
 from mirror_core.wire.fetcher import BatchFetcher, FetchLimits
 from mirror_core.wire.metadata import Brokers
 from mirror_core.wire.recode import CODEC_MASK, CODECS, contiguous_copy, decompress
@@ -34,6 +38,7 @@ from tests.kafka_harness import (
     end_offsets,
     produce_sequence,
     produce_transactions,
+    producer,
     read_all,
     wait_until,
 )
@@ -166,6 +171,39 @@ def test_a_full_caller_gets_nothing_more_fetched_until_it_has_room(dc1: str, nam
             assert time.monotonic() < deadline, f"{len(got)} of {partitions} partitions fetched"
             got += fetcher.poll(0.5)
         assert len(got) == partitions and all(not part.error and part.batches for part in got)
+    finally:
+        fetcher.close()
+
+
+def test_partitions_whose_batches_outgrow_the_fetch_size_are_asked_for_more_and_all_move_on(
+        dc1: str, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The broker serves a batch larger than max.partition.fetch.bytes only to the first partition with records in
+    its answer, and none of it to the others: one batch per fetch, whatever the partitions. Those that came back
+    empty though behind, with a partition after them served, are asked first next time, for twice as much."""
+    topic, partitions, batches = f"{name}.outgrown", 20, 10
+    create_topic(dc1, topic, partitions)
+    p = producer(dc1, **{"batch.size": 16384, "linger.ms": 0})
+    for i in range(partitions * batches):  # 20 kB records, over batch.size: a batch each
+        p.produce(topic, value=os.urandom(20_000), partition=i % partitions)
+    assert p.flush(30) == 0
+    brokers = Brokers(dc1, {}, "dc1")
+    ends = {q: part.high_watermark for q, part in _log_ends(brokers, topic).items()}
+    assert ends == dict.fromkeys(range(partitions), batches)  # precondition: one record, one batch
+    fetches = [0]
+
+    def counted(*args: Any, **kwargs: Any) -> bytes:
+        fetches[0] += 1
+        return fetch_request(*args, **kwargs)
+
+    monkeypatch.setattr(fetcher_module, "fetch_request", counted)
+    fetcher = BatchFetcher(brokers, FetchLimits(max_wait_ms=100, partition_max_bytes=4096))
+    try:
+        fetcher.assign({(topic, q): 0 for q in range(partitions)})
+        counts, _ = _drain(fetcher, ends, topic)
+        assert counts == ends
+        # Grown 4 → 8 → 16 → 32 kB in three answers, then a batch of each partition per fetch: 23 fetches here,
+        # where a batch per fetch took one per batch (207 with the growth removed).
+        assert fetches[0] <= partitions * batches // 4, fetches[0]
     finally:
         fetcher.close()
 

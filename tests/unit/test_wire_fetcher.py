@@ -14,7 +14,8 @@ import pytest
 
 from mirror_core.wire.codec import ProtocolError
 from mirror_core.wire.connection import WireError
-from mirror_core.wire.fetcher import BatchFetcher
+from mirror_core.wire.fetch import FetchedPartition
+from mirror_core.wire.fetcher import BatchFetcher, FetchLimits
 from mirror_core.wire.leaders import LEADERLESS_RETRY_S, LEADERLESS_SAY_S, RETRY_S, LeaderTracker, Outage, worker_failed
 from mirror_core.wire.metadata import NO_LEADER, Brokers, ClusterMetadata, TopicMetadata
 
@@ -56,6 +57,38 @@ def test_while_the_caller_is_full_no_partition_is_asked() -> None:
         fetcher.throttle(False)
         with fetcher._cond:
             assert sorted(fetcher._mine(1)) == tps
+    finally:
+        fetcher.close()
+
+
+def test_a_partition_whose_next_batch_did_not_fit_is_asked_first_for_more() -> None:
+    """The broker returns a batch larger than the fetch size only to the first partition with records in its
+    answer, and none of it elsewhere: asked anywhere else, such a partition moved on only when the rotation put
+    it first."""
+    fetcher = BatchFetcher(Brokers("127.0.0.1:1", {}, "dc1"), FetchLimits(max_bytes=1 << 20, partition_max_bytes=4096))
+    try:
+        tps = assigned_at_zero(fetcher, 5)
+
+        def answered(partition: int, batches: int, last_stable: int = 100) -> FetchedPartition:
+            return FetchedPartition("t", partition, 0, 100, last_stable, 0, batches=[memoryview(b"b")] * batches)
+
+        asked = dict.fromkeys(tps, 10)
+        # 1: behind, nothing, in an answer with room: outgrown. 0: the same, asked for 8 kB already. 2: nothing
+        # new (at its end). 3: got records.
+        answer = [answered(1, 0), answered(0, 0), answered(3, 2), answered(2, 0, last_stable=10)]
+        assert fetcher._outgrown(answer, asked, {tps[0]: 8192}) == {tps[1]: 8192, tps[0]: 16384}
+        assert fetcher._outgrown([answered(0, 0)], asked, {tps[0]: 1 << 20}) == {}  # no room: more than half of 1 MB
+        full = [answered(1, 0), FetchedPartition("t", 3, 0, 100, 100, 0, batches=[memoryview(bytes(300_000))] * 2)]
+        assert fetcher._outgrown(full, asked, {}) == {}  # the answer was about full: perhaps no room for it
+        with fetcher._cond:
+            fetcher._first.add(tps[3])
+            for _ in range(5):  # whatever the rotation
+                assert next(iter(fetcher._mine(1))) == tps[3]
+                fetcher._held.clear()
+            fetcher._sizes[tps[3]] = 1 << 20
+        fetcher.assign({tps[3]: 40})  # sought: its next batch is another one
+        with fetcher._cond:
+            assert tps[3] not in fetcher._first and tps[3] not in fetcher._sizes
     finally:
         fetcher.close()
 

@@ -53,6 +53,12 @@ def test_a_fetch_asks_each_partition_at_its_position_read_committed_and_reads_ba
     assert [bytes(b) for b in got[0].batches] == [first]
 
 
+def test_a_fetch_asks_a_partition_given_a_size_of_its_own_for_that_much() -> None:
+    request = fetch_request({("a", 0): 7, ("a", 1): 9}, 500, 1, 64 << 20, 4096, sizes={("a", 0): 1 << 20})
+    assert struct.pack(">iiqqi", 0, -1, 7, -1, 1 << 20) in request
+    assert struct.pack(">iiqqi", 1, -1, 9, -1, 4096) in request
+
+
 def test_a_produce_answer_gives_each_batch_its_target_base_offset_or_its_error() -> None:
     request = b"".join(produce_request({("r", 2): (batch(40, 2),)}, 30_000, None))
     assert request[:8] == struct.pack(">hhi", -1, -1, 30_000)  # no transactional id, acks=all

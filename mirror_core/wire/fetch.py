@@ -31,13 +31,16 @@ class FetchedPartition:
     batches: list[memoryview] = field(default_factory=list)
     #: batches the client cannot take (e.g. an older record format), in one line; None when all is well
     problem: str | None = None
+    #: the records' bytes in the answer, a trailing partial batch too (what counted against the answer's limit)
+    size: int = 0
 
 
 def fetch_request(positions: Mapping[tuple[str, int], int], max_wait_ms: int, min_bytes: int, max_bytes: int,
                   partition_max_bytes: int, isolation: int = READ_COMMITTED,
                   sizes: Mapping[tuple[str, int], int] | None = None) -> bytes:
-    """A sessionless fetch from each (topic, partition) at its position, in their order (the broker fills the
-    answer in it), each up to ``partition_max_bytes`` or its own entry in ``sizes``."""
+    """A sessionless fetch from each (topic, partition) at its position, each up to ``partition_max_bytes`` or its
+    own entry in ``sizes``. The broker fills the answer in the request's order: topics in the order of their first
+    partition in ``positions``, each topic's partitions in their order there."""
     sizes = sizes or {}
     by_topic: dict[str, list[tuple[int, int, int]]] = {}
     for (topic, partition), offset in positions.items():
@@ -61,7 +64,7 @@ def parse_fetch(data: memoryview, where: str) -> list[FetchedPartition]:
             aborted = [(pid, first) for pid, first in (r.take(">qq") for _ in range(r.count()))]
             r.int32()  # preferred read replica
             records = r.blob()
-            part = FetchedPartition(topic, index, p_error, high, stable, start, aborted)
+            part = FetchedPartition(topic, index, p_error, high, stable, start, aborted, size=len(records or b""))
             if not p_error and records is not None:
                 try:  # copied out: the batches outlive the answer's buffer, which the next answer is read into
                     part.batches = split_batches(memoryview(bytes(records)))

@@ -25,6 +25,8 @@ from mirror_core.wire.metadata import Brokers
 log = logging.getLogger(__name__)
 #: after a failed connection: how long before the next attempt
 RETRY_S = 0.5
+#: a broker's own fetch.max.bytes by default (55 MiB): it caps an answer below a larger fetch.max.bytes, unsaid
+BROKER_FETCH_MAX_BYTES = 57_671_680
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,8 @@ class BatchFetcher:
         self._generation: dict[TP, int] = {}  # bumped by every assign/revoke: older results are dropped
         self._held: set[TP] = set()  # fetched and not yet resumed: not fetched again meanwhile
         #: partitions whose batches outgrew partition_max_bytes: the size they are asked for instead (kept until
-        #: sought or revoked: their batches come that large), and those whose last answer said so, asked first in
-        #: their broker's next fetch (see :meth:`_outgrown`)
+        #: sought, paused or revoked: their batches come that large; learnt again then, in a few fetches), and those
+        #: whose last answer said so, asked first in their broker's next fetch (see :meth:`_outgrown`)
         self._sizes: dict[TP, int] = {}
         self._first: set[TP] = set()
         self._turn = 0  # rotates the order partitions are asked in
@@ -197,12 +199,14 @@ class BatchFetcher:
         """Partitions whose next batch is larger than they were asked for, with twice that size (at most the
         fetch's): no records though behind their last stable offset, in an answer that had room for them. The
         broker serves a batch larger than its partition's fetch size only to the first partition with records in
-        its answer, and none of it to the others (Kafka 4: not even a part to read its size from), so these are
-        asked first next time, for more, as librdkafka grows its fetch size: else, among thousands of busy
-        partitions, such a one moved on only when it happened to come first. Room: the answer and the partition's
-        size within half the fetch's max_bytes (a broker caps an answer at its own fetch.max.bytes, 55 MiB by
-        default, which it does not say)."""
-        room = self.limits.max_bytes // 2 - sum(len(b) for part in parts for b in part.batches)
+        its answer, and none of it to the others (Kafka 4.3.1 here: not even a part to read its size from), so
+        these are asked first next time, for more, as librdkafka grows its fetch size: else, among thousands of
+        busy partitions, such a one moved on only when it happened to come first. Room: the answer's records and
+        the partition's size within half the answer's limit (max_bytes, or a broker's default cap below it; a
+        broker configured to cap lower may see partitions it did not reach taken as outgrown, which only costs
+        them a larger size)."""
+        limit = min(self.limits.max_bytes, BROKER_FETCH_MAX_BYTES)
+        room = limit // 2 - sum(part.size for part in parts)
         out: dict[TP, int] = {}
         if room < self.limits.partition_max_bytes:  # (the sizes asked for are never less)
             return out

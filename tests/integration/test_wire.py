@@ -78,9 +78,9 @@ def test_the_fetcher_hands_out_every_committed_batch_once_in_order_and_forgets_w
     brokers = Brokers(dc1, {}, "dc1")
     ends = {p: part.high_watermark for p, part in _log_ends(brokers, topic).items()}
     assert sum(ends.values()) > sum(expected.values())  # precondition: markers and aborted records take offsets
-    # One batch per partition and fetch (a fetch returns a partition's first batch whatever its size): many
-    # results per partition, so order and resumption are exercised.
-    fetcher = BatchFetcher(brokers, FetchLimits(max_wait_ms=100, partition_max_bytes=1))
+    # One batch per fetch (the broker serves the first partition with records its first batch whatever the limits;
+    # no room to grow the others' sizes): many results per partition, so order and resumption are exercised.
+    fetcher = BatchFetcher(brokers, FetchLimits(max_wait_ms=100, max_bytes=1, partition_max_bytes=1))
     try:
         fetcher.assign({(topic, p): 0 for p in range(PARTITIONS)})
         counts, seen = _drain(fetcher, ends, topic)
@@ -179,7 +179,7 @@ def test_partitions_whose_batches_outgrow_the_fetch_size_are_asked_for_more_and_
         dc1: str, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The broker serves a batch larger than max.partition.fetch.bytes only to the first partition with records in
     its answer, and none of it to the others: one batch per fetch, whatever the partitions. Those that came back
-    empty though behind, with a partition after them served, are asked first next time, for twice as much."""
+    empty though behind, in an answer with room, are asked first next time, for twice as much."""
     topic, partitions, batches = f"{name}.outgrown", 20, 10
     create_topic(dc1, topic, partitions)
     p = producer(dc1, **{"batch.size": 16384, "linger.ms": 0})
@@ -219,7 +219,7 @@ def test_the_sender_lands_every_batch_in_order_and_says_where_for_an_exact_offse
     source = read_all(dc1, topic)
     brokers = Brokers(dc1, {}, "dc1")
     ends = {p: part.high_watermark for p, part in _log_ends(brokers, topic).items()}
-    fetcher = BatchFetcher(brokers, FetchLimits(max_wait_ms=100, partition_max_bytes=1))
+    fetcher = BatchFetcher(brokers, FetchLimits(max_wait_ms=100, max_bytes=1, partition_max_bytes=1))
     sender = BatchSender(Brokers(dc2, {}, "dc2"))
     try:
         fetcher.assign({(topic, p): 0 for p in range(PARTITIONS)})
@@ -251,7 +251,7 @@ def test_a_refused_batch_is_the_callers_with_the_partitions_later_batches_not_wr
     produce_sequence(dc1, topic, 2, 40, start=122)  # and one behind it
     brokers = Brokers(dc1, {}, "dc1")
     ends = {p: part.high_watermark for p, part in _log_ends(brokers, topic).items()}
-    fetcher = BatchFetcher(brokers, FetchLimits(max_wait_ms=100, partition_max_bytes=1))
+    fetcher = BatchFetcher(brokers, FetchLimits(max_wait_ms=100, max_bytes=1, partition_max_bytes=1))
     sender = BatchSender(Brokers(dc2, {}, "dc2"))
     try:
         fetcher.assign({(topic, p): 0 for p in range(2)})
@@ -315,7 +315,7 @@ def test_batches_whose_answers_are_lost_are_sent_again_and_not_written_twice(dc1
         produce_sequence(dc1, topic, 4, 4_000, start=start)
     brokers = Brokers(dc1, {}, "dc1")
     ends = {p: part.high_watermark for p, part in _log_ends(brokers, topic).items()}
-    fetcher = BatchFetcher(brokers, FetchLimits(max_wait_ms=100, partition_max_bytes=1))
+    fetcher = BatchFetcher(brokers, FetchLimits(max_wait_ms=100, max_bytes=1, partition_max_bytes=1))
     # Socket waits of 5 + 5 s: an answer that does not come within them is a lost connection.
     sender = BatchSender(Brokers(wan.bootstrap, {}, "dc2", timeout=5), timeout_ms=5_000)
     results: list[Sent] = []

@@ -70,7 +70,8 @@ def test_a_partition_whose_next_batch_did_not_fit_is_asked_first_for_more() -> N
         tps = assigned_at_zero(fetcher, 5)
 
         def answered(partition: int, batches: int, last_stable: int = 100) -> FetchedPartition:
-            return FetchedPartition("t", partition, 0, 100, last_stable, 0, batches=[memoryview(b"b")] * batches)
+            return FetchedPartition("t", partition, 0, 100, last_stable, 0, batches=[memoryview(b"b")] * batches,
+                                    size=batches)
 
         asked = dict.fromkeys(tps, 10)
         # 1: behind, nothing, in an answer with room: outgrown. 0: the same, asked for 8 kB already. 2: nothing
@@ -78,8 +79,9 @@ def test_a_partition_whose_next_batch_did_not_fit_is_asked_first_for_more() -> N
         answer = [answered(1, 0), answered(0, 0), answered(3, 2), answered(2, 0, last_stable=10)]
         assert fetcher._outgrown(answer, asked, {tps[0]: 8192}) == {tps[1]: 8192, tps[0]: 16384}
         assert fetcher._outgrown([answered(0, 0)], asked, {tps[0]: 1 << 20}) == {}  # no room: more than half of 1 MB
-        full = [answered(1, 0), FetchedPartition("t", 3, 0, 100, 100, 0, batches=[memoryview(bytes(300_000))] * 2)]
-        assert fetcher._outgrown(full, asked, {}) == {}  # the answer was about full: perhaps no room for it
+        # The answer about full, counting a trailing part of a batch (its records' bytes, not its whole batches').
+        full = [answered(1, 0), FetchedPartition("t", 3, 0, 100, 100, 0, batches=[memoryview(b"b")], size=522_000)]
+        assert fetcher._outgrown(full, asked, {}) == {}  # perhaps no room for it
         with fetcher._cond:
             fetcher._first.add(tps[3])
             for _ in range(5):  # whatever the rotation

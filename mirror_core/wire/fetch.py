@@ -34,6 +34,11 @@ class FetchedPartition:
     #: the records' bytes in the answer, a trailing partial batch too (what counted against the answer's limit)
     size: int = 0
 
+    @property
+    def nothing_new(self) -> bool:
+        """No batch, no error, no problem: nothing new within the wait, or its next batch did not fit."""
+        return not self.error and not self.batches and self.problem is None
+
 
 def fetch_request(positions: Mapping[tuple[str, int], int], max_wait_ms: int, min_bytes: int, max_bytes: int,
                   partition_max_bytes: int, isolation: int = READ_COMMITTED,

@@ -177,8 +177,8 @@ class BatchFetcher:
                     log.info("%s: %s[%d]: %s, finding its leader again", self.brokers.where, part.topic,
                              part.partition, name(part.error))
                     stale.append(tp)
-                elif not part.error and not part.batches and part.problem is None:
-                    again.add(tp)  # nothing new within the wait (or its next batch did not fit): fetched again
+                elif part.nothing_new:
+                    again.add(tp)  # fetched again
                 elif tp in generations:  # (an answer for a partition not asked for is not one to act on)
                     self._results.put((generations[tp], part))
             grown = self._outgrown(parts, mine, sizes)
@@ -214,8 +214,7 @@ class BatchFetcher:
             tp = (part.topic, part.partition)
             size = sizes.get(tp, self.limits.partition_max_bytes)
             end = part.last_stable if part.last_stable >= 0 else part.high_watermark
-            if (not part.batches and not part.error and part.problem is None and size <= room and tp in asked
-                    and asked[tp] < end):
+            if part.nothing_new and size <= room and tp in asked and asked[tp] < end:
                 out[tp] = min(2 * size, self.limits.max_bytes)
         return out
 

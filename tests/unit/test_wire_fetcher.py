@@ -25,6 +25,7 @@ def assigned_at_zero(fetcher: BatchFetcher, partitions: int) -> list[tuple[str, 
     tps = [("t", p) for p in range(partitions)]
     with fetcher._cond:
         fetcher._positions.update(dict.fromkeys(tps, 0))
+        fetcher._generation.update(dict.fromkeys(tps, 1))
         fetcher._leaders.leaders.update(dict.fromkeys(tps, 1))
     return tps
 
@@ -216,3 +217,74 @@ def test_a_partition_that_keeps_no_leader_is_said_and_asked_for_less_often(caplo
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 1 and said[0].startswith("source cluster dc1: no leader for t[1] (")
     assert "for 11 s or more" in said[0]
+
+
+class ScriptedConnection:
+    """A broker connection whose fetch answers are made up: ``fetch_request`` and ``parse_fetch`` are replaced
+    (see the test) so that each request is recorded and each answer comes from the script."""
+
+    where = "dc1 broker 1"
+
+    def version(self, api: int, versions: tuple[int, ...]) -> int:
+        return versions[0]
+
+    def expiring(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def call(self, api: int, version: int, body: bytes, reuse: bool = False) -> memoryview:
+        return memoryview(body)
+
+
+class ScriptedBrokers(Brokers):
+    def connect(self, node: int, wait_s: float = 0.0) -> ScriptedConnection:  # type: ignore[override]
+        return ScriptedConnection()
+
+
+def test_the_fetch_loop_asks_an_outgrown_partition_first_next_time_unless_it_was_sought_meanwhile(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wiring in the broker's fetch loop: the answer's outgrown partitions lead the next request, asking twice
+    the size; one that got records is no longer first; one sought while its fetch was out is not flagged (its
+    next batches are others)."""
+    fetcher = BatchFetcher(ScriptedBrokers("127.0.0.1:1", {}, "dc1"),
+                           FetchLimits(max_bytes=1 << 20, partition_max_bytes=4096))
+    requests: list[tuple[list[tuple[str, int]], dict[tuple[str, int], int]]] = []
+
+    def part(p: int, batches: int = 0, last_stable: int = 100) -> FetchedPartition:
+        return FetchedPartition("t", p, 0, 100, last_stable, 0, batches=[memoryview(b"b")] * batches, size=batches)
+
+    def first(asked: list[tuple[str, int]]) -> list[FetchedPartition]:
+        # 0 at its end, 1 got records (held), 2 and 3 behind with nothing: outgrown; 3 is sought meanwhile.
+        fetcher.assign({("t", 3): 50})
+        return [part(0, last_stable=0), part(1, 1), part(2), part(3)]
+
+    def second(asked: list[tuple[str, int]]) -> list[FetchedPartition]:
+        fetcher._stop.set()  # the loop ends once this answer is handled
+        return [part(tp[1], 1) for tp in asked]  # records for all: nothing first any more
+
+    def recorded(positions: dict[tuple[str, int], int], *args: object,
+                 sizes: dict[tuple[str, int], int] | None = None) -> bytes:
+        requests.append((list(positions), dict(sizes or {})))
+        return b""
+
+    def answered(data: memoryview, where: str) -> list[FetchedPartition]:
+        return [first, second][len(requests) - 1](requests[-1][0])
+
+    monkeypatch.setattr("mirror_core.wire.fetcher.fetch_request", recorded)
+    monkeypatch.setattr("mirror_core.wire.fetcher.parse_fetch", answered)
+    try:
+        tps = assigned_at_zero(fetcher, 4)
+        worker = threading.Thread(target=fetcher._fetch_from, args=(1,), daemon=True)
+        worker.start()
+        worker.join(10)
+        assert not worker.is_alive()
+        (asked1, sizes1), (asked2, sizes2) = requests
+        assert sorted(asked1) == tps and sizes1 == {}
+        # 1 is held (its result not resumed); 2 leads, for twice the size; 3 sought: asked at its new position only
+        assert asked2[0] == tps[2] and sorted(asked2) == [tps[0], tps[2], tps[3]] and sizes2 == {tps[2]: 8192}
+        assert fetcher._sizes == {tps[2]: 8192}  # kept until sought
+        assert not fetcher._first  # 2 got records: the next request has no one first
+    finally:
+        fetcher.close()

@@ -9,8 +9,8 @@ turns meet the same machine load). ``WORKERS`` mirror processes share the flow (
 instance id). ``EVERY=<s>`` also prints, every that many seconds, the rate over the last interval and the
 cores used by the mirror processes, the source broker and the target broker: whether a long copy slows
 down, and who is busy. A py-spy output whose name contains "native" samples C frames too (py-spy is not
-a project dependency: ``pip install py-spy``), and one whose name contains "idle" samples waiting threads
-too; sampling starts 4 s after the start and lasts 25 s. ``SOURCE_LINGER_MS`` (default 20) is the source
+a project dependency: ``pip install py-spy``), one whose name contains "idle" samples waiting threads
+too, and one whose name contains "gil" only the thread holding the GIL; sampling starts 4 s after the start and lasts 25 s. ``SOURCE_LINGER_MS`` (default 20) is the source
 producer's linger.ms: how many records share a source batch (printed, from partition 0), which is what the
 batches data path's cost and the target broker's follow. ``VALUE_BYTES`` (default 100) is the records' value size.
 """
@@ -124,7 +124,8 @@ def copy(partitions: int, records: int, extra_lines: str = "", workers: int = 1,
                 time.sleep(4)  # past start-up
                 spy = subprocess.Popen(["py-spy", "record", "-p", str(procs[0].pid), "-o", spy_out, "-f", "raw",
                                         "-d", "25", "-r", "50", *(["--native"] if "native" in spy_out else []),
-                                        *(["--idle"] if "idle" in spy_out else [])])
+                                        *(["--idle"] if "idle" in spy_out else []),
+                                        *(["--gil"] if "gil" in spy_out else [])])
             rate = copy_rate(procs, EndWatcher(dst.bootstrap, f"{alias}.{topic}", partitions), records, t0)
             if spy is not None:
                 spy.wait()

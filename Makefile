@@ -28,7 +28,7 @@ test: install compose-check
 	$(BIN)/ruff check mirror_core tests scripts bench dags plugins spark_jobs
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q -ra tests --ignore=tests/wan --ignore=tests/system
+	$(BIN)/pytest -q -ra --durations=25 tests --ignore=tests/wan --ignore=tests/system
 
 # The distributed topology on real engines (tests/system): 3-node KRaft clusters, mirror fleet, PostgreSQL,
 # Prometheus, with brokers and mirrors killed under load. Separate from `make test`: it takes minutes.

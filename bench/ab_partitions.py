@@ -9,10 +9,11 @@ turns meet the same machine load). ``WORKERS`` mirror processes share the flow (
 instance id). ``EVERY=<s>`` also prints, every that many seconds, the rate over the last interval and the
 cores used by the mirror processes, the source broker and the target broker: whether a long copy slows
 down, and who is busy. A py-spy output whose name contains "native" samples C frames too (py-spy is not
-a project dependency: ``pip install py-spy``), one whose name contains "idle" samples waiting threads
-too, and one whose name contains "gil" only the thread holding the GIL; sampling starts 4 s after the start and lasts 25 s. ``SOURCE_LINGER_MS`` (default 20) is the source
-producer's linger.ms: how many records share a source batch (printed, from partition 0), which is what the
-batches data path's cost and the target broker's follow. ``VALUE_BYTES`` (default 100) is the records' value size.
+a project dependency: ``pip install py-spy``), one whose name contains "idle" samples waiting threads too, and
+one whose name contains "gil" only the thread holding the GIL; sampling starts 4 s after the start and lasts
+25 s. ``SOURCE_LINGER_MS`` (default 20) is the source producer's linger.ms: how many records share a source
+batch (printed, from partition 0), which is what the batches data path's cost and the target broker's follow.
+``VALUE_BYTES`` (default 100) is the records' value size.
 """
 
 from __future__ import annotations

@@ -30,6 +30,12 @@ def assigned_at_zero(fetcher: BatchFetcher, partitions: int) -> list[tuple[str, 
     return tps
 
 
+def fetched(partition: int, batches: int = 0, last_stable: int = 100) -> FetchedPartition:
+    """An answer for t[partition] (high watermark 100) with that many one-byte batches."""
+    return FetchedPartition("t", partition, 0, 100, last_stable, 0, batches=[memoryview(b"b")] * batches,
+                            size=batches)
+
+
 def test_held_partitions_wait_and_the_others_are_asked_in_a_rotating_order() -> None:
     fetcher = BatchFetcher(Brokers("127.0.0.1:1", {}, "dc1"))
     try:
@@ -69,19 +75,14 @@ def test_a_partition_whose_next_batch_did_not_fit_is_asked_first_for_more() -> N
     fetcher = BatchFetcher(Brokers("127.0.0.1:1", {}, "dc1"), FetchLimits(max_bytes=1 << 20, partition_max_bytes=4096))
     try:
         tps = assigned_at_zero(fetcher, 5)
-
-        def answered(partition: int, batches: int, last_stable: int = 100) -> FetchedPartition:
-            return FetchedPartition("t", partition, 0, 100, last_stable, 0, batches=[memoryview(b"b")] * batches,
-                                    size=batches)
-
         asked = dict.fromkeys(tps, 10)
         # 1: behind, nothing, in an answer with room: outgrown. 0: the same, asked for 8 kB already. 2: nothing
         # new (at its end). 3: got records.
-        answer = [answered(1, 0), answered(0, 0), answered(3, 2), answered(2, 0, last_stable=10)]
+        answer = [fetched(1), fetched(0), fetched(3, 2), fetched(2, last_stable=10)]
         assert fetcher._outgrown(answer, asked, {tps[0]: 8192}) == {tps[1]: 8192, tps[0]: 16384}
-        assert fetcher._outgrown([answered(0, 0)], asked, {tps[0]: 1 << 20}) == {}  # no room: more than half of 1 MB
+        assert fetcher._outgrown([fetched(0)], asked, {tps[0]: 1 << 20}) == {}  # no room: more than half of 1 MB
         # The answer about full, counting a trailing part of a batch (its records' bytes, not its whole batches').
-        full = [answered(1, 0), FetchedPartition("t", 3, 0, 100, 100, 0, batches=[memoryview(b"b")], size=522_000)]
+        full = [fetched(1), FetchedPartition("t", 3, 0, 100, 100, 0, batches=[memoryview(b"b")], size=522_000)]
         assert fetcher._outgrown(full, asked, {}) == {}  # perhaps no room for it
         with fetcher._cond:
             fetcher._first.add(tps[3])
@@ -252,17 +253,14 @@ def test_the_fetch_loop_asks_an_outgrown_partition_first_next_time_unless_it_was
                            FetchLimits(max_bytes=1 << 20, partition_max_bytes=4096))
     requests: list[tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]] = []
 
-    def part(p: int, batches: int = 0, last_stable: int = 100) -> FetchedPartition:
-        return FetchedPartition("t", p, 0, 100, last_stable, 0, batches=[memoryview(b"b")] * batches, size=batches)
-
     def first(asked: list[tuple[str, int]]) -> list[FetchedPartition]:
         # 0 at its end, 1 got records (held), 2 and 3 behind with nothing: outgrown; 3 is sought meanwhile.
         fetcher.assign({("t", 3): 50})
-        return [part(0, last_stable=0), part(1, 1), part(2), part(3)]
+        return [fetched(0, last_stable=0), fetched(1, 1), fetched(2), fetched(3)]
 
     def second(asked: list[tuple[str, int]]) -> list[FetchedPartition]:
         fetcher._stop.set()  # the loop ends once this answer is handled
-        return [part(tp[1], 1) for tp in asked]  # records for all: nothing first any more
+        return [fetched(tp[1], 1) for tp in asked]  # records for all: nothing first any more
 
     def recorded(positions: dict[tuple[str, int], int], *args: object,
                  sizes: dict[tuple[str, int], int] | None = None) -> bytes:
@@ -283,17 +281,15 @@ def test_the_fetch_loop_asks_an_outgrown_partition_first_next_time_unless_it_was
         assert not worker.is_alive(), f"the fetch loop did not end; requests: {requests}"
         (asked1, sizes1), (asked2, sizes2) = requests
         assert sorted(asked1) == tps and sizes1 == {}
+        assert not fetcher._first  # 2 got records: the next request has no one first
         # 1 is held (its result not resumed); 2 leads, for twice the size, where the rotation alone would have put 3
         # first; 3 sought: asked at its new position, at the usual size
         with fetcher._cond:
-            fetcher._turn, fetcher._held, first_put = 1, {tps[1]}, fetcher._first
-            fetcher._first = set()
-            rotation = list(fetcher._mine(1))  # the second request's order without the outgrown one first
-            fetcher._first = first_put
+            fetcher._turn, fetcher._held = 1, {tps[1]}
+            rotation = list(fetcher._mine(1))  # the second request's order, no one first now
         assert rotation[0] != tps[2]
         assert next(iter(asked2)) == tps[2] and sorted(asked2) == [tps[0], tps[2], tps[3]] and asked2[tps[3]] == 50
         assert sizes2 == {tps[2]: 8192}
         assert fetcher._sizes == {tps[2]: 8192}  # kept until sought
-        assert not fetcher._first  # 2 got records: the next request has no one first
     finally:
         fetcher.close()

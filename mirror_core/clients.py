@@ -65,16 +65,19 @@ def error_code(exc: BaseException) -> int | None:
     return err.code() if isinstance(err, KafkaError) else None
 
 
-def fatal_consumer_error(err: KafkaError, group: str) -> MirrorError | None:
-    """What a consumer's fatal error means, or None if ``err`` is not fatal. librdkafka reports a fenced
-    static member as a generic _FATAL whose text names group.instance.id."""
+def fatal_consumer_error(err: KafkaError, group: str, cluster: str, consumer: Consumer) -> MirrorError | None:
+    """What a fatal error of ``consumer`` (of ``group`` on ``cluster``) means, or None if ``err`` is not fatal.
+    librdkafka reports a fenced static member as a generic _FATAL whose text names group.instance.id."""
     if err.code() != KafkaError._FATAL and not err.fatal():
         return None
     text = err.str()
     if "group.instance.id" in text or "FENCED_INSTANCE_ID" in text:
-        return FencedInstance(f"another process joined group {group} with this process's instance id "
-                              "(FENCED_INSTANCE_ID): give every mirror process its own --instance-id; this one "
-                              "stops the flow and leaves it to the newer process")
+        try:
+            member_id = consumer.memberid() or ""
+        except RuntimeError:  # closed already
+            member_id = ""
+        return FencedInstance(f"group {group} on {cluster} fenced this process's instance id (FENCED_INSTANCE_ID)",
+                              group, cluster, member_id)
     return MirrorError(f"consumer of group {group} failed fatally: {text}")
 
 

@@ -18,5 +18,14 @@ class ReadIncomplete(MirrorError):
 
 
 class FencedInstance(MirrorError):
-    """Another process joined a group with this process's group.instance.id (--instance-id): the newest
-    member wins, so this one must stop rather than take the partitions back (which would fence the other)."""
+    """A group's coordinator gave this process's group.instance.id (--instance-id) to a newer join: of
+    another process (this one must then stop rather than take the partitions back, which would fence the
+    other) or of this one (replication/fencing.py tells which)."""
+
+    def __init__(self, message: str, group: str, cluster: str, member_id: str) -> None:
+        super().__init__(message)
+        self.group = group
+        #: the alias of the cluster that coordinates ``group``
+        self.cluster = cluster
+        #: the member id the fenced consumer last had ("" if none)
+        self.member_id = member_id

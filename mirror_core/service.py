@@ -38,8 +38,8 @@ class FlowRunner:
         self.stop_event = threading.Event()
         self.replicator: FlowReplicator | None = None
         self.threads: list[threading.Thread] = []
-        #: set when a newer process with the same --instance-id fenced this one: the flow is not started
-        #: again here (it would fence the newer one back); restart the process with its own id.
+        #: set when another process with the same --instance-id fenced this one: the flow is not started
+        #: again here (it would fence the other one back); restart the process with its own id.
         self.fenced: str | None = None
 
     @property

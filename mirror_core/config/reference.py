@@ -60,6 +60,9 @@ def render_reference() -> str:
     ]
     out += [f"| source consumer | `{k}` | `{v}` |" for k, v in CONSUMER_DEFAULTS.items()]
     out += [f"| replicating consumer | `{k}` | `{v}` |" for k, v in STANDING_CONSUMER_DEFAULTS.items()]
+    out.append("| replicating consumer, with `--instance-id` (static membership) | `client.id` | "
+               "`mirror-core-<instance id>-<token>`, the token this process's own: after FENCED_INSTANCE_ID the "
+               "group's description tells whether another process or this one holds the id (README, faults) |")
     out += [f"| target producer | `{k}` | `{v}` |" for k, v in PRODUCER_DEFAULTS.items()]
     out += [f"| target producer, one batch per partition (at-least-once) | `{k}` | `{v}` |"
             for k, v in PARKED_PRODUCER_DEFAULTS.items()]

@@ -119,7 +119,7 @@ class Consuming:
                 self.metrics.errors.labels(flow.name, "not_authorized").inc()
                 log.error("%s", line)
             return
-        fatal = fatal_consumer_error(err, flow.worker_group_id)
+        fatal = fatal_consumer_error(err, flow.worker_group_id, self.source.alias, self.consumer)
         if fatal is not None:
             raise fatal
         if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):

@@ -131,7 +131,8 @@ class SlotManager:
         """Serve membership rebalances (the slot topic holds no records)."""
         for m in self.membership.consume(1, 0):
             err = m.error()
-            fatal = fatal_consumer_error(err, f"{self.flow.worker_group_id}.slots") if err is not None else None
+            fatal = None if err is None else fatal_consumer_error(err, f"{self.flow.worker_group_id}.slots",
+                                                                   self.target.alias, self.membership)
             if fatal is not None:
                 raise fatal
         self.assignment.raise_callback_error()

@@ -4,11 +4,17 @@ broker bounced mid-stream, a remote topic deleted on the target, a source topic 
 
 from __future__ import annotations
 
+import re
 import time
 
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient
+
+from mirror_core.replication.fencing import Holder, describe_holder
 from tests.integration.conftest import flow_lines
 from tests.integration.test_resilience import BackgroundProducer, assert_complete_in_order, sequences
 from tests.kafka_harness import (
+    MirrorProcess,
     create_topic,
     delete_topic,
     end_offsets,
@@ -142,9 +148,58 @@ def test_static_membership_restart_resumes_before_the_session_timeout(dc1, dc2, 
     print(f"SIGKILL to copying again: {resumed:.1f}s (session timeout 45 s)")
 
 
+def _holder(bootstrap: str, group: str, instance_id: str) -> Holder | None:
+    return describe_holder(lambda: AdminClient({"bootstrap.servers": bootstrap}), group, instance_id)
+
+
+def test_a_process_fenced_for_its_own_later_join_rejoins(dc1, dc2, name, start_mirror):
+    """A coordinator can give a static member's id to a later join of the same process (librdkafka rejoining
+    under a new member id after a coordinator change, seen in tests/system after a broker restart): the
+    fenced process must rejoin, not stop for good. Emulated here: a consumer with the mirror's own client.id
+    joins under its instance id, as the coordinator then holds it, and goes away without leaving."""
+    t = f"{name}.self"
+    create_topic(dc1, t, 2)
+    lines = flow_lines(name)
+    group, iid = f"{name}-workers-dc1-dc2", f"{name}-self"
+    a = start_mirror(lines, args=("--instance-id", iid))
+    with BackgroundProducer(dc1, t, 2, rate_per_s=500):
+        wait_until(lambda: owns_and_copies(a, t), 60, what="a copies")
+        own = _holder(dc1, group, iid)
+        assert own is not None and own.client_id.startswith(f"mirror-core-{iid}-"), own
+        ghost = Consumer({"bootstrap.servers": dc1, "group.id": group, "group.instance.id": iid,
+                          "client.id": own.client_id, "partition.assignment.strategy": "cooperative-sticky",
+                          "session.timeout.ms": 20000, "enable.auto.commit": False})
+        ghost.subscribe([t])
+        def ghost_holds() -> bool:
+            ghost.poll(0.2)  # joins (its records, if any, are dropped)
+            now = _holder(dc1, group, iid)
+            return now is not None and now.member_id != own.member_id
+
+        try:
+            wait_until(ghost_holds, 60, what="the ghost joined under a's instance id")
+        finally:
+            ghost.close()  # a static member: it does not leave, the coordinator keeps it
+        wait_until(lambda: "FENCED_INSTANCE_ID" in a.log(), 60, what="a is fenced")
+        # Rejoined: a second pipeline runs, and the remote topic grows after it started.
+        wait_until(lambda: a.log().count("replicating (instance") == 2
+                   and (a.status() or {})["flows"][0]["state"] == "running", 60, what="a rejoined")
+        copied = sum(end_offsets(dc2, f"dc1.{t}").values())
+        wait_until(lambda: sum(end_offsets(dc2, f"dc1.{t}").values()) > copied, 60, what="a copies again")
+    line = next(x for x in a.log().splitlines() if "FENCED_INSTANCE_ID" in x)
+    assert "rejoining in" in line and f"client.id {own.client_id}" in line, line
+    assert "another process joined" not in a.log() and "Traceback" not in a.log()
+    wait_until(lambda: caught_up(a, t, 2), 60, what="a caught up")
+    assert_complete_in_order(read_all(dc1, t), read_all(dc2, f"dc1.{t}"))
+
+
+def _flow_state(m: MirrorProcess) -> str:
+    return str(((m.status() or {}).get("flows") or [{}])[0].get("state", ""))
+
+
 def test_a_second_process_with_the_same_instance_id_fences_the_first(dc1, dc2, name, start_mirror):
-    """Two processes given one --instance-id: the newer wins, the older stops its flow with one line
-    (restarting would fence the newer in turn, and both would flap)."""
+    """Two processes given one --instance-id: one keeps the flow, the other stops it with one line naming
+    the holder's client.id (taking it back would fence the other in turn, and both would flap). Usually the
+    newer keeps it; the older can take it back once, when it was fenced for its own join (fencing.py)."""
     t = f"{name}.twin"
     create_topic(dc1, t, 2)
     lines = flow_lines(name)
@@ -153,18 +208,27 @@ def test_a_second_process_with_the_same_instance_id_fences_the_first(dc1, dc2, n
     with BackgroundProducer(dc1, t, 2, rate_per_s=500):
         wait_until(lambda: owns_and_copies(a, t), 60, what="a copies")
         b = start_mirror(lines, config=a.config, args=args, name="b")
-        wait_until(lambda: owns_and_copies(b, t), 60, what="b copies")
-        wait_until(lambda: "FENCED_INSTANCE_ID" in a.log(), 60, what="a reports the fencing")
-    line = next(x for x in a.log().splitlines() if "FENCED_INSTANCE_ID" in x)
-    assert "--instance-id" in line and "Traceback" not in a.log()
-    assert a.alive(), "a keeps serving /status and its other flows"
-    wait_until(lambda: (a.status() or {})["flows"][0]["partitions"] == [], 30, what="a's flow stopped")
-    state = (a.status() or {})["flows"][0]["state"]
-    assert state.startswith("stopped: another process joined group"), state
-    # Healthy: a liveness probe must not restart it into the newer process (which it would fence back).
+        wait_until(lambda: any(_flow_state(m).startswith("stopped: ") for m in (a, b)), 90,
+                   what="a or b stops the flow")  # (plain "stopped": not started yet)
+    loser, winner = (a, b) if _flow_state(a).startswith("stopped: ") else (b, a)
+    print(f"the {'older' if loser is a else 'newer'} process stopped")
+    lines = [x for x in loser.log().splitlines() if "FENCED_INSTANCE_ID" in x and "leaves it" in x]
+    assert len(lines) == 1, (_flow_state(loser), [x for x in loser.log().splitlines() if "FENCED" in x])
+    line = lines[0]
+    assert "--instance-id" in line and "another process joined with this instance id" in line, line
+    assert "Traceback" not in loser.log()
+    # It names the holder: the winner's own client.id (its own would have made it rejoin).
+    held = _holder(dc1, f"{name}-workers-dc1-dc2", args[1])
+    assert held is not None and f"(client.id {held.client_id}," in line, (held, line)
+    own = re.search(r"this process has client\.id (\S+);", line)
+    assert own is not None and own.group(1) != held.client_id, line
+    assert loser.alive(), "the stopped one keeps serving /status and its other flows"
+    wait_until(lambda: (loser.status() or {})["flows"][0]["partitions"] == [], 30, what="its flow stopped")
+    # Healthy: a liveness probe must not restart it into the other process (which it would fence back).
     import urllib.request
 
-    with urllib.request.urlopen(f"http://127.0.0.1:{a.port}/healthz", timeout=5) as r:
+    with urllib.request.urlopen(f"http://127.0.0.1:{loser.port}/healthz", timeout=5) as r:
         assert r.status == 200
-    wait_until(lambda: caught_up(b, t, 2), 60, what="b caught up")
+    assert _flow_state(winner) == "running" and not _flow_state(loser).startswith("running")
+    wait_until(lambda: caught_up(winner, t, 2), 60, what="the other caught up")
     assert_complete_in_order(read_all(dc1, t), read_all(dc2, f"dc1.{t}"))

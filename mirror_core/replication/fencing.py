@@ -1,0 +1,142 @@
+"""After FENCED_INSTANCE_ID: was this process fenced by another one, or by itself?
+
+A static member is fenced when its group's coordinator gives its group.instance.id to a newer join. That
+is usually another process started with the same --instance-id; one of the two must then stop (taking the
+id back would fence the other in turn, and the two would flap). But the coordinator can also give the
+id to a join of this very process: librdkafka rejoins under a new member id after a coordinator change or a
+session it timed out itself, while the coordinator still counts the old one, and a request under the old id
+is then answered FENCED_INSTANCE_ID (librdkafka#3437; the broker fix, apache/kafka#23542, is open). Seen in
+tests/system: two of three mirrors stopped for good after a source broker restart, with nobody else
+holding their ids. Stopping then leaves the flow down until someone restarts the process.
+
+The group's description tells the two apart: the member holding the id carries the client.id of the
+process that joined. Each process gives its static consumers a client.id of its own (:func:`own_client_id`)
+unless the user set one; with a user's client.id (shared by every process) the description cannot tell,
+and :class:`FenceJudge` rejoins once per :data:`REJOIN_WINDOW_S` (a real duplicate fences this
+process again within it, and this one then stops).
+
+Two processes given one --instance-id: one of them stops with a line naming the other's client.id. In
+our runs (tests/integration/test_faults.py) it is the newer: the older's librdkafka rejoins under the id
+before it reports the fence, so the older finds its own join holding the id and stays, and the newer,
+displaced in turn, finds the older's.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+#: the part of the static consumers' client.id that is this process's own (the same for each of its flows:
+#: a flow restarted in this process is still this process)
+PROCESS_TOKEN = uuid.uuid4().hex[:8]
+#: the window of FenceJudge's caps: rejoins after fences of this process's own, and after one of unknown origin
+REJOIN_WINDOW_S = 600.0
+#: the most rejoins per window (two processes each taking the other's fence for their own would flap)
+MAX_REJOINS = 5
+
+
+def own_client_id(instance_id: str, token: str = PROCESS_TOKEN) -> str:
+    """The client.id of this process's static consumers when the user set none."""
+    return f"mirror-core-{instance_id}-{token}"
+
+
+@dataclass(frozen=True)
+class StaticMember:
+    """This process's static membership in the groups of one cluster."""
+
+    instance_id: str
+    #: the client.id of its consumers there (None: librdkafka's default, which the user left)
+    client_id: str | None
+    #: False: ``client_id`` is the user's, which every process shares, so it does not tell them apart
+    unique: bool
+
+    @classmethod
+    def of(cls, instance_id: str, user_settings: dict[str, str]) -> StaticMember:
+        """``user_settings``: the user's consumer settings for the cluster (ClusterConfig.client_settings)."""
+        if "client.id" in user_settings:
+            return cls(instance_id, user_settings["client.id"], False)
+        return cls(instance_id, own_client_id(instance_id), True)
+
+    @property
+    def settings(self) -> dict[str, str]:
+        """What the consumer must be given (over the user's settings)."""
+        own = {"client.id": self.client_id} if self.unique and self.client_id is not None else {}
+        return {"group.instance.id": self.instance_id, **own}
+
+
+@dataclass(frozen=True)
+class Holder:
+    """The member a group's description lists under an instance id."""
+
+    member_id: str
+    client_id: str
+    host: str
+
+    def __str__(self) -> str:
+        return f"member {self.member_id} (client.id {self.client_id}, host {self.host.lstrip('/')})"
+
+
+class Verdict(enum.Enum):
+    OTHER = "another process holds the id"
+    SELF = "this process holds the id, or nobody does"
+    UNKNOWN = "the group's description cannot tell"
+
+
+def judge(member: StaticMember, holder: Holder | None, fenced_member_id: str) -> Verdict:
+    """Who fenced ``member``, from the ``holder`` of its instance id after the fence (None: no member
+    holds it any more). ``fenced_member_id``: the member id the fenced consumer last had."""
+    if holder is None or (fenced_member_id and holder.member_id == fenced_member_id):
+        return Verdict.SELF
+    if holder.client_id != member.client_id:
+        return Verdict.OTHER
+    return Verdict.SELF if member.unique else Verdict.UNKNOWN
+
+
+def describe_holder(admin: Callable[[], AdminClient], group: str, instance_id: str, timeout_s: float = 10.0,
+                    attempts: int = 5, wait: Callable[[float], object] = time.sleep) -> Holder | None:
+    """The member of ``group`` holding ``instance_id`` (None: none does). Right after the coordinator moved
+    the answer is NOT_COORDINATOR for a while, and one AdminClient went on getting it for 30 s (it does not
+    look the coordinator up again): each attempt, up to ``attempts``, has a new client from ``admin``.
+    Raises the last KafkaException if every attempt failed."""
+    for attempt in range(1, attempts + 1):
+        try:
+            client = admin()
+            description = client.describe_consumer_groups([group], request_timeout=timeout_s)[group].result()
+            break
+        except KafkaException:  # the coordinator moving, or the cluster not answering: ask again
+            if attempt == attempts:
+                raise
+            wait(1.0)
+    return next((Holder(m.member_id, m.client_id, m.host) for m in description.members
+                 if m.group_instance_id == instance_id), None)
+
+
+@dataclass
+class FenceJudge:
+    """Decides, fence by fence, whether a flow rejoins: after its own fences (:data:`Verdict.SELF`) up to
+    :data:`MAX_REJOINS` times per window, after one that cannot be told (:data:`Verdict.UNKNOWN`) once per
+    window. The caps bound a flap of two processes that each take the other's fence for their own."""
+
+    clock: Callable[[], float] = time.monotonic
+    window_s: float = REJOIN_WINDOW_S
+    _rejoined: list[tuple[float, Verdict]] = field(default_factory=list, init=False)
+
+    def refusal(self, verdict: Verdict) -> str | None:
+        """None if the flow may rejoin after a fence judged ``verdict`` (counted), else why it stops."""
+        if verdict is Verdict.OTHER:
+            return "another process joined with this instance id"
+        now = self.clock()
+        self._rejoined = [(t, v) for t, v in self._rejoined if now - t < self.window_s]
+        if verdict is Verdict.UNKNOWN and any(v is Verdict.UNKNOWN for _, v in self._rejoined):
+            return (f"fenced again within {self.window_s:.0f}s by a member with the same client.id (another "
+                    "process with this --instance-id, taken for this one once)")
+        if len(self._rejoined) >= MAX_REJOINS:
+            return f"fenced {len(self._rejoined) + 1} times within {self.window_s:.0f}s"
+        self._rejoined.append((now, verdict))
+        return None

@@ -1,0 +1,116 @@
+"""Who fenced a static member: another process (stop) or this one (rejoin) (pure logic of fencing.py)."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from mirror_core.replication.fencing import (
+    MAX_REJOINS,
+    FenceJudge,
+    Holder,
+    StaticMember,
+    Verdict,
+    describe_holder,
+    judge,
+    own_client_id,
+)
+
+OURS = StaticMember("mirror-1", own_client_id("mirror-1", token="aaaa"), True)
+SHARED = StaticMember("mirror-1", "payments", False)  # the user set client.id: every process has it
+
+
+def test_each_process_names_its_static_consumers_unless_the_user_named_them() -> None:
+    assert StaticMember.of("mirror-1", {"bootstrap.servers": "b:9092"}).settings == {
+        "group.instance.id": "mirror-1", "client.id": own_client_id("mirror-1")}
+    assert StaticMember.of("mirror-1", {"client.id": "payments"}).settings == {"group.instance.id": "mirror-1"}
+    assert own_client_id("mirror-1", token="aaaa") != own_client_id("mirror-1", token="bbbb")
+
+
+def test_a_holder_with_this_process_s_client_id_is_this_process() -> None:
+    assert judge(OURS, Holder("mirror-1-new", str(OURS.client_id), "/10.0.0.1"), "mirror-1-old") is Verdict.SELF
+
+
+def test_a_holder_with_another_client_id_is_another_process() -> None:
+    other = own_client_id("mirror-1", token="bbbb")
+    assert judge(OURS, Holder("mirror-1-new", other, "/10.0.0.2"), "mirror-1-old") is Verdict.OTHER
+
+
+def test_no_holder_or_the_fenced_member_itself_means_no_one_else_has_the_id() -> None:
+    assert judge(OURS, None, "mirror-1-old") is Verdict.SELF
+    assert judge(SHARED, None, "") is Verdict.SELF
+    assert judge(SHARED, Holder("mirror-1-old", "payments", "/10.0.0.1"), "mirror-1-old") is Verdict.SELF
+
+
+def test_a_shared_client_id_cannot_tell_but_a_different_one_still_can() -> None:
+    assert judge(SHARED, Holder("mirror-1-new", "payments", "/10.0.0.1"), "mirror-1-old") is Verdict.UNKNOWN
+    assert judge(SHARED, Holder("mirror-1-new", "billing", "/10.0.0.1"), "mirror-1-old") is Verdict.OTHER
+
+
+def test_an_unknown_fence_rejoins_once_per_window_and_another_process_never() -> None:
+    now = [0.0]
+    fences = FenceJudge(clock=lambda: now[0], window_s=600.0)
+    assert fences.refusal(Verdict.UNKNOWN) is None
+    now[0] = 599.0  # a duplicate process fences this one again soon: this one stops
+    assert "fenced again within 600s" in (fences.refusal(Verdict.UNKNOWN) or "")
+    assert fences.refusal(Verdict.OTHER) == "another process joined with this instance id"
+    now[0] = 1200.0  # long after: a new rejoin
+    assert fences.refusal(Verdict.UNKNOWN) is None
+
+
+def test_fences_of_its_own_rejoin_up_to_the_cap_per_window() -> None:
+    now = [0.0]
+    fences = FenceJudge(clock=lambda: now[0], window_s=600.0)
+    for i in range(MAX_REJOINS):
+        now[0] = i * 10.0
+        assert fences.refusal(Verdict.SELF) is None
+    assert fences.refusal(Verdict.SELF) == f"fenced {MAX_REJOINS + 1} times within 600s"
+    now[0] = 605.0  # the first rejoin left the window
+    assert fences.refusal(Verdict.SELF) is None
+
+
+class _Description:
+    def __init__(self, members: list[object]) -> None:
+        self.members = members
+
+
+class _Member:
+    def __init__(self, instance: str | None, member_id: str, client_id: str) -> None:
+        self.group_instance_id, self.member_id, self.client_id, self.host = instance, member_id, client_id, "/h"
+
+
+class _Future:
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def result(self) -> object:
+        if isinstance(self.value, Exception):
+            raise self.value
+        return self.value
+
+
+class _Admin:
+    """Answers each new client's describe with the next of ``answers``."""
+
+    def __init__(self, answers: list[object]) -> None:
+        self.answers, self.clients = answers, 0
+
+    def __call__(self) -> _Admin:
+        self.clients += 1
+        return self
+
+    def describe_consumer_groups(self, groups: list[str], request_timeout: float) -> dict[str, _Future]:
+        return {groups[0]: _Future(self.answers.pop(0))}
+
+
+def test_the_holder_is_asked_of_a_new_client_until_the_coordinator_answers() -> None:
+    not_coordinator = KafkaException(KafkaError(KafkaError.NOT_COORDINATOR))
+    admin = _Admin([not_coordinator, not_coordinator,
+                    _Description([_Member("other", "o-1", "x"), _Member("mirror-1", "mirror-1-9", "c")])])
+    waits: list[float] = []
+    holder = describe_holder(admin, "g", "mirror-1", wait=waits.append)  # type: ignore[arg-type]
+    assert holder == Holder("mirror-1-9", "c", "/h")
+    assert admin.clients == 3 and waits == [1.0, 1.0]
+    assert describe_holder(_Admin([_Description([_Member(None, "d-1", "x")])]), "g", "mirror-1") is None  # type: ignore[arg-type]
+    with pytest.raises(KafkaException):
+        describe_holder(_Admin([not_coordinator] * 2), "g", "mirror-1", attempts=2, wait=waits.append)  # type: ignore[arg-type]

@@ -77,7 +77,7 @@ def fatal_consumer_error(err: KafkaError, group: str, cluster: str, consumer: Co
         except RuntimeError:  # closed already
             member_id = ""
         return FencedInstance(f"group {group} on {cluster} fenced this process's instance id (FENCED_INSTANCE_ID)",
-                              group, cluster, member_id)
+                              group, member_id)
     return MirrorError(f"consumer of group {group} failed fatally: {text}")
 
 

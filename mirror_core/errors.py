@@ -22,10 +22,8 @@ class FencedInstance(MirrorError):
     another process (this one must then stop rather than take the partitions back, which would fence the
     other) or of this one (replication/fencing.py tells which)."""
 
-    def __init__(self, message: str, group: str, cluster: str, member_id: str) -> None:
+    def __init__(self, message: str, group: str, member_id: str) -> None:
         super().__init__(message)
         self.group = group
-        #: the alias of the cluster that coordinates ``group``
-        self.cluster = cluster
         #: the member id the fenced consumer last had ("" if none)
         self.member_id = member_id

@@ -32,6 +32,10 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from mirror_core.clients import make_admin
+from mirror_core.config.model import FlowConfig, MirrorConfig
+from mirror_core.errors import FencedInstance
+
 #: the part of the static consumers' client.id that is this process's own (the same for each of its flows:
 #: a flow restarted in this process is still this process)
 PROCESS_TOKEN = uuid.uuid4().hex[:8]
@@ -39,6 +43,8 @@ PROCESS_TOKEN = uuid.uuid4().hex[:8]
 REJOIN_WINDOW_S = 600.0
 #: the most rejoins per window (two processes each taking the other's fence for their own would flap)
 MAX_REJOINS = 5
+#: the end of the line of a flow stopped by a fence
+STOPS = "give every mirror process its own --instance-id; this one stops the flow and leaves it to the other"
 
 
 def own_client_id(instance_id: str, token: str = PROCESS_TOKEN) -> str:
@@ -139,4 +145,53 @@ class FenceJudge:
         if len(self._rejoined) >= MAX_REJOINS:
             return f"fenced {len(self._rejoined) + 1} times within {self.window_s:.0f}s"
         self._rejoined.append((now, verdict))
+        return None
+
+
+class StaticGroups:
+    """The static memberships of one flow's groups (none without an instance id): its worker group on the
+    source and exactly-once's slot group on the target; and, when one is fenced, whether the flow rejoins."""
+
+    def __init__(self, config: MirrorConfig, flow: FlowConfig, static_id: str | None,
+                 wait: Callable[[float], object]) -> None:
+        self._config = config
+        #: group -> (alias of the cluster coordinating it, this process's membership there)
+        self._groups: dict[str, tuple[str, StaticMember]] = {} if not static_id else {
+            group: (alias, StaticMember.of(static_id, config.cluster(alias).client_settings("consumer", overrides)))
+            for group, alias, overrides in ((flow.worker_group_id, flow.source, flow.consumer_overrides),
+                                            (f"{flow.worker_group_id}.slots", flow.target, None))}
+        self._fences = FenceJudge()
+        self._wait = wait  # between describe attempts (the flow's stop event: a stop cuts the waits short)
+
+    def settings(self, group: str) -> dict[str, str]:
+        """What ``group``'s consumer must be given (StaticMember.settings; nothing if not static)."""
+        static = self._groups.get(group)
+        return static[1].settings if static is not None else {}
+
+    def rejoin_after(self, exc: FencedInstance) -> str | None:
+        """Why the flow may rejoin ``exc.group`` after the fence (the line to log), or None if it must stop; the
+        exception's message then says why, naming the holder."""
+        static = self._groups.get(exc.group)
+        if static is None:  # not a static member: nothing to judge (librdkafka fences only static members)
+            exc.args = (f"{exc}; {STOPS}",)
+            return None
+        alias, member = static
+        cluster = self._config.cluster(alias)
+        try:
+            holder = describe_holder(lambda: make_admin(cluster), exc.group, member.instance_id, wait=self._wait)
+        except KafkaException as err:
+            verdict, seen = Verdict.UNKNOWN, f"the group's description failed: {err.args[0].str()}"
+        else:
+            verdict = judge(member, holder, exc.member_id)
+            seen = f"it is held by {holder}" if holder is not None else "no member holds it now"
+            if member.client_id is not None:
+                seen += f", this process has client.id {member.client_id}"
+        head = f"group {exc.group} on {alias} fenced instance id {member.instance_id} (FENCED_INSTANCE_ID)"
+        refusal = self._fences.refusal(verdict)
+        if refusal is None:
+            why = {Verdict.SELF: "this process's own later join (as after a coordinator change)",
+                   Verdict.UNKNOWN: "this process or another one with its client.id (taken as this one once "
+                                    f"per {self._fences.window_s:.0f}s)"}[verdict]
+            return f"{head} for {why}; {seen}"
+        exc.args = (f"{head}: {refusal}; {seen}; {STOPS}",)
         return None

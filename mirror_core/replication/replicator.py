@@ -46,7 +46,7 @@ from mirror_core.replication.commit import OffsetMapWriter, ProgressCommitter, a
 from mirror_core.replication.consuming import IDLE_WAIT_S, Consuming
 from mirror_core.replication.delivery import AtLeastOnce, Delivery, ExactlyOnce
 from mirror_core.replication.exactly_once import SlotManager
-from mirror_core.replication.fencing import FenceJudge, StaticMember, Verdict, describe_holder, judge
+from mirror_core.replication.fencing import StaticGroups
 from mirror_core.replication.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
 from mirror_core.replication.lag_watch import LagWatch
 from mirror_core.replication.pacing import SendPacer
@@ -67,8 +67,6 @@ log = logging.getLogger(__name__)
 #: and the last pass released some: an acknowledgement (served by the producers' poll) releases more;
 #: doubled per pass that releases nothing, up to IDLE_WAIT_S
 PARKED_WAIT_S = 0.002
-#: the end of the line of a flow stopped by a fence
-STOPS = "give every mirror process its own --instance-id; this one stops the flow and leaves it to the other"
 
 
 def next_parked_wait(wait_s: float, parked: int, released: int) -> float:
@@ -90,12 +88,7 @@ class FlowReplicator:
         self.config = config
         # Static membership: with a stable group.instance.id a restarted process takes its partitions
         # (and exactly-once slots) back at once; without one it waits out the dead member's session.
-        # Each static group, with the cluster coordinating it and this process's membership there (fencing.py).
-        self._static: dict[str, tuple[str, StaticMember]] = {} if not static_id else {
-            group: (alias, StaticMember.of(static_id, config.cluster(alias).client_settings("consumer", overrides)))
-            for group, alias, overrides in ((flow.worker_group_id, flow.source, flow.consumer_overrides),
-                                            (f"{flow.worker_group_id}.slots", flow.target, None))}
-        self._fences = FenceJudge()
+        self._static = StaticGroups(config, flow, static_id, stop.wait)  # their fences: fencing.py
         self.flow = flow
         self.metrics = metrics
         self.stop = stop
@@ -146,14 +139,10 @@ class FlowReplicator:
                 self._run_once()
                 return
             except FencedInstance as exc:
-                rejoin = self._rejoin_after(exc)
+                rejoin = self._static.rejoin_after(exc)
                 if rejoin is not None:
-                    self.metrics.errors.labels(self.flow.name, "fenced_by_itself").inc()
-                    delay = backoff.restart_delay(self._copied_s)
-                    self.reporter.set_state(f"restarting after error: {rejoin}")
-                    log.warning("flow %s: %s; rejoining in %.0fs", self.flow.name, rejoin, delay)
-                    self._close(graceful=False)
-                    self.stop.wait(delay)
+                    self._restart("fenced_by_itself", rejoin, backoff,
+                                  f"flow {self.flow.name}: {rejoin}; rejoining in ", level=logging.WARNING)
                     continue
                 # Restarting would fence the other process in turn: both would flap. Stop this flow here,
                 # its checkpoint emitter too (same stop event), and say so to whoever starts flows.
@@ -165,59 +154,24 @@ class FlowReplicator:
                 self.reporter.set_state(f"stopped: {exc}", owns_nothing=True)
                 return
             except NotAuthorized as exc:  # an ACL is missing: one line, and retry (granting it is enough)
-                self.metrics.errors.labels(self.flow.name, "not_authorized").inc()
-                self.reporter.set_state(f"restarting after error: {exc}")
-                delay = backoff.restart_delay(self._copied_s)
-                log.error("%s; retrying in %.0fs", exc, delay)
-                self._close(graceful=False)
-                self.stop.wait(delay)
+                self._restart("not_authorized", exc, backoff, f"{exc}; retrying in ")
             except MirrorError as exc:  # raised on purpose: its message is the line (traceback at DEBUG)
-                self.metrics.errors.labels(self.flow.name, "restart").inc()
-                self.reporter.set_state(f"restarting after error: {exc}")
-                delay = backoff.restart_delay(self._copied_s)
-                log.error("flow %s: %s; restarting in %.0fs", self.flow.name, exc, delay)
                 log.debug("flow %s: traceback", self.flow.name, exc_info=True)
-                self._close(graceful=False)
-                self.stop.wait(delay)
+                self._restart("restart", exc, backoff, f"flow {self.flow.name}: {exc}; restarting in ")
             except Exception as exc:
-                self.metrics.errors.labels(self.flow.name, "restart").inc()
-                self.reporter.set_state(f"restarting after error: {exc}")
-                delay = backoff.restart_delay(self._copied_s)
-                log.exception("flow %s: unexpected error; restarting in %.0fs", self.flow.name, delay)
-                self._close(graceful=False)
-                self.stop.wait(delay)
+                self._restart("restart", exc, backoff, f"flow {self.flow.name}: unexpected error; restarting in ",
+                              exc_info=True)
 
-    def _membership(self, group: str) -> dict[str, str]:
-        static = self._static.get(group)
-        return static[1].settings if static is not None else {}
-
-    def _rejoin_after(self, exc: FencedInstance) -> str | None:
-        """Why this flow may rejoin ``exc.group`` after the fence (the line to log), or None if it must stop:
-        another process holds the instance id (fencing.py). The exception's message then names the holder."""
-        static = self._static.get(exc.group)
-        if static is None:  # not a static member: nothing to judge (librdkafka fences only static members)
-            exc.args = (f"{exc}; {STOPS}",)
-            return None
-        alias, member = static
-        cluster = self.config.cluster(alias)
-        try:
-            holder = describe_holder(lambda: make_admin(cluster), exc.group, member.instance_id, wait=self.stop.wait)
-        except KafkaException as err:
-            verdict, seen = Verdict.UNKNOWN, f"the group's description failed: {err.args[0].str()}"
-        else:
-            verdict = judge(member, holder, exc.member_id)
-            seen = f"it is held by {holder}" if holder is not None else "no member holds it now"
-            if member.client_id is not None:
-                seen += f", this process has client.id {member.client_id}"
-        head = f"group {exc.group} on {alias} fenced instance id {member.instance_id} (FENCED_INSTANCE_ID)"
-        refusal = self._fences.refusal(verdict)
-        if refusal is None:
-            why = {Verdict.SELF: "this process's own later join (as after a coordinator change)",
-                   Verdict.UNKNOWN: "this process or another one with its client.id (taken as this one once "
-                                    f"per {self._fences.window_s:.0f}s)"}[verdict]
-            return f"{head} for {why}; {seen}"
-        exc.args = (f"{head}: {refusal}; {seen}; {STOPS}",)
-        return None
+    def _restart(self, kind: str, why: object, backoff: Backoff, says: str, level: int = logging.ERROR,
+                 exc_info: bool = False) -> None:
+        """Count ``kind``, show ``why`` in /status, log ``says`` followed by the delay, close the pipeline and
+        wait the delay out (the caller's loop then starts a new pipeline)."""
+        self.metrics.errors.labels(self.flow.name, kind).inc()
+        self.reporter.set_state(f"restarting after error: {why}")
+        delay = backoff.restart_delay(self._copied_s)
+        log.log(level, "%s%.0fs", says, delay, exc_info=exc_info)
+        self._close(graceful=False)
+        self.stop.wait(delay)
 
     def status(self) -> dict[str, Any]:
         """A snapshot for the /status endpoint (safe to call from another thread). Reachability and how long
@@ -275,7 +229,7 @@ class FlowReplicator:
         self._consumer = consumer = make_consumer(
             src, flow.worker_group_id, flow.consumer_overrides, self.source_health,
             enforced={"topic.metadata.refresh.interval.ms": refresh_ms, "auto.offset.reset": flow.start_position,
-                      **self._membership(flow.worker_group_id)}, standing=True)
+                      **self._static.settings(flow.worker_group_id)}, standing=True)
         reading, wire = consumer, None
         if flow.data_path == "batches":
             # The group still assigns the partitions; the wire fetcher reads them (batch_path.py).
@@ -296,7 +250,7 @@ class FlowReplicator:
         if choice.count is None:
             # Each owned slot has its own transactional producer (see exactly_once.py).
             slots = SlotManager(flow, tgt, self.metrics, self.target_health, assignment, acks, committer,
-                                self._membership(f"{flow.worker_group_id}.slots"), internal)
+                                self._static.settings(f"{flow.worker_group_id}.slots"), internal)
             delivery = ExactlyOnce(slots, assignment)
         elif wire is None:
             producers, own = make_target_producers(tgt, flow.producer_overrides, self.target_health, choice, internal)

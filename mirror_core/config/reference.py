@@ -60,9 +60,13 @@ def render_reference() -> str:
     ]
     out += [f"| source consumer | `{k}` | `{v}` |" for k, v in CONSUMER_DEFAULTS.items()]
     out += [f"| replicating consumer | `{k}` | `{v}` |" for k, v in STANDING_CONSUMER_DEFAULTS.items()]
-    out.append("| replicating consumer, with `--instance-id` (static membership) | `client.id` | "
-               "`mirror-core-<instance id>-<token>`, the token this process's own: after FENCED_INSTANCE_ID the "
-               "group's description tells whether another process or this one holds the id (README, faults) |")
+    out.append("| replicating consumer on the source and exactly-once's `.slots` consumer on the target, with "
+               "`--instance-id` (static membership) | `client.id` | `mirror-core-<instance id>-<token>`, the token "
+               "this process's own: after FENCED_INSTANCE_ID the group's description tells whether another process "
+               "or this one holds the id (README, faults). It replaces librdkafka's default `rdkafka`, so a client "
+               "quota set for `rdkafka` no longer matches these consumers (the `<default>` client quota applies to "
+               "each process on its own); a `client.id` you set is kept, and a fence is then judged less surely "
+               "(README, faults) |")
     out += [f"| target producer | `{k}` | `{v}` |" for k, v in PRODUCER_DEFAULTS.items()]
     out += [f"| target producer, one batch per partition (at-least-once) | `{k}` | `{v}` |"
             for k, v in PARKED_PRODUCER_DEFAULTS.items()]

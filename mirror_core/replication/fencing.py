@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
 from mirror_core.clients import make_admin
@@ -105,47 +105,71 @@ def judge(member: StaticMember, holder: Holder | None, fenced_member_id: str) ->
 
 
 def describe_holder(admin: Callable[[], AdminClient], group: str, instance_id: str, timeout_s: float = 10.0,
-                    attempts: int = 5, wait: Callable[[float], object] = time.sleep) -> Holder | None:
+                    attempts: int = 5, wait: Callable[[float], bool | None] = time.sleep) -> Holder | None:
     """The member of ``group`` holding ``instance_id`` (None: none does). Right after the coordinator moved
     the answer is NOT_COORDINATOR for a while, and one AdminClient went on getting it for 30 s (it does not
     look the coordinator up again): each attempt, up to ``attempts``, has a new client from ``admin``.
-    Raises the last KafkaException if every attempt failed."""
+    ``wait`` sleeps between attempts and returns True when the caller stopped (no more attempts).
+    Raises the last error if no attempt succeeded."""
     for attempt in range(1, attempts + 1):
         try:
             client = admin()
             description = client.describe_consumer_groups([group], request_timeout=timeout_s)[group].result()
             break
-        except KafkaException:  # the coordinator moving, or the cluster not answering: ask again
-            if attempt == attempts:
+        except Exception:  # the coordinator moving, the cluster not answering: ask again
+            if attempt == attempts or wait(1.0):
                 raise
-            wait(1.0)
     return next((Holder(m.member_id, m.client_id, m.host) for m in description.members
                  if m.group_instance_id == instance_id), None)
 
 
+def error_text(err: BaseException) -> str:
+    """One line for an error of the describe: librdkafka's own text when it has one."""
+    first = err.args[0] if err.args else None
+    return first.str() if isinstance(first, KafkaError) else (str(err) or type(err).__name__)
+
+
+@dataclass(frozen=True)
+class Ruling:
+    """What a flow does after a fence: rejoin (after at least ``wait_s``, 0: the usual restart backoff), or
+    stop for good (``stop`` says why)."""
+
+    stop: str | None = None
+    wait_s: float = 0.0
+    #: why it waits longer than the usual backoff ("" when it does not)
+    capped: str = ""
+
+
 @dataclass
 class FenceJudge:
-    """Decides, fence by fence, whether a flow rejoins: after its own fences (:data:`Verdict.SELF`) up to
-    :data:`MAX_REJOINS` times per window, after one that cannot be told (:data:`Verdict.UNKNOWN`) once per
-    window. The caps bound a flap of two processes that each take the other's fence for their own."""
+    """Decides, fence by fence, whether a flow rejoins: after its own fences (:data:`Verdict.SELF`) always,
+    but at most :data:`MAX_REJOINS` times per window (past the cap it waits until the oldest rejoin leaves the
+    window: a flap of two processes that each take the other's fence for their own is slowed down, a healthy
+    process is never stopped for good by its own joins); after one that cannot be told
+    (:data:`Verdict.UNKNOWN`) once per window; after another process's (:data:`Verdict.OTHER`) never."""
 
     clock: Callable[[], float] = time.monotonic
     window_s: float = REJOIN_WINDOW_S
+    #: when each counted rejoin happens (or will, after its wait), and after what verdict
     _rejoined: list[tuple[float, Verdict]] = field(default_factory=list, init=False)
 
-    def refusal(self, verdict: Verdict) -> str | None:
-        """None if the flow may rejoin after a fence judged ``verdict`` (counted), else why it stops."""
+    def rule(self, verdict: Verdict) -> Ruling:
+        """The ruling after a fence judged ``verdict`` (a rejoin is counted)."""
         if verdict is Verdict.OTHER:
-            return "another process joined with this instance id"
+            return Ruling(stop="another process joined with this instance id")
         now = self.clock()
         self._rejoined = [(t, v) for t, v in self._rejoined if now - t < self.window_s]
         if verdict is Verdict.UNKNOWN and any(v is Verdict.UNKNOWN for _, v in self._rejoined):
-            return (f"fenced again within {self.window_s:.0f}s by a member with the same client.id (another "
-                    "process with this --instance-id, taken for this one once)")
-        if len(self._rejoined) >= MAX_REJOINS:
-            return f"fenced {len(self._rejoined) + 1} times within {self.window_s:.0f}s"
-        self._rejoined.append((now, verdict))
-        return None
+            return Ruling(stop=f"fenced again within {self.window_s:.0f}s by a member with the same client.id "
+                               "(another process with this --instance-id, taken for this one once)")
+        if len(self._rejoined) < MAX_REJOINS:
+            self._rejoined.append((now, verdict))
+            return Ruling()
+        # At the cap: rejoin when the oldest rejoin leaves the window (that one is no longer counted then).
+        at = self._rejoined.pop(0)[0] + self.window_s
+        self._rejoined.append((at, verdict))
+        return Ruling(wait_s=at - now, capped=f"fenced {MAX_REJOINS + 1} times within {self.window_s:.0f}s, "
+                                              f"at most {MAX_REJOINS} rejoins per {self.window_s:.0f}s")
 
 
 class StaticGroups:
@@ -153,7 +177,7 @@ class StaticGroups:
     source and exactly-once's slot group on the target; and, when one is fenced, whether the flow rejoins."""
 
     def __init__(self, config: MirrorConfig, flow: FlowConfig, static_id: str | None,
-                 wait: Callable[[float], object]) -> None:
+                 wait: Callable[[float], bool]) -> None:
         self._config = config
         #: group -> (alias of the cluster coordinating it, this process's membership there)
         self._groups: dict[str, tuple[str, StaticMember]] = {} if not static_id else {
@@ -168,30 +192,36 @@ class StaticGroups:
         static = self._groups.get(group)
         return static[1].settings if static is not None else {}
 
-    def rejoin_after(self, exc: FencedInstance) -> str | None:
-        """Why the flow may rejoin ``exc.group`` after the fence (the line to log), or None if it must stop; the
-        exception's message then says why, naming the holder."""
+    def rejoin_after(self, exc: FencedInstance) -> Ruling:
+        """Whether the flow rejoins ``exc.group`` after the fence, and when. Either way ``exc``'s message
+        becomes the line to log: who holds the id, and why the flow rejoins or stops."""
         static = self._groups.get(exc.group)
         if static is None:  # not a static member: nothing to judge (librdkafka fences only static members)
             exc.args = (f"{exc}; {STOPS}",)
-            return None
+            return Ruling(stop=str(exc))
         alias, member = static
         cluster = self._config.cluster(alias)
         try:
             holder = describe_holder(lambda: make_admin(cluster), exc.group, member.instance_id, wait=self._wait)
-        except KafkaException as err:
-            verdict, seen = Verdict.UNKNOWN, f"the group's description failed: {err.args[0].str()}"
+        except Exception as err:  # (any: the flow must go on to its ruling, not end its thread here)
+            # With a client.id of its own a real duplicate shows as OTHER once a describe answers: one that
+            # failed (likely right after the broker restart that caused the fence) is taken for a fence of
+            # its own, within the cap. A shared client.id could not tell either way.
+            verdict = Verdict.SELF if member.unique else Verdict.UNKNOWN
+            seen = f"the group's description failed: {error_text(err)}"
         else:
             verdict = judge(member, holder, exc.member_id)
             seen = f"it is held by {holder}" if holder is not None else "no member holds it now"
-            if member.client_id is not None:
-                seen += f", this process has client.id {member.client_id}"
+        if member.client_id is not None:
+            seen += f", this process has client.id {member.client_id}"
         head = f"group {exc.group} on {alias} fenced instance id {member.instance_id} (FENCED_INSTANCE_ID)"
-        refusal = self._fences.refusal(verdict)
-        if refusal is None:
-            why = {Verdict.SELF: "this process's own later join (as after a coordinator change)",
-                   Verdict.UNKNOWN: "this process or another one with its client.id (taken as this one once "
-                                    f"per {self._fences.window_s:.0f}s)"}[verdict]
-            return f"{head} for {why}; {seen}"
-        exc.args = (f"{head}: {refusal}; {seen}; {STOPS}",)
-        return None
+        ruling = self._fences.rule(verdict)
+        if ruling.stop is not None:
+            exc.args = (f"{head}: {ruling.stop}; {seen}; {STOPS}",)
+            return ruling
+        why = {Verdict.SELF: "this process's own later join (as after a coordinator change)",
+               Verdict.UNKNOWN: "this process or another one with its client.id (taken as this one once "
+                                f"per {self._fences.window_s:.0f}s)"}[verdict]
+        capped = f"; {ruling.capped}" if ruling.capped else ""
+        exc.args = (f"{head} for {why}; {seen}{capped}",)
+        return ruling

@@ -139,10 +139,12 @@ class FlowReplicator:
                 self._run_once()
                 return
             except FencedInstance as exc:
-                rejoin = self._static.rejoin_after(exc)
-                if rejoin is not None:
-                    self._restart("fenced_by_itself", rejoin, backoff,
-                                  f"flow {self.flow.name}: {rejoin}; rejoining in ", level=logging.WARNING)
+                self._close(graceful=False)  # (closed already when the loop raised it, not when the setup did)
+                self.reporter.set_state(f"checking the fence: {exc}")
+                ruling = self._static.rejoin_after(exc)  # (asks the group's coordinator who holds the id)
+                if ruling.stop is None:
+                    self._restart("fenced_by_itself", exc, backoff, f"flow {self.flow.name}: {exc}; rejoining in ",
+                                  level=logging.WARNING, at_least_s=ruling.wait_s)
                     continue
                 # Restarting would fence the other process in turn: both would flap. Stop this flow here,
                 # its checkpoint emitter too (same stop event), and say so to whoever starts flows.
@@ -150,7 +152,6 @@ class FlowReplicator:
                 self.metrics.errors.labels(self.flow.name, "fenced").inc()
                 log.error("flow %s: %s", self.flow.name, exc)
                 self.stop.set()
-                self._close(graceful=False)
                 self.reporter.set_state(f"stopped: {exc}", owns_nothing=True)
                 return
             except NotAuthorized as exc:  # an ACL is missing: one line, and retry (granting it is enough)
@@ -163,12 +164,13 @@ class FlowReplicator:
                               exc_info=True)
 
     def _restart(self, kind: str, why: object, backoff: Backoff, says: str, level: int = logging.ERROR,
-                 exc_info: bool = False) -> None:
-        """Count ``kind``, show ``why`` in /status, log ``says`` followed by the delay, close the pipeline and
-        wait the delay out (the caller's loop then starts a new pipeline)."""
+                 exc_info: bool = False, at_least_s: float = 0.0) -> None:
+        """Count ``kind``, show ``why`` in /status, log ``says`` followed by the delay (the backoff's, or
+        ``at_least_s`` if longer), close the pipeline and wait the delay out (the caller's loop then starts a
+        new pipeline)."""
         self.metrics.errors.labels(self.flow.name, kind).inc()
         self.reporter.set_state(f"restarting after error: {why}")
-        delay = backoff.restart_delay(self._copied_s)
+        delay = max(backoff.restart_delay(self._copied_s), at_least_s)
         log.log(level, "%s%.0fs", says, delay, exc_info=exc_info)
         self._close(graceful=False)
         self.stop.wait(delay)

@@ -9,6 +9,7 @@ from mirror_core.replication.fencing import (
     MAX_REJOINS,
     FenceJudge,
     Holder,
+    Ruling,
     StaticMember,
     Verdict,
     describe_holder,
@@ -50,23 +51,28 @@ def test_a_shared_client_id_cannot_tell_but_a_different_one_still_can() -> None:
 def test_an_unknown_fence_rejoins_once_per_window_and_another_process_never() -> None:
     now = [0.0]
     fences = FenceJudge(clock=lambda: now[0], window_s=600.0)
-    assert fences.refusal(Verdict.UNKNOWN) is None
+    assert fences.rule(Verdict.UNKNOWN) == Ruling()
     now[0] = 599.0  # a duplicate process fences this one again soon: this one stops
-    assert "fenced again within 600s" in (fences.refusal(Verdict.UNKNOWN) or "")
-    assert fences.refusal(Verdict.OTHER) == "another process joined with this instance id"
+    assert "fenced again within 600s" in (fences.rule(Verdict.UNKNOWN).stop or "")
+    assert fences.rule(Verdict.OTHER).stop == "another process joined with this instance id"
     now[0] = 1200.0  # long after: a new rejoin
-    assert fences.refusal(Verdict.UNKNOWN) is None
+    assert fences.rule(Verdict.UNKNOWN) == Ruling()
 
 
-def test_fences_of_its_own_rejoin_up_to_the_cap_per_window() -> None:
+def test_fences_of_its_own_rejoin_at_once_up_to_the_cap_then_after_the_oldest_leaves_the_window() -> None:
     now = [0.0]
     fences = FenceJudge(clock=lambda: now[0], window_s=600.0)
     for i in range(MAX_REJOINS):
         now[0] = i * 10.0
-        assert fences.refusal(Verdict.SELF) is None
-    assert fences.refusal(Verdict.SELF) == f"fenced {MAX_REJOINS + 1} times within 600s"
-    now[0] = 605.0  # the first rejoin left the window
-    assert fences.refusal(Verdict.SELF) is None
+        assert fences.rule(Verdict.SELF) == Ruling()
+    # Past the cap the flow is not stopped for good (that would need a restart of the process): it waits
+    # until the first rejoin (at 0) leaves the window, then the second (at 10), ...
+    over = fences.rule(Verdict.SELF)
+    assert over.stop is None and over.wait_s == 600.0 - now[0], over
+    assert f"fenced {MAX_REJOINS + 1} times within 600s" in over.capped
+    assert fences.rule(Verdict.SELF).wait_s == 610.0 - now[0]
+    now[0] = 2000.0  # long after every counted rejoin: at once again
+    assert fences.rule(Verdict.SELF) == Ruling()
 
 
 class _Description:
@@ -114,3 +120,7 @@ def test_the_holder_is_asked_of_a_new_client_until_the_coordinator_answers() -> 
     assert describe_holder(_Admin([_Description([_Member(None, "d-1", "x")])]), "g", "mirror-1") is None  # type: ignore[arg-type]
     with pytest.raises(KafkaException):
         describe_holder(_Admin([not_coordinator] * 2), "g", "mirror-1", attempts=2, wait=waits.append)  # type: ignore[arg-type]
+    stopped = _Admin([not_coordinator] * 5)  # the flow stopped during the first wait: no more attempts
+    with pytest.raises(KafkaException):
+        describe_holder(stopped, "g", "mirror-1", wait=lambda _s: True)  # type: ignore[arg-type]
+    assert stopped.clients == 1

@@ -25,6 +25,7 @@ from mirror_core.metrics import Metrics
 from mirror_core.offsets.checkpoints import CheckpointEmitter
 from mirror_core.offsets.pruning import MapPruner
 from mirror_core.replication.replicator import FlowReplicator, instance_id
+from mirror_core.replication.reporting import healthy_state
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ class Service:
         if self.stop_event.is_set() or (self._control is not None and not self._control.is_alive()):
             return False
         running = [r for r in self.runners.values() if r.running and not r.stopping]
-        return all(r.alive() and r.status().get("state") == "running" for r in running)
+        return all(r.alive() and healthy_state(str(r.status().get("state"))) for r in running)
 
     def _start_http(self) -> None:
         if self._metrics_addr is None:

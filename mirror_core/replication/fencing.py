@@ -24,6 +24,7 @@ displaced in turn, finds the older's.
 from __future__ import annotations
 
 import enum
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -33,7 +34,7 @@ from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
 from mirror_core.clients import make_admin
-from mirror_core.config.model import FlowConfig, MirrorConfig
+from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mirror_core.errors import FencedInstance
 
 #: the part of the static consumers' client.id that is this process's own (the same for each of its flows:
@@ -168,16 +169,16 @@ class FenceJudge:
         # At the cap: rejoin when the oldest rejoin leaves the window (that one is no longer counted then).
         at = self._rejoined.pop(0)[0] + self.window_s
         self._rejoined.append((at, verdict))
-        return Ruling(wait_s=at - now, capped=f"fenced {MAX_REJOINS + 1} times within {self.window_s:.0f}s, "
-                                              f"at most {MAX_REJOINS} rejoins per {self.window_s:.0f}s")
+        return Ruling(wait_s=at - now, capped=f"past {MAX_REJOINS} rejoins within {self.window_s:.0f}s: rejoining "
+                                              "when the oldest of them leaves that window")
 
 
 class StaticGroups:
     """The static memberships of one flow's groups (none without an instance id): its worker group on the
     source and exactly-once's slot group on the target; and, when one is fenced, whether the flow rejoins."""
 
-    def __init__(self, config: MirrorConfig, flow: FlowConfig, static_id: str | None,
-                 wait: Callable[[float], bool]) -> None:
+    def __init__(self, config: MirrorConfig, flow: FlowConfig, static_id: str | None, stop: threading.Event,
+                 admin: Callable[[ClusterConfig], AdminClient] = make_admin, retry_s: float = 1.0) -> None:
         self._config = config
         #: group -> (alias of the cluster coordinating it, this process's membership there)
         self._groups: dict[str, tuple[str, StaticMember]] = {} if not static_id else {
@@ -185,32 +186,42 @@ class StaticGroups:
             for group, alias, overrides in ((flow.worker_group_id, flow.source, flow.consumer_overrides),
                                             (f"{flow.worker_group_id}.slots", flow.target, None))}
         self._fences = FenceJudge()
-        self._wait = wait  # between describe attempts (the flow's stop event: a stop cuts the waits short)
+        self._stop = stop  # the flow's: a stop ends the describe's attempts, and nothing is judged then
+        self._admin = admin
+        self._retry_s = retry_s  # between the describe's attempts
 
     def settings(self, group: str) -> dict[str, str]:
         """What ``group``'s consumer must be given (StaticMember.settings; nothing if not static)."""
         static = self._groups.get(group)
         return static[1].settings if static is not None else {}
 
-    def rejoin_after(self, exc: FencedInstance) -> Ruling:
-        """Whether the flow rejoins ``exc.group`` after the fence, and when. Either way ``exc``'s message
-        becomes the line to log: who holds the id, and why the flow rejoins or stops."""
+    def rejoin_after(self, exc: FencedInstance) -> Ruling | None:
+        """Whether the flow rejoins ``exc.group`` after the fence, and when (None: the flow was stopped meanwhile,
+        nothing was judged). Either way ``exc``'s message becomes the line to log: who holds the id, and why
+        the flow rejoins or stops."""
         static = self._groups.get(exc.group)
         if static is None:  # not a static member: nothing to judge (librdkafka fences only static members)
             exc.args = (f"{exc}; {STOPS}",)
             return Ruling(stop=str(exc))
         alias, member = static
         cluster = self._config.cluster(alias)
+        if self._stop.is_set():
+            return None
         try:
-            holder = describe_holder(lambda: make_admin(cluster), exc.group, member.instance_id, wait=self._wait)
+            holder = describe_holder(lambda: self._admin(cluster), exc.group, member.instance_id,
+                                     wait=lambda _s: self._stop.wait(self._retry_s))
         except Exception as err:  # (any: the flow must go on to its ruling, not end its thread here)
-            # With a client.id of its own a real duplicate shows as OTHER once a describe answers: one that
-            # failed (likely right after the broker restart that caused the fence) is taken for a fence of
-            # its own, within the cap. A shared client.id could not tell either way.
-            verdict = Verdict.SELF if member.unique else Verdict.UNKNOWN
+            if self._stop.is_set():
+                return None
+            # Likely right after the broker restart that caused the fence: taken for a fence of its own, within
+            # the cap (a real duplicate shows once a describe answers: OTHER, or UNKNOWN with a shared client.id).
+            verdict, why = Verdict.SELF, "one taken for this process's own (who holds the id is not known)"
             seen = f"the group's description failed: {error_text(err)}"
         else:
             verdict = judge(member, holder, exc.member_id)
+            why = {Verdict.SELF: "this process's own later join (as after a coordinator change)",
+                   Verdict.UNKNOWN: "this process or another one with its client.id (taken as this one once "
+                                    f"per {self._fences.window_s:.0f}s)", Verdict.OTHER: ""}[verdict]
             seen = f"it is held by {holder}" if holder is not None else "no member holds it now"
         if member.client_id is not None:
             seen += f", this process has client.id {member.client_id}"
@@ -219,9 +230,6 @@ class StaticGroups:
         if ruling.stop is not None:
             exc.args = (f"{head}: {ruling.stop}; {seen}; {STOPS}",)
             return ruling
-        why = {Verdict.SELF: "this process's own later join (as after a coordinator change)",
-               Verdict.UNKNOWN: "this process or another one with its client.id (taken as this one once "
-                                f"per {self._fences.window_s:.0f}s)"}[verdict]
         capped = f"; {ruling.capped}" if ruling.capped else ""
         exc.args = (f"{head} for {why}; {seen}{capped}",)
         return ruling

@@ -52,7 +52,7 @@ from mirror_core.replication.lag_watch import LagWatch
 from mirror_core.replication.pacing import SendPacer
 from mirror_core.replication.produce import Producing
 from mirror_core.replication.producer_pool import ProducerChooser, batch_limits, make_target_producers
-from mirror_core.replication.reporting import Reporter
+from mirror_core.replication.reporting import CHECKING_FENCE, REJOINING_AFTER_FENCE, Reporter
 from mirror_core.replication.retry import MAX_PROBE_INTERVAL_S, Backoff
 from mirror_core.replication.topics import TopicManager
 from mirror_core.stores.offset_syncs import ensure_offset_syncs_topic, offset_syncs_topic
@@ -88,7 +88,7 @@ class FlowReplicator:
         self.config = config
         # Static membership: with a stable group.instance.id a restarted process takes its partitions
         # (and exactly-once slots) back at once; without one it waits out the dead member's session.
-        self._static = StaticGroups(config, flow, static_id, stop.wait)  # their fences: fencing.py
+        self._static = StaticGroups(config, flow, static_id, stop)  # their fences: fencing.py
         self.flow = flow
         self.metrics = metrics
         self.stop = stop
@@ -140,11 +140,14 @@ class FlowReplicator:
                 return
             except FencedInstance as exc:
                 self._close(graceful=False)  # (closed already when the loop raised it, not when the setup did)
-                self.reporter.set_state(f"checking the fence: {exc}")
+                self.reporter.set_state(f"{CHECKING_FENCE}: {exc}", owns_nothing=True)
                 ruling = self._static.rejoin_after(exc)  # (asks the group's coordinator who holds the id)
+                if ruling is None:  # stopped meanwhile: nothing judged
+                    self.reporter.set_state("stopped", owns_nothing=True)
+                    return
                 if ruling.stop is None:
                     self._restart("fenced_by_itself", exc, backoff, f"flow {self.flow.name}: {exc}; rejoining in ",
-                                  level=logging.WARNING, at_least_s=ruling.wait_s)
+                                  level=logging.WARNING, at_least_s=ruling.wait_s, state=REJOINING_AFTER_FENCE)
                     continue
                 # Restarting would fence the other process in turn: both would flap. Stop this flow here,
                 # its checkpoint emitter too (same stop event), and say so to whoever starts flows.
@@ -164,13 +167,14 @@ class FlowReplicator:
                               exc_info=True)
 
     def _restart(self, kind: str, why: object, backoff: Backoff, says: str, level: int = logging.ERROR,
-                 exc_info: bool = False, at_least_s: float = 0.0) -> None:
-        """Count ``kind``, show ``why`` in /status, log ``says`` followed by the delay (the backoff's, or
-        ``at_least_s`` if longer), close the pipeline and wait the delay out (the caller's loop then starts a
-        new pipeline)."""
+                 exc_info: bool = False, at_least_s: float = 0.0, state: str = "restarting after error") -> None:
+        """Count ``kind``, show ``state`` and ``why`` in /status, log ``says`` followed by the delay (the
+        backoff's, or ``at_least_s`` if longer), close the pipeline and wait the delay out (the caller's loop
+        then starts a new pipeline)."""
         self.metrics.errors.labels(self.flow.name, kind).inc()
-        self.reporter.set_state(f"restarting after error: {why}")
         delay = max(backoff.restart_delay(self._copied_s), at_least_s)
+        when = time.strftime("%H:%M:%S UTC", time.gmtime(time.time() + delay))
+        self.reporter.set_state(f"{state} (at {when}): {why}")
         log.log(level, "%s%.0fs", says, delay, exc_info=exc_info)
         self._close(graceful=False)
         self.stop.wait(delay)

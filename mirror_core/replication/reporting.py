@@ -28,6 +28,18 @@ HELD_AFTER_S = 5.0
 EndOffsets = Callable[[list[tuple[str, int]]], dict[tuple[str, int], int]]
 
 
+#: a flow's /status states between a fence of this process's own and its rejoin: healthy (healthy_state), since
+#: restarting the process would only rejoin sooner, past fencing.FenceJudge's cap on rejoins
+CHECKING_FENCE = "checking the fence"
+REJOINING_AFTER_FENCE = "rejoining after a fence"
+
+
+def healthy_state(state: str) -> bool:
+    """Whether a running flow in ``state`` counts as healthy for /healthz: copying, or on its way back after a
+    fence of its own (a liveness probe restarting the process would defeat the cap on rejoins)."""
+    return state == "running" or state.startswith((CHECKING_FENCE, REJOINING_AFTER_FENCE))
+
+
 @dataclass
 class Stranded:
     """A partition released while the target did not answer (an exactly-once slot lost with it): nobody may

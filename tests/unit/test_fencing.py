@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from mirror_core.config.loader import parse_text
+from mirror_core.errors import FencedInstance
 from mirror_core.replication.fencing import (
     MAX_REJOINS,
     FenceJudge,
     Holder,
     Ruling,
+    StaticGroups,
     StaticMember,
     Verdict,
     describe_holder,
+    error_text,
     judge,
     own_client_id,
 )
+from mirror_core.replication.reporting import CHECKING_FENCE, REJOINING_AFTER_FENCE, healthy_state
 
 OURS = StaticMember("mirror-1", own_client_id("mirror-1", token="aaaa"), True)
 SHARED = StaticMember("mirror-1", "payments", False)  # the user set client.id: every process has it
@@ -69,8 +77,9 @@ def test_fences_of_its_own_rejoin_at_once_up_to_the_cap_then_after_the_oldest_le
     # until the first rejoin (at 0) leaves the window, then the second (at 10), ...
     over = fences.rule(Verdict.SELF)
     assert over.stop is None and over.wait_s == 600.0 - now[0], over
-    assert f"fenced {MAX_REJOINS + 1} times within 600s" in over.capped
-    assert fences.rule(Verdict.SELF).wait_s == 610.0 - now[0]
+    assert f"past {MAX_REJOINS} rejoins within 600s" in over.capped
+    now[0] = 600.0  # it rejoined after that wait, and was fenced again at once: the rejoin at 10 leaves next
+    assert fences.rule(Verdict.SELF).wait_s == 10.0
     now[0] = 2000.0  # long after every counted rejoin: at once again
     assert fences.rule(Verdict.SELF) == Ruling()
 
@@ -100,12 +109,14 @@ class _Admin:
 
     def __init__(self, answers: list[object]) -> None:
         self.answers, self.clients = answers, 0
+        self.on_describe: Callable[[], object] = lambda: None
 
     def __call__(self) -> _Admin:
         self.clients += 1
         return self
 
     def describe_consumer_groups(self, groups: list[str], request_timeout: float) -> dict[str, _Future]:
+        self.on_describe()
         return {groups[0]: _Future(self.answers.pop(0))}
 
 
@@ -124,3 +135,70 @@ def test_the_holder_is_asked_of_a_new_client_until_the_coordinator_answers() -> 
     with pytest.raises(KafkaException):
         describe_holder(stopped, "g", "mirror-1", wait=lambda _s: True)  # type: ignore[arg-type]
     assert stopped.clients == 1
+
+
+def _groups(user: str = "", answers: list[object] | None = None,
+            stop: threading.Event | None = None) -> tuple[StaticGroups, _Admin]:
+    """The static groups of flow dc1->dc2 run with --instance-id mirror-1 (``user``: more config lines);
+    each describe is answered by the next of ``answers``."""
+    config = parse_text("clusters = dc1, dc2\ndc1.bootstrap.servers = a:1\ndc2.bootstrap.servers = b:2\n"
+                        "dc1->dc2.enabled = true\n" + user, validate_clients=False)
+    admin = _Admin(list(answers or []))
+    return StaticGroups(config, config.flows[0], "mirror-1", stop or threading.Event(),
+                        admin=lambda _cluster: admin(), retry_s=0.001), admin  # type: ignore[arg-type,return-value]
+
+
+def test_a_failed_describe_is_taken_for_a_fence_of_its_own_with_any_client_id() -> None:
+    down = KafkaException(KafkaError(KafkaError._TRANSPORT, "all brokers down"))
+    for user in ("", "dc1.client.id = payments\n"):  # this process's own client.id, or the user's shared one
+        groups, admin = _groups(user, [down] * 5)
+        exc = _fence_of(groups)
+        ruling = groups.rejoin_after(exc)
+        assert ruling is not None and ruling.stop is None, (user, exc)
+        assert "one taken for this process's own" in str(exc) and "all brokers down" in str(exc), exc
+        assert admin.clients == 5
+
+
+def test_any_error_of_the_describe_is_judged_not_raised() -> None:
+    groups, _ = _groups("", [RuntimeError("boom")] * 5)
+    exc = _fence_of(groups)
+    ruling = groups.rejoin_after(exc)
+    assert ruling is not None and ruling.stop is None and "boom" in str(exc)
+    assert error_text(KafkaException(KafkaError(KafkaError.NOT_COORDINATOR, "moving"))) == "moving"
+    assert error_text(ValueError()) == "ValueError"
+
+
+def test_a_stop_during_the_describe_judges_nothing() -> None:
+    stop = threading.Event()
+    stop.set()
+    groups, admin = _groups("dc1.client.id = payments\n", [], stop)
+    assert groups.rejoin_after(_fence_of(groups)) is None and admin.clients == 0  # not even asked
+    later = threading.Event()
+    groups, admin = _groups("", [KafkaException(KafkaError(KafkaError.NOT_COORDINATOR))] * 5, later)
+    admin.on_describe = later.set  # the flow is stopped while the first describe is out
+    assert groups.rejoin_after(_fence_of(groups)) is None and admin.clients == 1
+
+
+def test_the_holder_decides_and_is_named() -> None:
+    other = _Member("mirror-1", "mirror-1-new", "mirror-core-mirror-1-ffffffff")
+    groups, _ = _groups("", [_Description([other])])
+    exc = _fence_of(groups)
+    ruling = groups.rejoin_after(exc)
+    assert ruling is not None and ruling.stop == "another process joined with this instance id"
+    assert "it is held by member mirror-1-new (client.id mirror-core-mirror-1-ffffffff, host h)" in str(exc)
+    assert "--instance-id" in str(exc)
+
+
+def _fence_of(groups: StaticGroups) -> FencedInstance:
+    """A fence of the flow's worker group (the one group of a flow that is not exactly-once's slots)."""
+    group = next(g for g in groups._groups if not g.endswith(".slots"))
+    return FencedInstance(f"group {group} fenced this process's instance id (FENCED_INSTANCE_ID)", group,
+                          "mirror-1-old")
+
+
+def test_the_states_on_the_way_back_from_a_fence_of_its_own_are_healthy() -> None:
+    assert healthy_state("running")
+    assert healthy_state(f"{CHECKING_FENCE}: group g on dc1 fenced instance id mirror-1 (FENCED_INSTANCE_ID)")
+    assert healthy_state(f"{REJOINING_AFTER_FENCE} (at 10:00:00 UTC): group g ...")
+    assert not healthy_state("restarting after error (at 10:00:00 UTC): the target refused ...")
+    assert not healthy_state("waiting for clusters: cannot connect")

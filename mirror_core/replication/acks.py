@@ -88,14 +88,12 @@ class Acks:
                     st.map_landed(b)
                     if b.count:
                         st.backoff = 0.5  # records landed: the target is healthy again
-                        m = self.metrics
-                        m.of_partition(m.records, lbl, st.topic, st.partition).inc(b.count)
-                        m.of_partition(m.bytes, lbl, st.topic, st.partition).inc(b.size)
+                        st.landed_records += b.count  # (on the partition's counters at the next publish)
+                        st.landed_bytes += b.size
                         if b.acked_at:
-                            m.latency.observe_batch(lbl, st.topic, b.acked_at, b.stamps or (b.ts_last,))
+                            self.metrics.latency.observe_batch(lbl, st.topic, b.acked_at, b.stamps or (b.ts_last,))
                             if b.ts_last > 0:
-                                m.of_partition(m.last_latency, lbl, st.topic, st.partition).set(
-                                    max(0.0, b.acked_at - b.ts_last / 1000.0))
+                                st.landed_latency = max(0.0, b.acked_at - b.ts_last / 1000.0)
                         if st.is_heartbeat and b.ts_last > 0 and b.acked_at:
                             self.last_heartbeat_ms = max(self.last_heartbeat_ms, b.ts_last)
                     continue

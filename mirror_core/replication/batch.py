@@ -157,9 +157,10 @@ class PartitionState:
     batches forgotten by a rewind from current ones.
     """
 
-    __slots__ = ("acked", "backoff", "careful", "committed", "delta", "gen", "is_heartbeat", "map_durable",
-                 "map_gen", "mode", "next", "origin", "parked", "partition", "paused_reason", "pending", "producer",
-                 "remote", "retry_at", "slot", "syncs", "syncs_in_flight", "t_next", "topic", "tp")
+    __slots__ = ("acked", "backoff", "careful", "committed", "delta", "gen", "is_heartbeat", "landed_bytes",
+                 "landed_latency", "landed_records", "map_durable", "map_gen", "mode", "next", "origin", "parked",
+                 "partition", "paused_reason", "pending", "producer", "remote", "retry_at", "slot", "syncs",
+                 "syncs_in_flight", "t_next", "topic", "tp")
 
     def __init__(self, topic: str, partition: int, remote: str, resume: int | None, is_heartbeat: bool,
                  producer: Any = None, slot: int | None = None) -> None:
@@ -198,6 +199,12 @@ class PartitionState:
         self.slot = slot
         #: first source offset consumed since assignment: where to rewind when nothing is committed
         self.origin: int | None = resume
+        #: acknowledged since the partition's counters were last brought up to date (once per publish,
+        #: reporting.py: Prometheus updates cost more than the rest of a small batch's acknowledgement): records,
+        #: their key and value bytes, and the latency of the newest of them (None: none since)
+        self.landed_records = 0
+        self.landed_bytes = 0
+        self.landed_latency: float | None = None
 
     @property
     def in_flight_full(self) -> bool:

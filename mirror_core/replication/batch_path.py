@@ -37,7 +37,16 @@ from mirror_core.wire.fetcher import BatchFetcher, FetchLimits
 from mirror_core.wire.leaders import TP
 from mirror_core.wire.metadata import Brokers
 from mirror_core.wire.recode import contiguous_copy
-from mirror_core.wire.records import base_offset, committed, contiguous, max_timestamp, next_offset, record_count
+from mirror_core.wire.records import (
+    BASE,
+    COUNT,
+    HEADER,
+    LAST_DELTA,
+    MAX_TIMESTAMP,
+    committed,
+    next_offset,
+    record_count,
+)
 from mirror_core.wire.sender import CONNECTION_LOST, NOT_SENT, BatchSender, Outgoing, Sent
 
 log = logging.getLogger(__name__)
@@ -255,10 +264,11 @@ class BatchCopier:
         at = start
         try:
             for raw in committed(part.batches, part.aborted):
-                at = base_offset(raw)
-                if next_offset(raw) <= start:
+                h = HEADER.unpack_from(raw)
+                at = h[BASE]
+                if at + h[LAST_DELTA] < start:
                     continue  # a fetch serves the whole batch holding its position
-                b = self._batch(st, raw, start)
+                b = self._batch(st, raw, start, h)
                 if b is None:
                     continue
                 data, batch = b
@@ -288,19 +298,22 @@ class BatchCopier:
         return records
 
     @staticmethod
-    def _batch(st: PartitionState, raw: memoryview, start: int) -> tuple[memoryview | bytearray, Batch] | None:
-        """What to send of ``raw`` (records from ``start``, offsets contiguous), and its acknowledgement."""
+    def _batch(st: PartitionState, raw: memoryview, start: int,
+               h: tuple[int, ...] | None = None) -> tuple[memoryview | bytearray, Batch] | None:
+        """What to send of ``raw`` (records from ``start``, offsets contiguous), and its acknowledgement. ``h``:
+        its header (records.HEADER), if read already."""
+        h = h or HEADER.unpack_from(raw)
         gaps: list[tuple[int, int]] = []
         data: memoryview | bytearray = raw
-        first = base_offset(raw)
-        if first < start or not contiguous(raw):
+        first, count = h[BASE], h[COUNT]
+        if first < start or h[LAST_DELTA] + 1 != count:  # (a gap inside: compaction)
             data, gaps = contiguous_copy(raw, start)
             if not data:
                 return None
             first = max(first, start)
             if gaps and gaps[0][0] == 0:  # the first record kept follows a gap
                 first = gaps.pop(0)[1]
-        count = record_count(data)
+            count = record_count(data)
         run_index, run_first = gaps[-1] if gaps else (0, first)
         b = Batch(st.gen, first)
         # After its last record, not its last offset: offsets compacted away at a batch's end are passed as the
@@ -310,7 +323,7 @@ class BatchCopier:
         b.size = len(data)
         b.pending = 1
         b.gaps = gaps
-        b.ts_last = max_timestamp(raw)
+        b.ts_last = h[MAX_TIMESTAMP]
         st.pending.append(b)
         return data, b
 

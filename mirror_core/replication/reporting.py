@@ -112,6 +112,7 @@ class Reporter:
         """This process stopped copying ``st``. ``stranded``: released because the target did not answer
         (no other process can copy it meanwhile either), so its lag stays counted here (:class:`Stranded`)."""
         key = (st.topic, st.partition)
+        self.count_landed(st, latency=False)  # (its last latency is dropped below)
         with self._lock:
             self._gone.add(key)
             last = self._last.pop(key, None)
@@ -122,6 +123,20 @@ class Reporter:
                 self._zero(st.topic, st.partition)
         # Another process owns it now: a stale last latency would be summed with the owner's.
         self.metrics.forget_latency(self.flow_name, st.topic, st.partition)
+
+    def count_landed(self, st: PartitionState, latency: bool = True) -> None:
+        """Add what ``st`` acknowledged since the last call to its counters (and set its last latency), once per
+        publish rather than per batch: at thousands of partitions a batch is a few dozen records, and these
+        updates cost more than the rest of its acknowledgement (acks.py counts on the partition state)."""
+        m, lbl = self.metrics, self.flow_name
+        if st.landed_records:
+            m.of_partition(m.records, lbl, st.topic, st.partition).inc(st.landed_records)
+            m.of_partition(m.bytes, lbl, st.topic, st.partition).inc(st.landed_bytes)
+            st.landed_records = st.landed_bytes = 0
+        if st.landed_latency is not None:
+            if latency:
+                m.of_partition(m.last_latency, lbl, st.topic, st.partition).set(st.landed_latency)
+            st.landed_latency = None
 
     def _zero(self, topic: str, partition: int) -> None:
         for metric in (self.metrics.lag, self.metrics.position, self.metrics.paused):
@@ -216,6 +231,7 @@ class Reporter:
         lbl = self.flow_name
         for st in states:
             owned.add((st.topic, st.partition))
+            self.count_landed(st)
             try:
                 low, high = consumer.get_watermark_offsets(st.tp, cached=True)
             except KafkaException:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from mirror_core.wire.codec import Buffer, Reader, int16, int32, string
 
@@ -14,10 +14,15 @@ PRODUCE_VERSION = 8  # the last non-flexible version (Kafka 2.4 up to 4.x)
 ACKS_ALL = -1
 #: a batch's first part up to this size is joined with what leads it in the request (one part, not two)
 SMALL_PART = 1024
+#: a partition's entry in a request up to its batch's leader epoch: partition, records size, base offset, length,
+#: leader epoch
+_LEAD = struct.Struct(">iiqii")
+#: a partition's answer without record errors or message: index, error, base offset, append time, log start,
+#: record errors (an empty or null array), error message (a null string)
+_PLAIN_ANSWER = struct.Struct(">ihqqqih")
 
 
-@dataclass(frozen=True)
-class Produced:
+class Produced(NamedTuple):
     topic: str
     partition: int
     error: int
@@ -41,11 +46,10 @@ def produce_request(batches: Mapping[tuple[str, int], Sequence[Buffer]], timeout
     for topic, of_topic in by_topic.items():
         out.append(string(topic) + int32(len(of_topic)))
         for partition, parts in of_topic:
-            size = sum(len(part) for part in parts)
+            size = sum(map(len, parts))
             first = memoryview(parts[0])
-            head = bytearray(first[:16])
-            struct.pack_into(">qii", head, 0, 0, size - 12, -1)
-            lead = int32(partition) + int32(size) + head
+            # partition, records size, then the batch's base offset, length and leader epoch
+            lead = _LEAD.pack(partition, size, 0, size - 12, -1)
             if len(first) <= SMALL_PART:  # a restamped header: one part with what leads it
                 out.append(lead + first[16:])
             else:
@@ -60,6 +64,12 @@ def parse_produce(data: memoryview) -> list[Produced]:
     for _ in range(r.count()):
         topic = r.string() or ""
         for _ in range(r.count()):
+            if r.at + _PLAIN_ANSWER.size <= len(r.data):  # the usual answer, in one read: no record error, no message
+                index, error, base, _append_time, log_start, errors, message = _PLAIN_ANSWER.unpack_from(r.data, r.at)
+                if errors <= 0 and message < 0:
+                    r.at += _PLAIN_ANSWER.size
+                    out.append(Produced(topic, index, error, base, log_start, None))
+                    continue
             index, error, base, _append_time, log_start = r.take(">ihqqq")
             for _ in range(r.count()):  # record errors: (batch index, message); the partition's message says it
                 r.int32()

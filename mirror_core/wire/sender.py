@@ -27,6 +27,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from mirror_core.wire.connection import Connection, WireError
 from mirror_core.wire.errors import RETRIABLE, STALE_LEADER, name
@@ -57,7 +58,7 @@ UNKNOWN_OUTCOME = frozenset({CONNECTION_LOST, 7, 20})
 RETRY_S = 0.2
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Outgoing:
     """One batch for the target partition (``topic``, ``partition``); ``token``: the caller's, given back."""
 
@@ -75,8 +76,7 @@ class Outgoing:
     order: int = 0  # when it was last sent, among all batches: what is sent again goes in this order
 
 
-@dataclass(frozen=True)
-class Sent:
+class Sent(NamedTuple):
     batch: Outgoing
     #: 0: landed at ``base_offset``; else a Kafka error code, ``NOT_SENT`` or ``CONNECTION_LOST``
     error: int

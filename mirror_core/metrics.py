@@ -68,22 +68,39 @@ class RecordLatency(Collector):
             within = [len(ts) - max(start, bisect_left(ts, acked_ms - b)) for b in self._bounds_ms] + [n]
             per_bucket = [c - (within[j - 1] if j else 0) for j, c in enumerate(within)]
         with self._lock:
-            series = self._series.get((flow, topic))
-            if series is None:
-                own = self._topics.setdefault(flow, set())
-                if len(own) < self.max_topics:
-                    own.add(topic)
-                else:
-                    topic = OTHER_TOPICS
-                series = self._series.get((flow, topic))
-                if series is None:
-                    series = self._series[(flow, topic)] = [0.0] * (len(self.bounds) + 2)
+            series = self._series.get((flow, topic)) or self._new_series(flow, topic)
             if one_bucket:
                 series[oldest] += n
             else:
                 for j, c in enumerate(per_bucket):
                     series[j] += c
             series[-1] += total
+
+    def observe_run(self, flow: str, topic: str, acked_at: float, timestamp_ms: int, count: int) -> None:
+        """``count`` records of one timestamp (ms; <= 0: none, not counted), acknowledged together: the records of
+        a batch copied whole (its records are not read: each counts at the batch's newest timestamp, so its
+        latency is understated by at most the batch's time span, the source producer's linger)."""
+        if timestamp_ms <= 0 or count <= 0:
+            return
+        latency_ms = max(0.0, acked_at * 1000.0 - timestamp_ms)
+        bucket = bisect_left(self._bounds_ms, latency_ms)
+        with self._lock:
+            series = self._series.get((flow, topic)) or self._new_series(flow, topic)
+            series[bucket] += count
+            series[-1] += count * latency_ms / 1000.0
+
+    def _new_series(self, flow: str, topic: str) -> list[float]:
+        """The series ``topic`` counts in from now on (under the lock): its own, or past the cap the flow's
+        shared one."""
+        own = self._topics.setdefault(flow, set())
+        if len(own) < self.max_topics:
+            own.add(topic)
+        else:
+            topic = OTHER_TOPICS
+        series = self._series.get((flow, topic))
+        if series is None:
+            series = self._series[(flow, topic)] = [0.0] * (len(self.bounds) + 2)
+        return series
 
     def collect(self) -> Iterator[Metric]:
         family = HistogramMetricFamily(self.name, self.documentation, labels=("flow", "topic"))

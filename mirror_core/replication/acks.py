@@ -91,7 +91,10 @@ class Acks:
                         st.landed_records += b.count  # (on the partition's counters at the next publish)
                         st.landed_bytes += b.size
                         if b.acked_at:
-                            self.metrics.latency.observe_batch(lbl, st.topic, b.acked_at, b.stamps or (b.ts_last,))
+                            if b.stamps:  # (the records path: each record's own timestamp)
+                                self.metrics.latency.observe_batch(lbl, st.topic, b.acked_at, b.stamps)
+                            else:  # a batch copied whole: its records at its newest timestamp
+                                self.metrics.latency.observe_run(lbl, st.topic, b.acked_at, b.ts_last, b.count)
                             if b.ts_last > 0:
                                 st.landed_latency = max(0.0, b.acked_at - b.ts_last / 1000.0)
                         if st.is_heartbeat and b.ts_last > 0 and b.acked_at:

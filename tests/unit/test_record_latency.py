@@ -61,3 +61,16 @@ def test_topics_beyond_the_cap_share_the_other_series_per_flow() -> None:
     assert got['lat_count{flow="f",topic="other"}'] == 2  # c and d
     assert not any('topic="c"' in k and 'flow="f"' in k for k in got)
     assert got['lat_count{flow="g",topic="c"}'] == 1  # another flow's cap is its own
+
+
+def test_a_batch_copied_whole_counts_each_of_its_records_at_its_newest_timestamp() -> None:
+    """The batches data path does not read records: a batch's records count at its max timestamp, all of them."""
+    h = RecordLatency("lat", "test", (0.1, 1.0))
+    h.observe_run("f", "t", 100.0, 99_500, 70)  # 70 records, 0.5 s
+    h.observe_run("f", "t", 100.0, 100_500, 2)  # ahead of the acknowledgement (skew): 0 s
+    h.observe_run("f", "t", 100.0, -1, 5)  # no timestamp: not counted
+    got = _exposed(h)
+    assert got['lat_bucket{flow="f",le="0.1",topic="t"}'] == 2
+    assert got['lat_bucket{flow="f",le="1.0",topic="t"}'] == 72
+    assert got['lat_count{flow="f",topic="t"}'] == 72
+    assert abs(got['lat_sum{flow="f",topic="t"}'] - 35.0) < 1e-9

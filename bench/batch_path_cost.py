@@ -1,15 +1,19 @@
 """The Python work the batches data path does per source batch, without brokers: each thread's steps timed on
 the same synthetic backlog, so that a change to them is measured without the noise of a copy on shared cores.
 
-    python -m bench.batch_path_cost [partitions] [batches per partition] [records per batch] [rounds]
+    python -m bench.batch_path_cost [assigned] [fetched] [batches] [records] [rounds]
 
-Defaults 2,000 / 20 / 100 / 5 (the shape a 2,000-partition backlog of 100 B records has here: 70-130 records a
-batch). Each round builds nothing new; it times, in this order, on one thread:
+Defaults 2,000 / 60 / 100 / 100 / 5: 2,000 partitions assigned, of which a fetch answer carries 60, each with
+100 batches of 100 records. That is the shape of a 2,000-partition backlog of 100 B records here: a partition's
+whole backlog (about 1 MB) fits its 4 MiB share of an answer, a 64 MiB answer holds about 60 of them, and the
+source's batches hold 60-130 records. A round copies the answers of every assigned partition; it times, on one
+thread:
 
-- fetch: ``parse_fetch`` of one answer carrying every partition's batches (the fetch thread's work per answer);
-- take: ``BatchCopier.take`` of each partition (the flow thread hands the batches to the sender);
-- send: the sender's ``_take`` (one batch per partition per request), ``restamp`` and ``produce_request`` for
-  every request, then ``parse_produce`` of its answer and ``_answered`` (the sender's connection thread);
+- fetch: ``parse_fetch`` of each answer (the fetch thread's work);
+- take: ``BatchCopier.take`` of each of its partitions (the flow thread hands the batches to the sender);
+- send: the sender's ``_take`` (one batch per partition per request, from the partitions with batches queued),
+  ``restamp`` and ``produce_request`` for every request, then ``parse_produce`` of its answer and ``_answered``
+  (the sender's connection thread);
 - ack: ``BatchCopier.answer`` of every ``Sent`` and ``Acks.collect`` (the flow thread again).
 
 Prints the median over the rounds of each step in microseconds per batch, and their sum. No socket is
@@ -53,12 +57,11 @@ def batch(base: int, records: int, value: bytes = b"v" * 100) -> bytes:
     return struct.pack(">qiibI", base, 4 + 1 + 4 + len(tail), 0, 2, google_crc32c.value(tail)) + tail
 
 
-def fetch_answer(partitions: int, batches: int, records: int) -> bytes:
-    """A Fetch v11 answer with ``batches`` batches of each partition of topic t, from offset 0."""
-    one = [batch(i * records, records) for i in range(batches)]
-    data = b"".join(one)
+def fetch_answer(partitions: range, batches: int, records: int) -> bytes:
+    """A Fetch v11 answer with ``batches`` batches of each of ``partitions`` of topic t, from offset 0."""
+    data = b"".join(batch(i * records, records) for i in range(batches))
     parts = (int32(p) + int16(0) + int64(batches * records) * 3 + int32(-1) + int32(-1) + int32(len(data)) + data
-             for p in range(partitions))
+             for p in partitions)
     return int32(0) + int16(0) + int32(0) + array([string(TOPIC) + array(parts)])
 
 
@@ -81,8 +84,8 @@ class _Fetcher:
         pass
 
 
-def one_round(answer: memoryview, partitions: int, records: int) -> dict[str, float]:
-    """Each step's seconds for one answer's batches, on fresh state (the backlog from offset 0)."""
+def one_round(answers: list[memoryview], partitions: int, records: int) -> dict[str, float]:
+    """Each step's seconds for the answers' batches, on fresh state (the backlog from offset 0)."""
     reader = WireReader(cast(Any, None), cast(Any, _Fetcher()), None, "earliest")
     states = {(TOPIC, p): PartitionState(TOPIC, p, REMOTE, 0, False) for p in range(partitions)}
     reader.positions.update({key: 0 for key in states})
@@ -102,8 +105,6 @@ def one_round(answer: memoryview, partitions: int, records: int) -> dict[str, fl
         timings[step] = timings.get(step, 0.0) + time.perf_counter() - t0
         return out
 
-    parts = timed("fetch", lambda: parse_fetch(answer, "bench"))
-    timed("take", lambda: [copier.take(part) for part in parts])
     bases = dict.fromkeys(range(partitions), 0)
 
     def request() -> tuple[dict[tuple[str, int], Any], list[Any]] | None:
@@ -115,31 +116,35 @@ def one_round(answer: memoryview, partitions: int, records: int) -> dict[str, fl
                                30_000)
         return chosen, body
 
-    while True:
-        made = timed("send", request)
-        if made is None:
-            break
-        chosen = made[0]
-        raw = memoryview(produce_answer(chosen, bases, records))  # (not timed: the target's)
+    for answer in answers:
+        parts = timed("fetch", lambda answer=answer: parse_fetch(answer, "bench"))  # type: ignore[misc]
+        timed("take", lambda parts=parts: [copier.take(part) for part in parts])  # type: ignore[misc]
+        while True:
+            made = timed("send", request)
+            if made is None:
+                break
+            chosen = made[0]
+            raw = memoryview(produce_answer(chosen, bases, records))  # (not timed: the target's)
 
-        def answered(chosen: dict[tuple[str, int], Any] = chosen, raw: memoryview = raw) -> None:
-            sender._answered(chosen, {(a.topic, a.partition): (a.error, a.base_offset, a.message)
-                                      for a in parse_produce(raw)})
+            def answered(chosen: dict[tuple[str, int], Any] = chosen, raw: memoryview = raw) -> None:
+                sender._answered(chosen, {(a.topic, a.partition): (a.error, a.base_offset, a.message)
+                                          for a in parse_produce(raw)})
 
-        timed("send", answered)
-        timed("ack", lambda: (copier.answer(sender.poll(0)), acks.collect()))
+            timed("send", answered)
+            timed("ack", lambda: (copier.answer(sender.poll(0)), acks.collect()))
     assert all(st.acked == st.next for st in states.values()), "not every batch was acknowledged"
     return timings
 
 
-def main(partitions: int = 2000, batches: int = 20, records: int = 100, rounds: int = 5) -> None:
-    answer = memoryview(fetch_answer(partitions, batches, records))
-    n = partitions * batches
-    print(f"{partitions} partitions x {batches} batches x {records} records ({len(answer) / 1e6:.1f} MB answer), "
-          f"{rounds} rounds; microseconds per batch, median (min-max):", flush=True)
+def main(assigned: int = 2000, fetched: int = 60, batches: int = 100, records: int = 100, rounds: int = 5) -> None:
+    answers = [memoryview(fetch_answer(range(at, min(at + fetched, assigned)), batches, records))
+               for at in range(0, assigned, fetched)]
+    n = assigned * batches
+    print(f"{assigned} partitions assigned, {fetched} per fetch answer ({len(answers[0]) / 1e6:.1f} MB), {batches} "
+          f"batches x {records} records each, {rounds} rounds; microseconds per batch, median (min-max):", flush=True)
     per_step: dict[str, list[float]] = {}
     for _ in range(rounds):
-        for step, seconds in one_round(answer, partitions, records).items():
+        for step, seconds in one_round(answers, assigned, records).items():
             per_step.setdefault(step, []).append(seconds / n * 1e6)
     totals = [sum(values[i] for values in per_step.values()) for i in range(rounds)]
     for step, values in [*per_step.items(), ("all", totals)]:
@@ -147,4 +152,4 @@ def main(partitions: int = 2000, batches: int = 20, records: int = 100, rounds: 
 
 
 if __name__ == "__main__":
-    main(*(int(a) for a in sys.argv[1:5]))
+    main(*(int(a) for a in sys.argv[1:6]))

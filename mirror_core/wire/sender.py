@@ -90,9 +90,11 @@ class Sent(NamedTuple):
 
 
 class _Partition:
-    __slots__ = ("acked_seq", "failed", "generation", "in_flight", "known", "next_seq", "queue", "returned", "route")
+    __slots__ = ("acked_seq", "failed", "generation", "in_flight", "known", "next_seq", "queue", "returned", "route",
+                 "tp")
 
-    def __init__(self) -> None:
+    def __init__(self, tp: TP) -> None:
+        self.tp = tp
         #: (broker, connection) that carries its batches: one, so that they stay in order; chosen again only when
         #: its leader changed and nothing of it is in flight
         self.route: tuple[int, int] | None = None
@@ -124,6 +126,10 @@ class BatchSender:
         self.delivery_timeout_s, self.max_request_bytes = delivery_timeout_s, max_request_bytes
         self._cond = threading.Condition()
         self._parts: dict[TP, _Partition] = {}
+        #: the partitions with batches in their queue, in the order they got them (an ordered set): what a request
+        #: is taken from. At thousands of partitions most have none at a time (a fetch answer carries a few dozen
+        #: partitions' records), and a scan of every partition per request cost more than the batches it found.
+        self._queued: dict[TP, None] = {}
         self._results: queue.SimpleQueue[Sent] = queue.SimpleQueue()
         self._stop = threading.Event()
         self.producer_id, self.epoch = -1, -1
@@ -141,12 +147,13 @@ class BatchSender:
             tps = []
             for b in batches:
                 tp = (b.topic, b.partition)
-                p = self._parts.get(tp) or self._parts.setdefault(tp, _Partition())
+                p = self._parts.get(tp) or self._parts.setdefault(tp, _Partition(tp))
                 if p.failed:
                     self._results.put(Sent(b, NOT_SENT))
                     continue
                 b.generation, b.handed = p.generation, time.monotonic()
                 p.queue.append(b)
+                self._queued[tp] = None
                 tps.append(tp)
             self._leaders.want(tps)
             self._cond.notify_all()
@@ -192,8 +199,10 @@ class BatchSender:
         leaders = self._leaders.leaders
         now = time.monotonic()
         dealt = False
-        for tp, p in self._parts.items():
-            if not p.queue or p.failed or p.returned or len(p.in_flight) >= MAX_IN_FLIGHT or leaders.get(tp) != node:
+        parts = self._parts
+        for tp in list(self._queued):
+            p = parts[tp]
+            if p.failed or p.returned or len(p.in_flight) >= MAX_IN_FLIGHT or leaders.get(tp) != node:
                 continue
             if p.route is None or p.route[0] != node:
                 if p.in_flight:
@@ -215,6 +224,8 @@ class BatchSender:
             if not p.in_flight:
                 p.next_seq = p.acked_seq  # after a retry: from the last acknowledged batch, as first sent
             p.queue.popleft()
+            if not p.queue:
+                del self._queued[tp]
             b.producer_id, b.epoch, b.sequence = self.producer_id, self.epoch, p.next_seq
             b.first_sent = b.first_sent or now
             self._sent += 1
@@ -278,7 +289,7 @@ class BatchSender:
     def _claim_renewal(self) -> bool:
         """This worker asks for the new producer id (one at a time, and only for batches waiting to go)."""
         with self._cond:
-            if self._renewing or not self._renew or not any(p.queue for p in self._parts.values()):
+            if self._renewing or not self._renew or not self._queued:
                 return False
             self._renewing = True
             return True
@@ -314,8 +325,8 @@ class BatchSender:
         """A partition whose next batch no leader has taken within the delivery timeout (a broker that stays
         unreachable, a topic that does not exist) fails: the caller hears of it."""
         with self._cond:
-            for p in self._parts.values():
-                if p.queue and not p.in_flight and not p.returned and not p.failed and \
+            for p in [self._parts[tp] for tp in self._queued]:
+                if not p.in_flight and not p.returned and not p.failed and \
                         now - p.queue[0].handed > self.delivery_timeout_s:
                     if any(b.first_sent for b in p.queue):  # sent before (a lost connection): it may have landed
                         self._renew = True
@@ -328,8 +339,8 @@ class BatchSender:
         why = f"no producer id: {name(error)}"
         log.error("%s: %s", self.brokers.where, why)
         with self._cond:
-            for p in self._parts.values():
-                if p.queue and not p.failed:
+            for p in [self._parts[tp] for tp in self._queued]:
+                if not p.failed:
                     self._fail(p, p.queue.popleft(), error, why)
 
     def _answered(self, request: dict[TP, Outgoing], answers: dict[TP, tuple[int, int, str | None]]) -> None:
@@ -371,6 +382,7 @@ class BatchSender:
                 if not p.in_flight and p.returned:
                     p.queue.extendleft(sorted(p.returned, key=lambda r: r.order, reverse=True))
                     p.returned.clear()
+                    self._queued[tp] = None
             self._cond.notify_all()
 
     def _fail(self, p: _Partition, b: Outgoing, error: int, message: str | None) -> None:
@@ -387,3 +399,4 @@ class BatchSender:
             self._results.put(Sent(later, NOT_SENT))
         p.returned.clear()
         p.queue.clear()
+        self._queued.pop(p.tp, None)

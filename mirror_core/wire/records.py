@@ -159,6 +159,9 @@ def restamp(batch: memoryview | bytes | bytearray, producer_id: int, epoch: int,
 
 #: zeros for :func:`crc_moved`: one block of each power of two up to a MiB, and a MiB used as often as needed
 _ZEROS = [bytes(1 << k) for k in range(21)]
+#: up to this many zeros a copy of them is cheaper than a call per set bit (google_crc32c reads bytes only, so a
+#: view will not do): the small batches of many partitions (tens of KB at most) take one call
+_SHORT = 1 << 14
 _MASK = 0xFFFFFFFF
 
 
@@ -167,8 +170,10 @@ def crc_moved(difference: int, after: int) -> int:
     the changed bytes alone changes by ``difference`` (CRC32C is linear over messages of one length: the
     change is ``difference`` carried through ``after`` zero bytes). google_crc32c extends a CRC over cached
     zeros at its C speed (about 20 GB/s here; as much work as a CRC over the records, without copying them):
-    one call per MiB and per set bit of the rest."""
+    one call over a copy of up to 16 KiB of zeros, else one per MiB and per set bit of the rest."""
     crc = ~difference & _MASK  # extend() starts from and ends with a complemented register
+    if after <= _SHORT:
+        return ~google_crc32c.extend(crc, _ZEROS[14][:after]) & _MASK
     while after >= 1 << 20:
         crc = google_crc32c.extend(crc, _ZEROS[20])
         after -= 1 << 20

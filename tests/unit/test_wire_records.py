@@ -85,11 +85,13 @@ def test_a_restamped_batch_carries_this_producers_id_epoch_and_sequences_with_a_
     assert (records.next_sequence(after_first, second), records.next_sequence(0, other)) == (7, 1)
 
 
-@pytest.mark.parametrize("size", [0, 1, 3, 4096, 8191, (1 << 20) - 1, 1 << 20, (5 << 20) + 77])
+@pytest.mark.parametrize("size", [0, 1, 3, 4096, 8191, 16379, 16380, 16381, 20000, (1 << 20) - 1, 1 << 20,
+                                  (5 << 20) + 77])
 def test_restamp_corrects_the_crc_for_what_it_changed_without_reading_the_records(size: int) -> None:
     """The CRC a restamp gives equals one computed over the whole restamped batch, for records of any length
-    (the correction runs over powers of two of zeros up to a MiB, then whole MiBs), and the records are a view
-    of the batch, not a copy."""
+    (the correction runs over up to 16 KiB of zeros at once, or over powers of two of zeros up to a MiB, then
+    whole MiBs; 16380 bytes of records and their count are the 16 KiB), and the records are a
+    view of the batch, not a copy."""
     original = batch(3, 0, records=random.Random(size).randbytes(size), attributes=0x10, producer_id=55)
     head, rest = records.restamp(original, 2**40 + 7, 9, 0x7FFFFFF0)
     assert rest.obj is original and rest == original[records.RESTAMPED:]

@@ -116,12 +116,22 @@ def raw_consume(bootstrap: str, topic: str, n: int, size: int) -> Result:
     return Result(f"{size}B", "raw consume", n, size, secs, n / secs, n * size / secs / 1e6, cpu / n * 1e6)
 
 
+def bench_cluster(name: str, base: Path) -> LocalCluster:
+    """A single-node KRaft cluster for a benchmark, its whole heap from the start as Kafka's own start script
+    gives it (-Xms = -Xmx, 1 GiB; ``BENCH_BROKER_HEAP`` sets another). Until 2026-12-04 the benchmarks' brokers
+    grew their heap from 128 MB, as the development clusters do: at 2,000 partitions (230-280 MB of old
+    generation) G1 then marked concurrently for most of a copy, 0.15-0.36 of a core of the target broker."""
+    heap = os.environ.get("BENCH_BROKER_HEAP", "1g")
+    return LocalCluster(name, base / name, free_port(), free_port(), heap=heap, jvm_options=[f"-Xms{heap}"])
+
+
 @contextmanager
 def local_clusters(prefix: str) -> Iterator[tuple[Path, list[LocalCluster]]]:
-    """A work directory with a started source and target (single-node KRaft, 1 GiB heap), stopped on exit."""
+    """A work directory with a started source and target (single-node KRaft, :func:`bench_cluster`), stopped on
+    exit."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         work = Path(tmp)
-        clusters = [LocalCluster(n, work / n, free_port(), free_port(), heap="1g") for n in ("source", "target")]
+        clusters = [bench_cluster(n, work) for n in ("source", "target")]
         try:
             for c in clusters:
                 c.start()
@@ -543,7 +553,7 @@ def main() -> int:
     extra_results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="mirror-bench-", dir=args.broker_dir) as tmp:
         work = Path(tmp)
-        clusters = [LocalCluster(n, work / n, free_port(), free_port(), heap="1g") for n in ("source", "target")]
+        clusters = [bench_cluster(n, work) for n in ("source", "target")]
         if "wan" in parts:
             from bench.wan import add_wan_listener
 

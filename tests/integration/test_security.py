@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -114,20 +115,22 @@ def test_bad_credentials_and_unknown_hosts_give_clear_errors(secure: SecureClust
         bootstrap, lines, expect = "no-such-broker.invalid:9093", secure.lines("dc1s"), "unknown host"
     config = write_config(tmp_path / "mm2.properties", {"dc1s": bootstrap, "dc2": dc2},
                           lines + flow_lines(name, flow=FLOW))
-    for args in (("status", "--config", str(config)), ("status", "--config", str(config), "--json")):
-        res = cli(*args)
-        out = res.stdout + res.stderr
-        assert res.returncode == 1, out
-        assert "Traceback" not in out and "not-the-password" not in out and PASSWORD not in out
-        if "--json" in args:
-            error = json.loads(res.stdout)["flows"][0]["error"]
-            assert error.startswith("cluster dc1s: ") and expect in error, error
-        else:
-            assert "dc1s" in out and expect in out, out
-
-    # The running service says the same while it waits (and keeps running: the cluster may come back).
+    # The running service says the same while it waits (and keeps running: the cluster may come back). It and
+    # the two status commands run at once: each waits out the cluster's answer (or its absence) on its own.
     m = MirrorProcess(config, tmp_path, "bad").start()
     try:
+        every = (("status", "--config", str(config)), ("status", "--config", str(config), "--json"))
+        with ThreadPoolExecutor(len(every)) as pool:
+            results = list(pool.map(lambda args: (args, cli(*args)), every))
+        for args, res in results:
+            out = res.stdout + res.stderr
+            assert res.returncode == 1, out
+            assert "Traceback" not in out and "not-the-password" not in out and PASSWORD not in out
+            if "--json" in args:
+                error = json.loads(res.stdout)["flows"][0]["error"]
+                assert error.startswith("cluster dc1s: ") and expect in error, error
+            else:
+                assert "dc1s" in out and expect in out, out
         wait_until(lambda: f"cluster dc1s: {expect}" in m.log(), 60, interval=1, what=f"'{expect}' in the mirror log")
         assert m.alive()
     finally:

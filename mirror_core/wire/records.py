@@ -173,7 +173,7 @@ def crc_moved(difference: int, after: int) -> int:
     one call over a copy of up to 16 KiB of zeros, else one per MiB and per set bit of the rest."""
     crc = ~difference & _MASK  # extend() starts from and ends with a complemented register
     if after <= _SHORT:
-        return ~google_crc32c.extend(crc, _ZEROS[14][:after]) & _MASK
+        return ~int(google_crc32c.extend(crc, _ZEROS[14][:after])) & _MASK
     while after >= 1 << 20:
         crc = google_crc32c.extend(crc, _ZEROS[20])
         after -= 1 << 20

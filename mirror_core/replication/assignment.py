@@ -231,6 +231,10 @@ class Assignment:
             else:
                 tp.offset = resume if resume is not None else (
                     OFFSET_BEGINNING if self.flow.start_position == "earliest" else OFFSET_END)
+            old = self.states.get((tp.topic, tp.partition))
+            if old is not None:  # (cooperative assignments give only new partitions: its counts kept all the same)
+                self.reporter.count_landed(old)
+                self.acks.forget(old)
             self.states[(tp.topic, tp.partition)] = PartitionState(
                 tp.topic, tp.partition, self.flow.remote_topic(tp.topic), resume,
                 self.flow.policy.is_heartbeats_topic(tp.topic), carrier[(tp.topic, tp.partition)], slot)

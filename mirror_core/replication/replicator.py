@@ -69,6 +69,10 @@ log = logging.getLogger(__name__)
 PARKED_WAIT_S = 0.002
 
 
+#: how often the partitions' counters are brought up to date with what was acknowledged (reporting.count_landed)
+COUNT_INTERVAL_S = 1.0
+
+
 def next_parked_wait(wait_s: float, parked: int, released: int) -> float:
     """The loop's wait for its next pass while records are parked: short again once records move or none
     wait (the next records parked get the short wait too), doubled per pass that released nothing."""
@@ -293,7 +297,7 @@ class FlowReplicator:
                               self._denied_topics)
         batch_max = self.flow.batch_max_records
         max_in_flight = self.flow.in_flight_records_limit or sys.maxsize  # (the batches path: the copier's bytes)
-        next_commit = 0.0
+        next_commit = next_count = 0.0
         pacer = SendPacer(self.flow.commit_interval_ms / 1000.0)
         parked_gauge = self.metrics.parked.labels(self.flow.name)
         held_gauge = self.metrics.in_flight_bytes.labels(self.flow.name) if copier is not None else None
@@ -336,6 +340,10 @@ class FlowReplicator:
                     delivery.poll_producers(0)
                 acks.collect()
                 parked_wait = next_parked_wait(parked_wait, parked, producing.release())
+                if now >= next_count:  # (a publish counts too; offset.flush.interval.ms may be a minute)
+                    for st in assignment.states.values():
+                        self.reporter.count_landed(st)
+                    next_count = now + COUNT_INTERVAL_S
                 if now >= next_commit:
                     parked_gauge.set(parked)
                     if held_gauge is not None and copier is not None:

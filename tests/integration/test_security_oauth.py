@@ -173,7 +173,8 @@ def test_wrong_client_secret_gives_a_clear_error(oauth: OAuthCluster, dc2: str, 
         assert error.startswith("cluster dc1o: authentication failed") and "OAUTHBEARER token" in error \
             and "invalid_client" in error, error
         assert took < 45, "the failure took too long to report"
-        assert idp.refused_for(CLIENT_ID) > refused, "the token endpoint was not asked"
+        assert idp.refused_for(CLIENT_ID) > refused, "the token endpoint refused nothing (asked by the status " \
+            "command, whose error carries its answer, and by the mirror)"
         assert check.returncode == 0, check.stdout + check.stderr
         wait_until(lambda: "cluster dc1o: authentication failed" in m.log() and "OAUTHBEARER token" in m.log(), 45,
                    interval=0.5, what="the token failure in the mirror log")

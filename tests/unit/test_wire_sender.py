@@ -20,10 +20,12 @@ def sender() -> Iterator[BatchSender]:
     s = BatchSender(Brokers("127.0.0.1:1", {}, "dc2"))
     s.producer_id, s.epoch, s._renew = 7, 0, False  # as if InitProducerId had answered
     s._leaders.leaders[TP] = 1  # broker 1 leads the partition
-    yield s
-    # What a request is taken from: exactly the partitions with queued batches, whatever each test did to them
-    assert set(s._queued) == {tp for tp, p in s._parts.items() if p.queue}, (s._queued, s._parts)
-    s.close()
+    try:
+        yield s
+        # What a request is taken from: exactly the partitions with queued batches, whatever each test did to them
+        assert set(s._queued) == {tp for tp, p in s._parts.items() if p.queue}, (s._queued, s._parts)
+    finally:
+        s.close()
 
 
 def _queue(sender: BatchSender, *counts: int) -> list[Outgoing]:

@@ -29,12 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import bench.run as bench_run
-from bench.scale import STATIC, Cluster, EndWatcher, copy_rate, plain_source
+from bench.scale import STATIC, Cluster, EndWatcher, copy_rate, plain_source, records_per_batch
 from bench.scenarios import stop
 from mirror_core.devcluster.local_cluster import LocalCluster
-from mirror_core.wire.fetcher import BatchFetcher
-from mirror_core.wire.metadata import Brokers
-from mirror_core.wire.records import record_count
 
 
 def print_intervals(every: float, ends: EndWatcher, groups: dict[str, list[int]], done: threading.Event) -> None:
@@ -69,21 +66,6 @@ class Backlog:
     clusters: list[LocalCluster]
     src: Cluster
     dst: Cluster
-
-
-def records_per_batch(bootstrap: str, topic: str, partition: int = 0) -> float:
-    """The mean records per batch in the first fetch of one source partition (read with the wire client)."""
-    fetcher = BatchFetcher(Brokers(bootstrap, {}, "source"))
-    try:
-        fetcher.assign({(topic, partition): 0})
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            for part in fetcher.poll(1.0):
-                if part.batches:
-                    return sum(map(record_count, part.batches)) / len(part.batches)
-        raise RuntimeError(f"{topic}[{partition}]: nothing fetched within 30 s")
-    finally:
-        fetcher.close()
 
 
 @contextmanager

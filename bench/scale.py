@@ -14,6 +14,8 @@ Two series on the same brokers, one mirror_core process each (at-least-once):
   kept after a snapshot round, restart time, map load time, ``translate_group`` for 100 groups, RSS.
 Sizes are parameters (``--scale-partitions``, ``--scale-history``, ``--scale-records``). A size is one topic of
 N partitions (``2000``) or T topics of P partitions each (``500x4``: many topics of few, the same 2,000).
+``--scale-source-linger-ms`` is the partitions series' source producer's linger.ms (default 20): how many records
+share a source batch, which the target broker's work per record follows (each row says how many shared one).
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ from bench.restart import SteadyLoad, TargetEnds
 from bench.run import cpu_seconds, start_mirror_core
 from bench.scenarios import stop
 from mirror_core.kafka_io import log_ends_batch, log_starts_batch
+from mirror_core.wire.fetcher import BatchFetcher
+from mirror_core.wire.metadata import Brokers
+from mirror_core.wire.records import record_count
 
 GROUPS = 100
 #: A static member id: a restart resumes at once instead of after the session timeout (README, Restart).
@@ -340,24 +345,42 @@ def copy_rate(procs: list[subprocess.Popen[bytes]], ends: EndWatcher, records: i
             "time_to_first_record_s": round(first or 0.0, 2), "peak_rss_mb": round(peak)}
 
 
-def _source(src: Cluster, shape: Shape, topic: str, records: int) -> None:
+def records_per_batch(bootstrap: str, topic: str, partition: int = 0) -> float:
+    """The mean records per batch in the first fetch of one source partition (read with the wire client)."""
+    fetcher = BatchFetcher(Brokers(bootstrap, {}, "source"))
+    try:
+        fetcher.assign({(topic, partition): 0})
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for part in fetcher.poll(1.0):
+                if part.batches:
+                    return sum(map(record_count, part.batches)) / len(part.batches)
+        raise RuntimeError(f"{topic}[{partition}]: nothing fetched within 30 s")
+    finally:
+        fetcher.close()
+
+
+def _source(src: Cluster, shape: Shape, topic: str, records: int, linger_ms: int = 20) -> float:
+    """The backlog of a partitions run; returns the records per batch of its first partition."""
     src.create_all(shape.names(topic), shape.per_topic)
-    plain_source_to(src.bootstrap, shape.keys(topic), records)
+    plain_source_to(src.bootstrap, shape.keys(topic), records, linger_ms)
+    return round(records_per_batch(src.bootstrap, *shape.keys(topic)[0]), 1)
 
 
-def _row(system: str, shape: Shape, records: int) -> dict[str, Any]:
-    return {"system": system, "partitions": shape.partitions, "topics": shape.topics, "records": records}
+def _row(system: str, shape: Shape, records: int, per_batch: float) -> dict[str, Any]:
+    return {"system": system, "partitions": shape.partitions, "topics": shape.topics, "records": records,
+            "records_per_batch": per_batch}
 
 
-def mm2_partitions_run(src: Cluster, dst: Cluster, work: Path, size: int | Shape, records: int, rep: int
-                       ) -> dict[str, Any]:
+def mm2_partitions_run(src: Cluster, dst: Cluster, work: Path, size: int | Shape, records: int, rep: int,
+                       linger_ms: int = 20) -> dict[str, Any]:
     """MirrorMaker 2 (tuned as in the backlog benchmark, bench/mm2.py) on the same backlog shape."""
     from bench.mm2 import start_mm2
 
     shape = Shape.of(size)
     topic, alias = f"mm2scale{shape.label}r{rep}", f"mp{shape.label}r{rep}"
     work.mkdir(parents=True, exist_ok=True)
-    _source(src, shape, topic, records)
+    per_batch = _source(src, shape, topic, records, linger_ms)
     t0 = time.monotonic()
     proc = start_mm2(src.bootstrap, dst.bootstrap, alias, shape.pattern(topic), work, heap=MM2_HEAP)
     try:
@@ -366,15 +389,15 @@ def mm2_partitions_run(src: Cluster, dst: Cluster, work: Path, size: int | Shape
     finally:
         stop([proc])
         drop(src, dst, shape.names(topic), shape.names(topic, f"{alias}."))
-    return _row("mm2", shape, records) | row
+    return _row("mm2", shape, records, per_batch) | row
 
 
 def partitions_run(src: Cluster, dst: Cluster, work: Path, size: int | Shape, records: int, rep: int,
-                   data_path: str = "records") -> dict[str, Any]:
+                   linger_ms: int = 20, data_path: str = "records") -> dict[str, Any]:
     shape = Shape.of(size)
     topic, alias = f"scale{shape.label}r{rep}{data_path[0]}", f"sp{shape.label}r{rep}{data_path[0]}"
     work.mkdir(parents=True, exist_ok=True)
-    _source(src, shape, topic, records)
+    per_batch = _source(src, shape, topic, records, linger_ms)
     extra = ["offset.map.snapshot.interval.seconds = 5", "emit.checkpoints.enabled = false",
              f"replication.data.path = {data_path}"]
     t0 = time.monotonic()
@@ -382,7 +405,7 @@ def partitions_run(src: Cluster, dst: Cluster, work: Path, size: int | Shape, re
     try:
         system = "mirror_core" if data_path == "records" else f"mirror_core {data_path}"
         ends = EndWatcher(dst.bootstrap, "", keys=shape.keys(topic, f"{alias}."))
-        row: dict[str, Any] = _row(system, shape, records) | copy_rate(procs, ends, records, t0) | {
+        row: dict[str, Any] = _row(system, shape, records, per_batch) | copy_rate(procs, ends, records, t0) | {
             "rss_mb": round(rss_mb(procs[0].pid), 1)}
         row["restart_s"], procs = restart_time(src, dst, shape, topic, alias, work, extra, procs)
         row["join_stall_s"], procs = join_stall(src, dst, shape, topic, alias, work, extra, procs)
@@ -499,7 +522,7 @@ def run_scale(src_bs: str, dst_bs: str, work: Path, args: Any, on_row: Any) -> d
                 runs.reverse()
             for label, run in runs:
                 out["partitions"].append(run(src, dst, work / f"{label}{size.label}-{rep}", size, args.scale_records,
-                                             rep) | {"rep": rep})
+                                             rep, args.scale_source_linger_ms) | {"rep": rep})
                 print(out["partitions"][-1], flush=True)
                 on_row(out)
     return out
@@ -518,7 +541,8 @@ def scale_markdown(data: dict[str, Any], meta: dict[str, str]) -> str:
     mem = data["memory"]
     lines = [f"# Scale benchmark ({meta['date']})", "", f"Load before: `{meta.get('load_before', '?')}`; after: "
              f"`{meta.get('load_after', '?')}`. Brokers' data in {meta.get('broker_dir', '?')}. "
-             "One mirror_core process, at-least-once, 100-byte values; "
+             f"One mirror_core process, at-least-once, 100-byte values, the partitions series' source written with "
+             f"linger.ms {meta.get('source_linger_ms', '20')}; "
              "median (min to max) over the repetitions.", "",
              f"In-memory offset map: {mem['arrays_rss_bytes_per_run']} resident bytes per run in typed arrays, "
              f"{mem['lists_rss_bytes_per_run']} in lists of Python ints (the former representation); "
@@ -533,8 +557,9 @@ def scale_markdown(data: dict[str, Any], meta: dict[str, str]) -> str:
             rows = [r for r in data["history"] if r["records"] == n]
             lines.append(f"| {n:,} | " + " | ".join(_spread(rows, k) for k in hist_keys) + " |")
         lines.append("")
-    part_keys = ["records_per_s", "time_to_first_record_s", "restart_s", "join_stall_s", "rss_mb", "cpu_s_per_m",
-                 "map_load_s", "translate_1_group_s", "translate_100_groups_s", "exact_partitions"]
+    part_keys = ["records_per_batch", "records_per_s", "time_to_first_record_s", "restart_s", "join_stall_s",
+                 "rss_mb", "cpu_s_per_m", "map_load_s", "translate_1_group_s", "translate_100_groups_s",
+                 "exact_partitions"]
     if data["partitions"]:
         lines += ["## Partitions (one topic of N, or T topics x P; MirrorMaker 2 where it applies: throughput, "
                   "CPU, RSS)", "",

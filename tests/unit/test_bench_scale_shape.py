@@ -40,10 +40,10 @@ def test_the_pattern_takes_the_runs_topics_and_no_other_runs() -> None:
 
 
 def test_the_table_keeps_one_topic_and_many_topics_apart() -> None:
-    row = {"records_per_s": 100_000, "records": 1000, "system": "mirror_core batches"}
+    row = {"records_per_s": 100_000, "records": 1000, "system": "mirror_core batches", "records_per_batch": 72.5}
     data = {"memory": {"arrays_rss_bytes_per_run": 1, "lists_rss_bytes_per_run": 2, "runs": 3}, "history": [],
             "partitions": [row | {"partitions": 2000}, row | {"partitions": 2000, "topics": 500,
                                                              "records_per_s": 50_000}]}
     text = scale_markdown(data, {"date": "today"})
-    assert "| mirror_core batches | 2,000 | 1,000 | 100,000 |" in text
-    assert "| mirror_core batches | 500 x 4 | 1,000 | 50,000 |" in text
+    assert "| mirror_core batches | 2,000 | 1,000 | 72.5 | 100,000 |" in text  # the source's batching, then the rate
+    assert "| mirror_core batches | 500 x 4 | 1,000 | 72.5 | 50,000 |" in text

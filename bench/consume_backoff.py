@@ -24,7 +24,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 import bench.run as br
 from mirror_core.config.client_defaults import CONSUMER_DEFAULTS, CONSUMER_ENFORCED
-from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 from mirror_core.replication.consuming import consume_ready
 
 
@@ -53,7 +52,7 @@ def main() -> int:
     values = args.values.split(",")
     rates: dict[str, list[tuple[float, float]]] = {v: [] for v in values}
     with tempfile.TemporaryDirectory(prefix="drain-") as tmp:
-        cluster = LocalCluster("source", Path(tmp) / "source", free_port(), free_port(), heap="1g")
+        cluster = br.bench_cluster("source", Path(tmp))
         cluster.start()
         try:
             admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # kept until its future resolves

@@ -25,10 +25,9 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.run import REPO, describe_place
+from bench.run import REPO, bench_cluster, describe_place
 from bench.scale import plain_source, produce_acked
 from mirror_core.config.client_defaults import PRODUCER_DEFAULTS, PRODUCER_ENFORCED
-from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,7 @@ def measure(place: str, partitions: int, fill: int, pause: float) -> list[Round]
     with tempfile.TemporaryDirectory(prefix="first-append-", dir=None if place == "default" else place) as tmp:
         work = Path(tmp)
         where = describe_place(work)
-        broker = LocalCluster("target", work / "target", free_port(), free_port(), heap="1g")
+        broker = bench_cluster("target", work)
         broker.start()
         try:
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})

@@ -26,7 +26,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from bench.restart import SteadyLoad
-from bench.run import PARTITIONS, REPO, start_mirror_core
+from bench.run import PARTITIONS, REPO, bench_cluster, start_mirror_core
 from bench.scale import EndWatcher, produce_acked
 from bench.scenarios import create_topic, stop
 from bench.wan import Link, add_wan_listener
@@ -101,8 +101,8 @@ def run(args: argparse.Namespace) -> CatchUp:
     value = b"v" * args.value_bytes
     with tempfile.TemporaryDirectory(prefix="wan-catchup-", dir=args.broker_dir) as tmp:
         work = Path(tmp)
-        source = LocalCluster("source", work / "source", free_port(), free_port(), heap="1g")
-        target = add_wan_listener(LocalCluster(TARGET, work / TARGET, free_port(), free_port(), heap="1g"))
+        source = bench_cluster("source", work)
+        target = add_wan_listener(bench_cluster(TARGET, work))
         server = ToxiproxyServer(work / "toxiproxy", free_port())
         try:
             for c in (source, target):

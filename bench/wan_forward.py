@@ -20,7 +20,7 @@ from pathlib import Path
 import bench.run as bench_run
 from bench import batch_forward, copy_ceiling
 from bench.wan import Link, add_wan_listener, backlog_once, endpoints, produce_backlog
-from mirror_core.devcluster.local_cluster import LocalCluster, free_port
+from mirror_core.devcluster.local_cluster import free_port
 from mirror_core.devcluster.toxiproxy import ToxiproxyServer
 
 
@@ -28,7 +28,7 @@ def main(rtt_ms: int = 80, records: int = 2_000_000, rounds: int = 2, size: int 
          placement: str = "remote-produce") -> None:
     with tempfile.TemporaryDirectory(prefix="mirror-wanfwd-") as tmp:
         work = Path(tmp)
-        clusters = [add_wan_listener(LocalCluster(n, work / n, free_port(), free_port(), heap="1g"))
+        clusters = [add_wan_listener(bench_run.bench_cluster(n, work))
                     for n in ("source", "target")]
         for c in clusters:
             c.start()

@@ -21,9 +21,10 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from bench.run import bench_cluster
 from bench.scenarios import WARMUP_S, create_topic
 from bench.wan import Link, add_wan_listener
-from mirror_core.devcluster.local_cluster import LocalCluster, free_port
+from mirror_core.devcluster.local_cluster import free_port
 from mirror_core.devcluster.toxiproxy import ToxiproxyServer
 
 PARTITIONS = 8
@@ -94,7 +95,7 @@ def run_variant(bootstrap: str, topic: str, v: Variant, rate: int, seconds: floa
 def main(rtt_ms: int = 80, rate: int = 2000, seconds: float = 25.0) -> None:
     with tempfile.TemporaryDirectory(prefix="mirror-floor-") as tmp:
         work = Path(tmp)
-        cluster = add_wan_listener(LocalCluster("target", work / "target", free_port(), free_port(), heap="1g"))
+        cluster = add_wan_listener(bench_cluster("target", work))
         cluster.start()
         server = ToxiproxyServer(work / "toxiproxy", free_port())
         try:

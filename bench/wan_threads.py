@@ -24,7 +24,7 @@ from pathlib import Path
 from confluent_kafka import Consumer
 
 from bench.producer_ceiling import thread_ticks
-from bench.run import end_total, start_mirror_core
+from bench.run import bench_cluster, end_total, start_mirror_core
 from bench.wan import Link, add_wan_listener, produce_backlog
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 from mirror_core.devcluster.toxiproxy import ToxiproxyServer
@@ -83,7 +83,7 @@ def main(argv: list[str]) -> None:
     rtt, n, size, partitions, extra = int(argv[0]), int(argv[1]), int(argv[2]), int(argv[3]), argv[4:]
     with tempfile.TemporaryDirectory(prefix="wan-threads-") as tmp:
         work = Path(tmp)
-        clusters = [add_wan_listener(LocalCluster(x, work / x, free_port(), free_port(), heap="1g"))
+        clusters = [add_wan_listener(bench_cluster(x, work))
                     for x in ("source", "target")]
         server = ToxiproxyServer(work / "toxiproxy", free_port())
         procs: list[subprocess.Popen[bytes]] = []

@@ -122,7 +122,7 @@ IN_FLIGHT_BYTES = 64 << 20
 DATA_PATHS = ("records", "batches")
 #: SASL mechanisms the batches data path's own client speaks (mirror_core.wire.sasl.MECHANISMS, a unit test keeps
 #: both equal: the configuration imports nothing of the runtime)
-BATCH_PATH_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+BATCH_PATH_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 
 
 KEYS: tuple[KeyDef, ...] = (
@@ -246,9 +246,10 @@ KEYS: tuple[KeyDef, ...] = (
            "CPU per record (README 'mirror_core vs MirrorMaker 2'). Each batch lands as it is (headers, timestamps, "
            "compression kept), its "
            "offset-map run and progress as on the records path. At-least-once only; not with the identity policy "
-           "(provenance is per record); SASL PLAIN, SCRAM, and OAUTHBEARER with tokens from an OIDC endpoint "
-           "(sasl.oauthbearer.method = oidc: the client-credentials grant, sessions renewed before the token "
-           "expires); GSSAPI, unsecured JWTs and AWS MSK IAM: records. A batch the "
+           "(provenance is per record); SASL PLAIN, SCRAM, GSSAPI (Kerberos: the keytab and principal of "
+           "sasl.kerberos.*, or the default ticket cache without a keytab) and OAUTHBEARER with tokens from an OIDC "
+           "endpoint (sasl.oauthbearer.method = oidc: the client-credentials grant, sessions renewed before the "
+           "token expires); unsecured JWTs and AWS MSK IAM: records. A batch the "
            "target refuses (larger than its max.message.bytes) pauses its partition at that batch, naming it. "
            "replication.batch.max.records does not apply; fetch.max.bytes, max.partition.fetch.bytes, "
            "fetch.min.bytes and fetch.wait.max.ms of the flow's consumer and message.timeout.ms of its producer do. "

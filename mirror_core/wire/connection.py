@@ -1,5 +1,6 @@
 """One connection to one broker, set up from a cluster's librdkafka settings as librdkafka would: TLS
-(``ssl.*``), SASL PLAIN, SCRAM or OAUTHBEARER (``sasl.*``), then the versions the broker serves (ApiVersions).
+(``ssl.*``), SASL PLAIN, SCRAM, OAUTHBEARER or GSSAPI (``sasl.*``), then the versions the broker serves
+(ApiVersions).
 
 Requests use header v1 and non-flexible versions; answers come in the order the requests were sent, so a
 caller may keep several in flight (:meth:`Connection.send`, then :meth:`Connection.receive` for each).
@@ -22,6 +23,7 @@ from mirror_core.errors import MirrorError
 from mirror_core.wire import sasl
 from mirror_core.wire.codec import Buffer, ProtocolError, Reader, blob, string
 from mirror_core.wire.errors import name
+from mirror_core.wire.kerberos import KerberosLogin
 
 if TYPE_CHECKING:
     from mirror_core.wire.oauth import TokenSource
@@ -101,9 +103,9 @@ class Connection:
     """A broker connection speaking request header v1 / response header v0."""
 
     def __init__(self, host: str, port: int, settings: Mapping[str, str], where: str, timeout: float = 30.0,
-                 tokens: TokenSource | None = None) -> None:
-        """``where`` names the cluster in every error line; ``timeout`` bounds each socket operation; ``tokens``:
-        the cluster's OAUTHBEARER tokens (that mechanism only)."""
+                 login: TokenSource | KerberosLogin | None = None) -> None:
+        """``where`` names the cluster in every error line; ``timeout`` bounds each socket operation; ``login``:
+        the cluster's OAUTHBEARER tokens or Kerberos credentials (those mechanisms only)."""
         self.where = broker_where(where, host, port)
         # client.id as the records path's clients send it (brokers' quotas, logs and metrics go by it)
         client_id = settings.get("client.id", "").encode() or CLIENT_ID
@@ -135,7 +137,7 @@ class Connection:
                     raise WireError(f"{self.where}: TLS handshake failed: {exc}") from None
             self.versions = self._api_versions()
             if protocol.startswith("SASL"):
-                self._authenticate(settings, tokens)
+                self._authenticate(settings, host, login)
             self._setup_calls = self.correlation  # the requests that set it up (carried counts those after)
         except BaseException:
             self.close()
@@ -273,7 +275,7 @@ class Connection:
         """A request went on it since it was set up (a session shorter than a round trip still carries one)."""
         return self.correlation > self._setup_calls
 
-    def _authenticate(self, settings: Mapping[str, str], tokens: TokenSource | None) -> None:
+    def _authenticate(self, settings: Mapping[str, str], host: str, login: TokenSource | KerberosLogin | None) -> None:
         mechanism = sasl.mechanism_for(settings, self.where)
         r = Reader(self.call(API_SASL_HANDSHAKE, self.version(API_SASL_HANDSHAKE, (1,)), string(mechanism)))
         error = r.int16()
@@ -285,16 +287,21 @@ class Connection:
         version = self.version(API_SASL_AUTHENTICATE, (0, 1))
         try:
             if mechanism == "OAUTHBEARER":
-                if tokens is None:
+                if login is None or isinstance(login, KerberosLogin):
                     raise sasl.SaslError("no token source for this cluster")
-                username = tokens.client_id
-                token = tokens.token()
+                username = login.client_id
+                token = login.token()
                 refused = self._sasl_step(version, sasl.oauthbearer(token, sasl.extensions(settings)))
                 if refused:  # RFC 7628: the server's error (JSON) in place of an empty success, error code 0
-                    tokens.refused(token)  # (a key rotated, a scope changed: the next connection asks a new one)
+                    login.refused(token)  # (a key rotated, a scope changed: the next connection asks a new one)
                     with contextlib.suppress(MirrorError):  # the client's answer ending it; the broker fails it
                         self._sasl_step(version, b"\x01")
                     raise sasl.SaslError(f"the broker refused the token: {refused.decode(errors='replace')}")
+            elif mechanism == "GSSAPI":
+                if not isinstance(login, KerberosLogin):
+                    raise sasl.SaslError("no Kerberos login for this cluster")
+                username = login.principal or "of the default ticket cache"
+                self._kerberos(version, login, host)
             elif mechanism == "PLAIN":
                 self._sasl_step(version, sasl.plain(username, password))
             else:
@@ -304,6 +311,19 @@ class Connection:
         except sasl.SaslError as exc:
             raise sasl.SaslError(f"{self.where}: SASL {mechanism} authentication of user '{username}' failed: "
                                  f"{exc}") from None
+
+    def _kerberos(self, version: int, login: KerberosLogin, host: str) -> None:
+        """RFC 4752: security-context tokens until the context is complete (the broker's last one proves it
+        is the service: mutual authentication), then the security-layer offer and the answer, both wrapped."""
+        with login.context(host) as ctx:
+            answer = self._sasl_step(version, ctx.step(b""))
+            while not ctx.complete:
+                token = ctx.step(answer)
+                if not ctx.complete or token:
+                    answer = self._sasl_step(version, token)
+            # The broker sends its offer in answer to an empty message once its side is complete too.
+            offer = self._sasl_step(version, b"")
+            self._sasl_step(version, ctx.wrap(sasl.security_layer_choice(ctx.unwrap(offer))))
 
     def _sasl_step(self, version: int, payload: bytes) -> bytes:
         r = Reader(self.call(API_SASL_AUTHENTICATE, version, blob(payload)))

@@ -10,8 +10,9 @@ from mirror_core.errors import MirrorError
 from mirror_core.throttling import ThrottledLine
 from mirror_core.wire.codec import Reader, array, string
 from mirror_core.wire.connection import Connection, WireError, broker_where
+from mirror_core.wire.kerberos import KerberosLogin
 from mirror_core.wire.oauth import TokenSource
-from mirror_core.wire.sasl import speaks_oauthbearer
+from mirror_core.wire.sasl import speaks_gssapi, speaks_oauthbearer
 
 API_METADATA = 3
 NO_LEADER = -1
@@ -95,8 +96,11 @@ class Brokers:
         self.bootstrap = [address(s) for s in bootstrap.split(",") if s.strip()]
         self.settings, self.where, self.timeout = settings, where, timeout
         self.known: dict[int, Broker] = {}
-        #: OAUTHBEARER: one token for every connection to the cluster (asked again before it expires)
-        self.tokens = TokenSource(settings, where) if speaks_oauthbearer(settings) else None
+        #: OAUTHBEARER: one token for every connection to the cluster (asked again before it expires); GSSAPI:
+        #: one set of Kerberos credentials
+        self.login: TokenSource | KerberosLogin | None = (
+            TokenSource(settings, where) if speaks_oauthbearer(settings)
+            else KerberosLogin(settings, where) if speaks_gssapi(settings) else None)
         #: what its workers' failures say, each text at most once a minute: every worker retries a broker that
         #: is down every 0.2-0.5 s (a link outage of ten minutes would otherwise be thousands of lines)
         self.line = ThrottledLine()
@@ -108,7 +112,7 @@ class Brokers:
         failures: list[str] = []
         for address in [*self.bootstrap, *(a for a in known if a not in self.bootstrap)]:
             try:
-                with Connection(*address, self.settings, self.where, self.timeout, self.tokens) as conn:
+                with Connection(*address, self.settings, self.where, self.timeout, self.login) as conn:
                     meta = parse_metadata(conn.call(API_METADATA, conn.version(API_METADATA, (4,)), body))
             except MirrorError as exc:  # unreachable, TLS/SASL refused, or an answer that does not parse
                 failures.append(str(exc))
@@ -126,4 +130,4 @@ class Brokers:
         """A connection of the caller's own to broker ``node`` (known from a metadata answer); ``wait_s``: how
         long the broker may hold an answer beyond the timeout (a fetch's max wait, a produce's timeout)."""
         broker = self.known[node]
-        return Connection(broker.host, broker.port, self.settings, self.where, self.timeout + wait_s, self.tokens)
+        return Connection(broker.host, broker.port, self.settings, self.where, self.timeout + wait_s, self.login)

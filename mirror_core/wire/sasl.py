@@ -1,7 +1,7 @@
 """SASL exchanges the copier's own connections run (RFC 4616 PLAIN, RFC 5802/7677 SCRAM-SHA-256/512, RFC 7628
-OAUTHBEARER with tokens from an OIDC endpoint, oauth.py): pure message logic, the connection carries the bytes
-(SaslAuthenticate). GSSAPI, and OAUTHBEARER with unsecured JWTs or AWS MSK IAM tokens, are not spoken here yet;
-:func:`mechanism_for` says so in one line."""
+OAUTHBEARER with tokens from an OIDC endpoint, oauth.py; RFC 4752 GSSAPI with Kerberos contexts from
+kerberos.py): pure message logic, the connection carries the bytes (SaslAuthenticate). OAUTHBEARER with
+unsecured JWTs or AWS MSK IAM tokens is not spoken here yet; :func:`mechanism_for` says so in one line."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from mirror_core.config.sasl import oauthbearer_settings_problem
 from mirror_core.errors import MirrorError
 
 SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-MECHANISMS = ("PLAIN", *SCRAM_HASHES, "OAUTHBEARER")
+MECHANISMS = ("PLAIN", *SCRAM_HASHES, "OAUTHBEARER", "GSSAPI")
+#: RFC 4752 security layers (the first octet of the server's offer and of the client's choice)
+NO_SECURITY_LAYER = 1
 #: Kafka's own floor (ScramMechanism.minIterations): fewer from a server is a downgrade, refused
 MIN_ITERATIONS = 4096
 
@@ -32,6 +34,11 @@ def speaks_oauthbearer(settings: Mapping[str, str]) -> bool:
         and declared(settings) == "OAUTHBEARER" and oauthbearer_settings_problem(settings) is None
 
 
+def speaks_gssapi(settings: Mapping[str, str]) -> bool:
+    """Whether connections with these settings authenticate with Kerberos (SASL GSSAPI)."""
+    return settings.get("security.protocol", "").strip().upper().startswith("SASL") and declared(settings) == "GSSAPI"
+
+
 def mechanism_for(settings: Mapping[str, str], where: str) -> str:
     """The mechanism of a SASL connection with these librdkafka settings (``where`` names the cluster in the
     line of a mechanism not spoken here)."""
@@ -45,6 +52,18 @@ def mechanism_for(settings: Mapping[str, str], where: str) -> str:
                         "tokens from an OIDC endpoint, sasl.oauthbearer.method = oidc); the record-by-record path "
                         "(the default) takes it")
     return mechanism
+
+
+def security_layer_choice(offer: bytes) -> bytes:
+    """The client's answer to the broker's (unwrapped) GSSAPI security-layer offer: no security layer, as
+    Kafka's own clients choose (TLS, not SASL, protects the bytes), a maximum message size of 0 (RFC 4752:
+    none without a layer), and no authorization identity (the broker then takes the authenticated one)."""
+    if len(offer) != 4:
+        raise SaslError(f"the broker's security-layer offer is {len(offer)} bytes, not 4")
+    if not offer[0] & NO_SECURITY_LAYER:
+        raise SaslError(f"the broker requires a SASL security layer (offer {offer[0]:#04x}; Kafka's clients use none: "
+                        "check the listener's javax.security.sasl.qop)")
+    return bytes((NO_SECURITY_LAYER, 0, 0, 0))
 
 
 def plain(username: str, password: str) -> bytes:

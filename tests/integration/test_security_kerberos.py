@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 
 from mirror_core.config.loader import load_config
+from mirror_core.errors import MirrorError
 from tests.integration.conftest import flow_lines
 from tests.kafka_harness import REPO, MirrorProcess, create_topic, produce_sequence, read_all, wait_until, write_config
 from tests.kerberos_harness import KerberosCluster, missing_tools, running_kerberos_cluster
@@ -165,3 +167,88 @@ def test_wrong_keytab_or_principal_gives_an_authentication_error_not_a_hang(
                what="'cluster dc1k: authentication' in the mirror log")
     assert m.alive()
     assert kinit_says in m.log() and "Traceback" not in m.log()
+
+
+def test_the_batches_path_logs_in_with_kerberos_and_copies_exactly(
+        kerberos: KerberosCluster, name: str, tmp_path: Path, mirrors: list[MirrorProcess]) -> None:
+    """replication.data.path = batches from the Kerberos cluster to itself under a second alias: the config names
+    only the GSSAPI listener, so the batch path's own fetcher and sender (not librdkafka) can only copy by logging
+    in with Kerberos themselves, from the keytab of the Java form."""
+    topic = f"{name}.wire"
+    create_topic(kerberos.plain_bootstrap, topic, 2)
+    produce_sequence(kerberos.plain_bootstrap, topic, 2, 200)
+    # The copies are dc1k.<topic>, outside the flow's <name>.* topics: nothing is copied twice
+    config = write_config(tmp_path / "mm2.properties",
+                          {"dc1k": kerberos.sasl_bootstrap, "back": kerberos.sasl_bootstrap},
+                          kerberos.lines("dc1k") + kerberos.lines("back")
+                          + flow_lines(name, "replication.data.path = batches", flow="dc1k->back"))
+    authenticated = f"authenticationID={kerberos.client_principal};"
+    before = kerberos.cluster.log_file.read_text().count(authenticated)
+    m = KerberosMirror(config, tmp_path, "kerberos-wire", kerberos.client_env(tmp_path / "wire.ccache")).start()
+    mirrors.append(m)
+    remote = f"dc1k.{topic}"
+    wait_until(lambda: len(read_all(kerberos.plain_bootstrap, remote, timeout=10)) >= 200, 60, interval=0.5,
+               what="200 records replicated over the batch path")
+    assert "data path: batches" in m.log()  # the precondition: the wire client copies, not librdkafka
+    assert m.stop(30) == 0
+    source, target = read_all(kerberos.plain_bootstrap, topic), read_all(kerberos.plain_bootstrap, remote)
+    assert [(r.partition, r.offset, r.key, r.value, r.headers, r.timestamp) for r in target] == \
+        [(r.partition, r.offset, r.key, r.value, r.headers, r.timestamp) for r in source]
+    assert kerberos.cluster.log_file.read_text().count(authenticated) > before
+    log = m.log()
+    assert "Traceback" not in log and "GSSAPI authentication" not in log, log[-3000:]
+
+
+def test_the_wire_clients_kerberos_login_renews_its_tickets_and_names_a_bad_keytab(
+        kerberos: KerberosCluster, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch path's Kerberos login (in this process): a principal whose tickets last 6 s still connects after
+    they have ended, because the login gets new ones from the keytab at half their life (MIT's library alone
+    fails with "Ticket expired"); without a keytab it uses the default ticket cache (kinit's), and an empty one is
+    refused; a keytab without the principal, and a principal the KDC no longer has, are one line naming the
+    cluster, the principal and the keytab."""
+    from mirror_core.wire.metadata import Brokers
+
+    env = kerberos.client_env(tmp_path / "in-process.ccache")
+    for key in ("KRB5_CONFIG", "KRB5CCNAME"):
+        monkeypatch.setenv(key, env[key])
+    short = f"short-{name}"
+    keytab = kerberos.kdc.principal(short, tmp_path / "short.keytab")
+    kerberos.kdc._kadmin(f'modprinc -maxlife "6 seconds" {short}@{kerberos.kdc.realm}')
+    settings = kerberos.librdkafka_settings(f"{short}@{kerberos.kdc.realm}", keytab)
+    brokers = Brokers(kerberos.sasl_bootstrap, settings, "source cluster dc1k")
+
+    def issued() -> int:  # tickets the KDC issued to the short-lived principal from its keytab (AS exchanges)
+        return sum(1 for line in kerberos.kdc.log_file.read_text().splitlines()
+                   if "AS_REQ" in line and "ISSUE" in line and f"{short}@{kerberos.kdc.realm} for krbtgt/" in line)
+
+    assert brokers.metadata([]).brokers
+    first = issued()
+    assert first >= 1
+    time.sleep(7)  # past the first ticket's end
+    assert brokers.metadata([]).brokers
+    assert issued() > first  # new tickets, from the keytab
+
+    # Without a keytab (Java's useTicketCache=true): the tickets kinit put in the default cache
+    ccache = tmp_path / "kinit.ccache"
+    assert kerberos.kdc.kinit(kerberos.client_principal, kerberos.client_keytab, ccache).returncode == 0
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{ccache}")
+    from_cache = {k: v for k, v in kerberos.librdkafka_settings().items() if k != "sasl.kerberos.keytab"}
+    assert Brokers(kerberos.sasl_bootstrap, from_cache, "source cluster dc1k").metadata([]).brokers
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'empty.ccache'}")
+    with pytest.raises(MirrorError, match=r"No Kerberos credentials available|credentials cache"):
+        Brokers(kerberos.sasl_bootstrap, from_cache, "source cluster dc1k").metadata([])
+
+    other = kerberos.kdc.principal(f"other-{name}", tmp_path / "other.keytab")
+    gone = f"gone-{name}"
+    gone_keytab = kerberos.kdc.principal(gone, tmp_path / "gone.keytab")
+    kerberos.kdc.delete(gone)
+    for principal, tab, says in [
+            (kerberos.client_principal, other, f"`klist -kt {other}` lists whose keys it holds"),
+            (f"{gone}@{kerberos.kdc.realm}", gone_keytab, f"Client '{gone}@{kerberos.kdc.realm}' not found in Kerberos "
+                                                          "database")]:
+        bad = Brokers(kerberos.sasl_bootstrap, kerberos.librdkafka_settings(principal, tab), "source cluster dc1k")
+        with pytest.raises(MirrorError) as err:
+            bad.metadata([])
+        line = str(err.value)
+        assert "source cluster dc1k" in line and f"SASL GSSAPI authentication of user '{principal}' failed" in line
+        assert f"Kerberos credentials of {principal} from {tab}" in line and says in line and "\n" not in line

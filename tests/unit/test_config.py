@@ -237,22 +237,23 @@ def test_the_batches_data_path_is_opt_in_and_refused_where_it_cannot_go_in_one_l
             "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n")
     assert load(f"dc1->dc2.enabled = true\n{oidc}dc1->dc2.replication.data.path = batches\n").flows[0].data_path \
         == "batches"
+    kerberos = "dc2.security.protocol = SASL_PLAINTEXT\ndc2.sasl.mechanism = GSSAPI\n"
+    assert load(f"dc1->dc2.enabled = true\n{kerberos}dc1->dc2.replication.data.path = batches\n").flows[0].data_path \
+        == "batches"
+    unsecured = ("dc1.security.protocol = SASL_PLAINTEXT\ndc1.sasl.mechanism = OAUTHBEARER\n"
+                 'dc1.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+                 'unsecuredLoginStringClaim_sub="alice";\n')
     for extra, says in [
         ("dc1->dc2.replication.data.path = batches\ndc1->dc2.exactly.once.enabled = true\n", "at-least-once only"),
         ("dc1->dc2.replication.data.path = batches\n"
          "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n", "provenance"),
-        ("dc2.security.protocol = SASL_PLAINTEXT\ndc2.sasl.mechanism = GSSAPI\n"
-         "dc1->dc2.replication.data.path = batches\n", "cluster dc2 logs in with SASL GSSAPI"),
         ("dc1->dc2.replication.data.path = sideways\n", "sideways"),
         # OAUTHBEARER without an OIDC endpoint: unsecured JWTs
-        ("dc1.security.protocol = SASL_PLAINTEXT\ndc1.sasl.mechanism = OAUTHBEARER\n"
-         'dc1.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
-         'unsecuredLoginStringClaim_sub="alice";\ndc1->dc2.replication.data.path = batches\n',
+        (f"{unsecured}dc1->dc2.replication.data.path = batches\n",
          "cluster dc1 logs in with OAUTHBEARER and unsecured JWTs"),
         # A flow's own consumer settings are read on top of the cluster's, as the clients read them.
-        ("dc1.security.protocol = SASL_PLAINTEXT\ndc1.sasl.mechanism = GSSAPI\n"
-         "dc1->dc2.consumer.fetch.max.bytes = 1048576\ndc1->dc2.replication.data.path = batches\n",
-         "cluster dc1 logs in with SASL GSSAPI"),
+        (f"{unsecured}dc1->dc2.consumer.fetch.max.bytes = 1048576\ndc1->dc2.replication.data.path = batches\n",
+         "cluster dc1 logs in with OAUTHBEARER and unsecured JWTs"),
     ]:
         with pytest.raises(ConfigError) as err:
             load(f"dc1->dc2.enabled = true\n{extra}")

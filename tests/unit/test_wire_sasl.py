@@ -61,8 +61,24 @@ def test_user_names_are_escaped_and_plain_carries_no_authorization_id() -> None:
 
 def test_a_mechanism_the_client_does_not_speak_is_named_with_what_to_do() -> None:
     assert sasl.mechanism_for({"sasl.mechanisms": "scram-sha-512"}, "dc1") == "SCRAM-SHA-512"
-    with pytest.raises(sasl.SaslError, match=r"dc1: sasl\.mechanism GSSAPI is not spoken by the batch-copying client"):
-        sasl.mechanism_for({"sasl.mechanisms": "GSSAPI"}, "dc1")
+    assert sasl.mechanism_for({"sasl.mechanisms": "GSSAPI"}, "dc1") == "GSSAPI"
+    with pytest.raises(sasl.SaslError, match=r"dc1: sasl\.mechanism DIGEST-MD5 is not spoken by the batch-copying"):
+        sasl.mechanism_for({"sasl.mechanisms": "DIGEST-MD5"}, "dc1")
+
+
+def test_gssapi_chooses_no_security_layer_and_refuses_a_broker_that_requires_one() -> None:
+    """RFC 4752: the broker offers layers (bit 1: none) and its buffer size; the client answers with none, a size of
+    0 and no authorization identity (the broker then authorizes the authenticated principal)."""
+    assert sasl.security_layer_choice(bytes((0x07, 0x01, 0x00, 0x00))) == b"\x01\x00\x00\x00"
+    assert sasl.security_layer_choice(bytes((0x01, 0xFF, 0xFF, 0xFF))) == b"\x01\x00\x00\x00"
+    with pytest.raises(sasl.SaslError, match=r"requires a SASL security layer \(offer 0x06"):
+        sasl.security_layer_choice(bytes((0x06, 0x01, 0x00, 0x00)))
+    with pytest.raises(sasl.SaslError, match="offer is 5 bytes, not 4"):
+        sasl.security_layer_choice(b"\x01\x00\x00\x00x")
+    kerberos = {"security.protocol": "SASL_SSL", "sasl.mechanisms": "GSSAPI"}
+    assert sasl.speaks_gssapi(kerberos) and sasl.speaks_gssapi({"security.protocol": "SASL_PLAINTEXT"})
+    assert not sasl.speaks_gssapi({**kerberos, "security.protocol": "SSL"})
+    assert not sasl.speaks_gssapi({**kerberos, "sasl.mechanisms": "PLAIN"})
 
 
 def test_oauthbearer_sends_the_token_and_extensions_and_needs_an_oidc_endpoint() -> None:

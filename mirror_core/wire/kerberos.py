@@ -1,0 +1,303 @@
+"""Kerberos for the copier's own connections (SASL GSSAPI, RFC 4752): security contexts from the system's MIT
+GSS-API library (``libgssapi_krb5.so.2``, installed with the Kerberos client packages the record path's
+GSSAPI needs too), called through ctypes. The SASL framing around the tokens is in :mod:`sasl`.
+
+Credentials come as librdkafka's settings name them: ``sasl.kerberos.keytab`` and ``.principal`` give a
+client keytab, from which the library gets (and, as tickets near their end, gets again) the principal's
+tickets in a ticket cache in memory of this process's own; without a keytab the default ticket cache
+(``KRB5CCNAME``, filled by ``kinit`` or a sidecar) is used. The broker's service principal is
+``<sasl.kerberos.service.name>/<the host this connection dialled>``, as librdkafka names it."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Mapping
+from types import TracebackType
+
+from mirror_core.wire.sasl import SaslError
+
+_OM = ctypes.c_uint32
+_MUTUAL, _SEQUENCE, _CONF, _INTEG = 2, 8, 16, 32
+_INITIATE = 1
+_GSS_CODE, _MECH_CODE = 1, 2
+_CONTINUE_NEEDED = 1
+_INDEFINITE = 0xFFFFFFFF
+#: seconds until a failed renewal is tried again (and the renewal period of credentials of unknown lifetime)
+RETRY_RENEWAL_S = 60.0
+
+
+class _Buffer(ctypes.Structure):
+    _fields_ = [("length", ctypes.c_size_t), ("value", ctypes.c_void_p)]
+
+
+class _KeyValue(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_char_p), ("value", ctypes.c_char_p)]
+
+
+class _KeyValueSet(ctypes.Structure):
+    _fields_ = [("count", _OM), ("elements", ctypes.POINTER(_KeyValue))]
+
+
+_P = ctypes.c_void_p
+_B = ctypes.POINTER(_Buffer)
+_O = ctypes.POINTER(_OM)
+_SIGNATURES: dict[str, list[type]] = {
+    "gss_import_name": [_O, _B, _P, ctypes.POINTER(_P)],
+    "gss_release_name": [_O, ctypes.POINTER(_P)],
+    "gss_acquire_cred_from": [_O, _P, _OM, _P, ctypes.c_int, ctypes.POINTER(_KeyValueSet), ctypes.POINTER(_P),
+                              ctypes.POINTER(_P), _O],
+    "gss_release_cred": [_O, ctypes.POINTER(_P)],
+    "gss_init_sec_context": [_O, _P, ctypes.POINTER(_P), _P, _P, _OM, _OM, _P, _B, ctypes.POINTER(_P), _B, _O, _O],
+    "gss_delete_sec_context": [_O, ctypes.POINTER(_P), _B],
+    "gss_wrap": [_O, _P, ctypes.c_int, _OM, _B, ctypes.POINTER(ctypes.c_int), _B],
+    "gss_unwrap": [_O, _P, _B, _B, ctypes.POINTER(ctypes.c_int), _O],
+    "gss_release_buffer": [_O, _B],
+    "gss_display_status": [_O, _OM, ctypes.c_int, _P, _O, _B],
+}
+_lock = threading.Lock()
+_loaded: ctypes.CDLL | None = None
+_loaded_krb5: ctypes.CDLL | None = None
+
+
+def _lib() -> ctypes.CDLL:
+    """The GSS-API library, loaded once (a missing one is a line saying what to install)."""
+    global _loaded
+    with _lock:
+        if _loaded is None:
+            path = ctypes.util.find_library("gssapi_krb5") or "libgssapi_krb5.so.2"
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as exc:
+                raise SaslError(f"the MIT Kerberos GSS-API library is not installed ({exc}): install the Kerberos "
+                                "client packages (Debian: libgssapi-krb5-2 krb5-user; `make install` does)") from None
+            for name, args in _SIGNATURES.items():
+                fn = getattr(lib, name)
+                fn.argtypes, fn.restype = args, _OM
+            _loaded = lib
+        return _loaded
+
+
+def _krb5() -> ctypes.CDLL:
+    """MIT's Kerberos library (ticket caches), which the GSS-API library itself is linked with."""
+    global _loaded_krb5
+    with _lock:
+        if _loaded_krb5 is None:
+            lib = ctypes.CDLL(ctypes.util.find_library("krb5") or "libkrb5.so.3")
+            lib.krb5_init_context.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+            lib.krb5_cc_resolve.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+            lib.krb5_cc_destroy.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+            lib.krb5_free_context.argtypes = [ctypes.c_void_p]
+            lib.krb5_free_context.restype = None
+            _loaded_krb5 = lib
+        return _loaded_krb5
+
+
+def _oid(name: str) -> int | None:
+    """An OID the library exports (``gss_OID`` variables: the pointer they hold)."""
+    return ctypes.c_void_p.in_dll(_lib(), name).value
+
+
+def _bytes(buf: _Buffer) -> bytes:
+    return ctypes.string_at(buf.value, buf.length) if buf.length else b""
+
+
+def _release(buf: _Buffer) -> None:
+    minor = _OM()
+    _lib().gss_release_buffer(ctypes.byref(minor), ctypes.byref(buf))
+
+
+def _status(code: int, kind: int) -> list[str]:
+    lines: list[str] = []
+    context, minor = _OM(0), _OM()
+    while True:
+        buf = _Buffer()
+        if _lib().gss_display_status(ctypes.byref(minor), code, kind, None, ctypes.byref(context),
+                                     ctypes.byref(buf)) != 0:
+            break
+        lines.append(_bytes(buf).decode(errors="replace"))
+        _release(buf)
+        if context.value == 0:
+            break
+    return lines
+
+
+def _check(major: int, minor: _OM, what: str) -> None:
+    """An error status (a routine or calling error) as one line: the library's own words, mechanism's first."""
+    if major >> 16:
+        said = [s for s in (*_status(minor.value, _MECH_CODE), *_status(major, _GSS_CODE)) if s]
+        raise SaslError(f"{what}: {'; '.join(dict.fromkeys(said)) or f'GSS-API status {major:#x}'}")
+
+
+def _buffer(data: bytes) -> tuple[_Buffer, ctypes.Array[ctypes.c_char]]:
+    """A buffer over ``data`` (and the array that must outlive it)."""
+    raw = ctypes.create_string_buffer(data, len(data))
+    return _Buffer(len(data), ctypes.cast(raw, ctypes.c_void_p)), raw
+
+
+def _name(text: str, kind: str) -> ctypes.c_void_p:
+    minor, name = _OM(), ctypes.c_void_p()
+    buf, _raw = _buffer(text.encode())
+    _check(_lib().gss_import_name(ctypes.byref(minor), ctypes.byref(buf), _oid(kind), ctypes.byref(name)), minor,
+           f"the Kerberos name {text!r}")
+    return name
+
+
+def _release_name(name: ctypes.c_void_p) -> None:
+    if name.value:
+        minor = _OM()
+        _lib().gss_release_name(ctypes.byref(minor), ctypes.byref(name))
+
+
+class KerberosLogin:
+    """One cluster's Kerberos credentials, shared by every connection to it (the library locks them).
+
+    From a keytab, a new set is acquired once half of the last one's lifetime has passed, into a new ticket
+    cache in memory: MIT's library keeps using a cache's tickets until they expire and then fails the next
+    connection ("Ticket expired") rather than getting new ones from the keytab. A set is let go (its cache
+    destroyed) two renewals later, when no handshake can still be using it, or with the login."""
+
+    def __init__(self, settings: Mapping[str, str], where: str) -> None:
+        self.where = where
+        self.service = settings.get("sasl.kerberos.service.name", "kafka").strip() or "kafka"
+        self.principal = settings.get("sasl.kerberos.principal", "").strip()
+        self.keytab = settings.get("sasl.kerberos.keytab", "").strip()
+        #: (credentials, their ticket cache) acquired and not let go, the newest last; none: the default cache
+        self._held: list[tuple[ctypes.c_void_p, str]] = []
+        self._renew_at = 0.0
+        self._expires_at = 0.0
+        self._lock = threading.Lock()
+        weakref.finalize(self, _let_go, self._held).atexit = False
+
+    def credentials(self) -> ctypes.c_void_p:
+        """The credentials for a new context (NULL: the default ticket cache's). From a keytab they are acquired
+        at the first connection and renewed at half their lifetime; a failed renewal keeps the current ones
+        while they last (the KDC may be back before they end), else it is that connection's error."""
+        if not self.keytab:
+            return ctypes.c_void_p()
+        with self._lock:
+            now = time.monotonic()
+            if now >= self._renew_at:
+                try:
+                    self._acquire(now)
+                except SaslError:
+                    if not self._held or now >= self._expires_at:
+                        raise
+                    self._renew_at = now + RETRY_RENEWAL_S
+            return self._held[-1][0]
+
+    def _acquire(self, now: float) -> None:
+        ccache = f"MEMORY:mirror-core-{uuid.uuid4().hex}"
+        store = (_KeyValue * 2)(_KeyValue(b"client_keytab", self.keytab.encode()),
+                                _KeyValue(b"ccache", ccache.encode()))
+        kv = _KeyValueSet(2, store)
+        name = _name(self.principal, "GSS_KRB5_NT_PRINCIPAL_NAME") if self.principal else ctypes.c_void_p()
+        cred, minor, lifetime = ctypes.c_void_p(), _OM(), _OM()
+        try:
+            major = _lib().gss_acquire_cred_from(ctypes.byref(minor), name, _INDEFINITE, None, _INITIATE,
+                                                 ctypes.byref(kv), ctypes.byref(cred), None, ctypes.byref(lifetime))
+            try:
+                _check(major, minor, f"Kerberos credentials of {self.principal or 'the keytab'} from {self.keytab}")
+            except SaslError as exc:
+                _let_go([(cred, ccache)])
+                if "No credentials cache found" in str(exc):  # what MIT says of a keytab without the principal
+                    raise SaslError(f"{exc} (`klist -kt {self.keytab}` lists whose keys it holds)") from None
+                raise
+        finally:
+            _release_name(name)
+        seconds = lifetime.value if 0 < lifetime.value < _INDEFINITE else RETRY_RENEWAL_S
+        self._renew_at, self._expires_at = now + seconds / 2, now + seconds
+        self._held.append((cred, ccache))
+        if len(self._held) > 2:
+            _let_go([self._held.pop(0)])
+
+    def context(self, host: str) -> KerberosContext:
+        return KerberosContext(self, host)
+
+
+def _let_go(held: list[tuple[ctypes.c_void_p, str]]) -> None:
+    """Release credentials and destroy their ticket caches in memory."""
+    minor = _OM()
+    for cred, ccache in held:
+        if cred.value:
+            _lib().gss_release_cred(ctypes.byref(minor), ctypes.byref(cred))
+        _destroy_ccache(ccache)
+    held.clear()
+
+
+def _destroy_ccache(name: str) -> None:
+    krb5 = _krb5()
+    context, cache = ctypes.c_void_p(), ctypes.c_void_p()
+    if krb5.krb5_init_context(ctypes.byref(context)) != 0:
+        return
+    try:
+        if krb5.krb5_cc_resolve(context, name.encode(), ctypes.byref(cache)) == 0:
+            krb5.krb5_cc_destroy(context, cache)
+    finally:
+        krb5.krb5_free_context(context)
+
+
+class KerberosContext:
+    """One security context with the broker at ``host``: :meth:`step` until :attr:`complete`, then
+    :meth:`unwrap` and :meth:`wrap` for the SASL security-layer negotiation."""
+
+    def __init__(self, login: KerberosLogin, host: str) -> None:
+        self.login = login
+        self.target = f"{login.service}@{host}"
+        self.complete = False
+        self._ctx = ctypes.c_void_p()
+        self._name = _name(self.target, "GSS_C_NT_HOSTBASED_SERVICE")
+
+    def __enter__(self) -> KerberosContext:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def step(self, token: bytes) -> bytes:
+        """The next token for the broker (``token``: the broker's last one; empty at the start)."""
+        minor, out, flags = _OM(), _Buffer(), _OM()
+        given, _raw = _buffer(token)
+        major = _lib().gss_init_sec_context(
+            ctypes.byref(minor), self.login.credentials(), ctypes.byref(self._ctx), self._name, _oid("gss_mech_krb5"),
+            _MUTUAL | _SEQUENCE | _INTEG | _CONF, 0, None, ctypes.byref(given) if token else None, None,
+            ctypes.byref(out), ctypes.byref(flags), None)
+        try:
+            _check(major, minor, f"a Kerberos ticket for {self.login.service}/{self.target.split('@', 1)[1]}")
+            self.complete = major & 0xFFFF != _CONTINUE_NEEDED
+            return _bytes(out)
+        finally:
+            _release(out)
+
+    def unwrap(self, data: bytes) -> bytes:
+        minor, out, conf, qop = _OM(), _Buffer(), ctypes.c_int(), _OM()
+        given, _raw = _buffer(data)
+        major = _lib().gss_unwrap(ctypes.byref(minor), self._ctx, ctypes.byref(given), ctypes.byref(out),
+                                  ctypes.byref(conf), ctypes.byref(qop))
+        try:
+            _check(major, minor, "the broker's security-layer offer")
+            return _bytes(out)
+        finally:
+            _release(out)
+
+    def wrap(self, data: bytes) -> bytes:
+        """``data`` with integrity protection only (RFC 4752 wraps the negotiation without confidentiality)."""
+        minor, out, conf = _OM(), _Buffer(), ctypes.c_int()
+        given, _raw = _buffer(data)
+        major = _lib().gss_wrap(ctypes.byref(minor), self._ctx, 0, 0, ctypes.byref(given), ctypes.byref(conf),
+                                ctypes.byref(out))
+        try:
+            _check(major, minor, "the security-layer answer")
+            return _bytes(out)
+        finally:
+            _release(out)
+
+    def close(self) -> None:
+        minor = _OM()
+        if self._ctx.value:
+            _lib().gss_delete_sec_context(ctypes.byref(minor), ctypes.byref(self._ctx), None)
+        _release_name(self._name)

@@ -300,7 +300,7 @@ class Connection:
             elif mechanism == "GSSAPI":
                 if not isinstance(login, KerberosLogin):
                     raise sasl.SaslError("no Kerberos login for this cluster")
-                username = login.principal or "of the default ticket cache"
+                username = login.who
                 self._kerberos(version, login, host)
             elif mechanism == "PLAIN":
                 self._sasl_step(version, sasl.plain(username, password))

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import threading
 import time
 import uuid
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import TracebackType
 
 from mirror_core.wire.sasl import SaslError
@@ -27,6 +29,7 @@ _INITIATE = 1
 _GSS_CODE, _MECH_CODE = 1, 2
 _CONTINUE_NEEDED = 1
 _INDEFINITE = 0xFFFFFFFF
+_now = time.monotonic  # (a unit test's clock)
 #: seconds until a failed renewal is tried again (and the renewal period of credentials of unknown lifetime)
 RETRY_RENEWAL_S = 60.0
 
@@ -59,7 +62,7 @@ _SIGNATURES: dict[str, list[type]] = {
     "gss_release_buffer": [_O, _B],
     "gss_display_status": [_O, _OM, ctypes.c_int, _P, _O, _B],
 }
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: a login's finalizer (garbage collection) may run inside a first load
 _loaded: ctypes.CDLL | None = None
 _loaded_krb5: ctypes.CDLL | None = None
 
@@ -129,7 +132,8 @@ def _status(code: int, kind: int) -> list[str]:
 def _check(major: int, minor: _OM, what: str) -> None:
     """An error status (a routine or calling error) as one line: the library's own words, mechanism's first."""
     if major >> 16:
-        said = [s for s in (*_status(minor.value, _MECH_CODE), *_status(major, _GSS_CODE)) if s]
+        mech = _status(minor.value, _MECH_CODE) if minor.value else []  # (0 reads "Unknown error")
+        said = [s for s in (*mech, *_status(major, _GSS_CODE)) if s]
         raise SaslError(f"{what}: {'; '.join(dict.fromkeys(said)) or f'GSS-API status {major:#x}'}")
 
 
@@ -153,84 +157,151 @@ def _release_name(name: ctypes.c_void_p) -> None:
         _lib().gss_release_name(ctypes.byref(minor), ctypes.byref(name))
 
 
+@dataclass
+class Renewal:
+    """When a keytab login asks the KDC for credentials (the times are the caller's monotonic clock)."""
+
+    renew_at: float = 0.0  # half the current credentials' lifetime
+    expires_at: float = 0.0
+    retry_at: float = 0.0  # after a refusal
+    refused: str | None = None  # the last refusal, until credentials are acquired again
+
+    def due(self, now: float) -> bool:
+        return now >= self.renew_at and now >= self.retry_at
+
+    def acquired(self, now: float, lifetime_s: float) -> None:
+        self.renew_at, self.expires_at = now + lifetime_s / 2, now + lifetime_s
+        self.retry_at, self.refused = 0.0, None
+
+    def failed(self, now: float, why: str) -> None:
+        """Asked again after :data:`RETRY_RENEWAL_S`, or when the current credentials end if that is sooner (a
+        retry must not be scheduled past them). Until then connections fail with ``why`` without asking the KDC:
+        a stale keytab retried by every connection would be a stream of failed logins, which a KDC's lockout
+        policy counts against the principal (the record path's login too)."""
+        self.refused = why
+        self.retry_at = min(now + RETRY_RENEWAL_S, self.expires_at) if now < self.expires_at else now + RETRY_RENEWAL_S
+
+    def valid(self, now: float) -> bool:
+        return now < self.expires_at
+
+
+@dataclass(eq=False)
+class _Held:
+    """Credentials acquired from the keytab, their ticket cache, and the contexts using them."""
+
+    cred: ctypes.c_void_p
+    ccache: str
+    users: int = 0
+    retired: bool = False  # replaced by newer ones: let go once no context uses them
+
+
 class KerberosLogin:
     """One cluster's Kerberos credentials, shared by every connection to it (the library locks them).
 
-    From a keytab, a new set is acquired once half of the last one's lifetime has passed, into a new ticket
-    cache in memory: MIT's library keeps using a cache's tickets until they expire and then fails the next
-    connection ("Ticket expired") rather than getting new ones from the keytab. A set is let go (its cache
-    destroyed) two renewals later, when no handshake can still be using it, or with the login."""
+    From a keytab, new credentials are acquired once half of the current ones' lifetime has passed, into a new
+    ticket cache in memory: MIT's library keeps using a cache's tickets until they expire and then fails the
+    next connection ("Ticket expired") rather than getting new ones from the keytab. The replaced ones are let
+    go (their cache destroyed) once no security context uses them, the last ones with the login."""
 
     def __init__(self, settings: Mapping[str, str], where: str) -> None:
         self.where = where
         self.service = settings.get("sasl.kerberos.service.name", "kafka").strip() or "kafka"
         self.principal = settings.get("sasl.kerberos.principal", "").strip()
         self.keytab = settings.get("sasl.kerberos.keytab", "").strip()
-        #: (credentials, their ticket cache) acquired and not let go, the newest last; none: the default cache
-        self._held: list[tuple[ctypes.c_void_p, str]] = []
-        self._renew_at = 0.0
-        self._expires_at = 0.0
+        self.renewal = Renewal()
+        self._held: list[_Held] = []  # the current credentials last
         self._lock = threading.Lock()
         weakref.finalize(self, _let_go, self._held).atexit = False
 
-    def credentials(self) -> ctypes.c_void_p:
-        """The credentials for a new context (NULL: the default ticket cache's). From a keytab they are acquired
-        at the first connection and renewed at half their lifetime; a failed renewal keeps the current ones
-        while they last (the KDC may be back before they end), else it is that connection's error."""
-        if not self.keytab:
-            return ctypes.c_void_p()
-        with self._lock:
-            now = time.monotonic()
-            if now >= self._renew_at:
-                try:
-                    self._acquire(now)
-                except SaslError:
-                    if not self._held or now >= self._expires_at:
-                        raise
-                    self._renew_at = now + RETRY_RENEWAL_S
-            return self._held[-1][0]
+    @property
+    def who(self) -> str:
+        """The principal as error lines name it."""
+        if self.keytab:
+            return self.principal or "the keytab's first principal"
+        return "the default ticket cache's principal"
 
-    def _acquire(self, now: float) -> None:
+    def take(self) -> _Held | None:
+        """Credentials for a new security context, counted as used until :meth:`give_back` (None: the default
+        ticket cache's). From a keytab they are acquired at the first connection and renewed at half their
+        lifetime; while a renewal is refused the current ones serve until they end."""
+        if not self.keytab:
+            return None
+        with self._lock:
+            now = _now()
+            if self.renewal.due(now):
+                try:
+                    held, lifetime_s = self._acquire()
+                except SaslError as exc:
+                    self.renewal.failed(now, str(exc))
+                else:
+                    self.renewal.acquired(now, lifetime_s)
+                    for old in self._held:
+                        old.retired = True
+                    self._held.append(held)
+                    self._sweep()
+            current = self._held[-1] if self._held else None
+            if current is None or not self.renewal.valid(now):
+                raise SaslError(self.renewal.refused or f"the Kerberos credentials of {self.who} have ended")
+            current.users += 1
+            return current
+
+    def give_back(self, held: _Held | None) -> None:
+        if held is not None:
+            with self._lock:
+                held.users -= 1
+                self._sweep()
+
+    def _sweep(self) -> None:
+        done = [h for h in self._held if h.retired and h.users == 0]
+        for h in done:
+            self._held.remove(h)
+        _let_go(done)
+
+    def _acquire(self) -> tuple[_Held, float]:
+        """Credentials from the keytab into a new ticket cache in memory, and their lifetime in seconds."""
+        what = f"Kerberos credentials of {self.who} from {self.keytab}"
+        if not os.path.isfile(self.keytab):
+            raise SaslError(f"{what}: the keytab does not exist")
         ccache = f"MEMORY:mirror-core-{uuid.uuid4().hex}"
         store = (_KeyValue * 2)(_KeyValue(b"client_keytab", self.keytab.encode()),
                                 _KeyValue(b"ccache", ccache.encode()))
         kv = _KeyValueSet(2, store)
         name = _name(self.principal, "GSS_KRB5_NT_PRINCIPAL_NAME") if self.principal else ctypes.c_void_p()
-        cred, minor, lifetime = ctypes.c_void_p(), _OM(), _OM()
+        held, minor, lifetime = _Held(ctypes.c_void_p(), ccache), _OM(), _OM()
         try:
             major = _lib().gss_acquire_cred_from(ctypes.byref(minor), name, _INDEFINITE, None, _INITIATE,
-                                                 ctypes.byref(kv), ctypes.byref(cred), None, ctypes.byref(lifetime))
+                                                 ctypes.byref(kv), ctypes.byref(held.cred), None,
+                                                 ctypes.byref(lifetime))
             try:
-                _check(major, minor, f"Kerberos credentials of {self.principal or 'the keytab'} from {self.keytab}")
+                _check(major, minor, what)
             except SaslError as exc:
-                _let_go([(cred, ccache)])
+                _let_go([held])
                 if "No credentials cache found" in str(exc):  # what MIT says of a keytab without the principal
                     raise SaslError(f"{exc} (`klist -kt {self.keytab}` lists whose keys it holds)") from None
                 raise
         finally:
             _release_name(name)
-        seconds = lifetime.value if 0 < lifetime.value < _INDEFINITE else RETRY_RENEWAL_S
-        self._renew_at, self._expires_at = now + seconds / 2, now + seconds
-        self._held.append((cred, ccache))
-        if len(self._held) > 2:
-            _let_go([self._held.pop(0)])
+        return held, lifetime.value if 0 < lifetime.value < _INDEFINITE else 2 * RETRY_RENEWAL_S
 
     def context(self, host: str) -> KerberosContext:
         return KerberosContext(self, host)
 
 
-def _let_go(held: list[tuple[ctypes.c_void_p, str]]) -> None:
+def _let_go(held: list[_Held]) -> None:
     """Release credentials and destroy their ticket caches in memory."""
     minor = _OM()
-    for cred, ccache in held:
-        if cred.value:
-            _lib().gss_release_cred(ctypes.byref(minor), ctypes.byref(cred))
-        _destroy_ccache(ccache)
+    for h in held:
+        if h.cred.value:
+            _lib().gss_release_cred(ctypes.byref(minor), ctypes.byref(h.cred))
+        _destroy_ccache(h.ccache)
     held.clear()
 
 
 def _destroy_ccache(name: str) -> None:
-    krb5 = _krb5()
+    try:
+        krb5 = _krb5()
+    except OSError:  # the GSS-API library is loaded, so this one is too; the cache is only memory, in any case
+        return
     context, cache = ctypes.c_void_p(), ctypes.c_void_p()
     if krb5.krb5_init_context(ctypes.byref(context)) != 0:
         return
@@ -243,14 +314,21 @@ def _destroy_ccache(name: str) -> None:
 
 class KerberosContext:
     """One security context with the broker at ``host``: :meth:`step` until :attr:`complete`, then
-    :meth:`unwrap` and :meth:`wrap` for the SASL security-layer negotiation."""
+    :meth:`unwrap` and :meth:`wrap` for the SASL security-layer negotiation. Its credentials are taken once,
+    at the start, and given back at :meth:`close`."""
 
     def __init__(self, login: KerberosLogin, host: str) -> None:
         self.login = login
         self.target = f"{login.service}@{host}"
         self.complete = False
         self._ctx = ctypes.c_void_p()
-        self._name = _name(self.target, "GSS_C_NT_HOSTBASED_SERVICE")
+        self._held = login.take()
+        self._cred = self._held.cred if self._held is not None else ctypes.c_void_p()
+        try:
+            self._name = _name(self.target, "GSS_C_NT_HOSTBASED_SERVICE")
+        except BaseException:
+            login.give_back(self._held)
+            raise
 
     def __enter__(self) -> KerberosContext:
         return self
@@ -263,12 +341,14 @@ class KerberosContext:
         minor, out, flags = _OM(), _Buffer(), _OM()
         given, _raw = _buffer(token)
         major = _lib().gss_init_sec_context(
-            ctypes.byref(minor), self.login.credentials(), ctypes.byref(self._ctx), self._name, _oid("gss_mech_krb5"),
+            ctypes.byref(minor), self._cred, ctypes.byref(self._ctx), self._name, _oid("gss_mech_krb5"),
             _MUTUAL | _SEQUENCE | _INTEG | _CONF, 0, None, ctypes.byref(given) if token else None, None,
             ctypes.byref(out), ctypes.byref(flags), None)
         try:
             _check(major, minor, f"a Kerberos ticket for {self.login.service}/{self.target.split('@', 1)[1]}")
-            self.complete = major & 0xFFFF != _CONTINUE_NEEDED
+            self.complete = not major & _CONTINUE_NEEDED
+            if self.complete and not flags.value & _MUTUAL:
+                raise SaslError("the broker did not prove its identity (no mutual authentication)")
             return _bytes(out)
         finally:
             _release(out)
@@ -301,3 +381,5 @@ class KerberosContext:
         if self._ctx.value:
             _lib().gss_delete_sec_context(ctypes.byref(minor), ctypes.byref(self._ctx), None)
         _release_name(self._name)
+        held, self._held = self._held, None
+        self.login.give_back(held)

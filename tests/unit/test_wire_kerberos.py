@@ -1,0 +1,110 @@
+"""The batch path's Kerberos login without a KDC: when it asks for credentials (renewal at half their life, a
+refusal backed off but never past the current credentials' end) and when replaced credentials are let go (only
+once no security context uses them). The exchange itself runs against a real KDC in
+tests/integration/test_security_kerberos.py."""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+
+import pytest
+
+from mirror_core.wire import kerberos
+from mirror_core.wire.kerberos import RETRY_RENEWAL_S, KerberosLogin, Renewal, _Held
+from mirror_core.wire.sasl import SaslError
+
+
+def test_renewal_at_half_the_lifetime_and_a_refusal_backed_off_but_not_past_the_end() -> None:
+    r = Renewal()
+    assert r.due(0.0) and not r.valid(0.0)
+    r.acquired(0.0, 600.0)
+    assert not r.due(299.0) and r.due(300.0) and r.valid(599.0) and not r.valid(600.0)
+    r.failed(300.0, "KDC unreachable")  # the current credentials serve on; asked again a minute later
+    assert r.refused == "KDC unreachable" and not r.due(359.0) and r.due(360.0)
+    r.failed(590.0, "KDC unreachable")  # ten seconds before the end: asked again at the end, not a minute later
+    assert r.retry_at == 600.0
+    r.failed(600.0, "KDC unreachable")  # ended: connections fail with the refusal for a minute, the KDC not asked
+    assert not r.valid(600.0) and not r.due(600.0 + RETRY_RENEWAL_S - 1) and r.due(600.0 + RETRY_RENEWAL_S)
+    r.acquired(700.0, 600.0)
+    assert r.refused is None and r.valid(1299.0)
+
+
+@pytest.fixture
+def fake_library(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
+    """(acquisitions' answers to give, caches let go): ``_acquire`` hands out numbered credentials of 100 s (or
+    raises when the next answer is an error text); ``_let_go`` records which caches it destroys."""
+    answers: list[str] = []
+    gone: list[str] = []
+    numbers = itertools.count(1)
+
+    def acquire(self: KerberosLogin) -> tuple[_Held, float]:
+        answer = answers.pop(0) if answers else "ok"
+        if answer != "ok":
+            raise SaslError(answer)
+        n = next(numbers)
+        return _Held(ctypes.c_void_p(n), f"MEMORY:{n}"), 100.0
+
+    def let_go(held: list[_Held]) -> None:
+        gone.extend(h.ccache for h in held)
+        held.clear()
+
+    monkeypatch.setattr(KerberosLogin, "_acquire", acquire)
+    monkeypatch.setattr(kerberos, "_let_go", let_go)
+    return answers, gone
+
+
+def test_replaced_credentials_are_let_go_only_once_no_context_uses_them(
+        fake_library: tuple[list[str], list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    _answers, gone = fake_library
+    clock = [1000.0]
+    monkeypatch.setattr(kerberos, "_now", lambda: clock[0])
+    login = KerberosLogin({"sasl.kerberos.keytab": "/k.keytab", "sasl.kerberos.principal": "m@R"}, "dc1")
+    first = login.take()  # a handshake still in progress (say, waiting on a slow KDC)
+    assert first is not None and first.ccache == "MEMORY:1"
+    clock[0] += 50  # half the lifetime: renewed
+    second = login.take()
+    assert second is not None and second.ccache == "MEMORY:2" and gone == []  # the first is still in use
+    login.give_back(second)
+    clock[0] += 50
+    third = login.take()
+    assert third is not None and third.ccache == "MEMORY:3" and gone == ["MEMORY:2"]
+    login.give_back(first)  # the slow handshake ends: only now are its credentials let go
+    assert gone == ["MEMORY:2", "MEMORY:1"]
+    login.give_back(third)
+    assert gone == ["MEMORY:2", "MEMORY:1"]  # the current ones stay
+
+
+def test_a_refused_login_is_not_asked_again_by_every_connection(
+        fake_library: tuple[list[str], list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    answers, _gone = fake_library
+    clock = [1000.0]
+    monkeypatch.setattr(kerberos, "_now", lambda: clock[0])
+    login = KerberosLogin({"sasl.kerberos.keytab": "/k.keytab", "sasl.kerberos.principal": "m@R"}, "dc1")
+    answers.extend(["Preauthentication failed", "Preauthentication failed"])
+    for _ in range(3):  # one request to the KDC; the other connections get the same line
+        with pytest.raises(SaslError, match="Preauthentication failed"):
+            login.take()
+    assert answers == ["Preauthentication failed"]
+    clock[0] += RETRY_RENEWAL_S
+    with pytest.raises(SaslError):
+        login.take()
+    assert answers == []
+    clock[0] += RETRY_RENEWAL_S
+    held = login.take()  # fixed keytab
+    assert held is not None and login.renewal.refused is None
+    # A renewal refused near the end: the current credentials serve, and it is asked again at their end
+    clock[0] += 95
+    answers.append("KDC unreachable")
+    assert login.take() is held
+    clock[0] += 5
+    renewed = login.take()
+    assert renewed is not None and renewed is not held
+
+
+def test_without_a_keytab_the_default_ticket_cache_is_used_and_named() -> None:
+    login = KerberosLogin({"sasl.kerberos.principal": "m@R"}, "dc1")
+    assert login.take() is None
+    assert login.who == "the default ticket cache's principal"
+    assert KerberosLogin({"sasl.kerberos.keytab": "/k"}, "dc1").who == "the keytab's first principal"
+    assert KerberosLogin({"sasl.kerberos.keytab": "/k", "sasl.kerberos.principal": "m@R"}, "dc1").who == "m@R"

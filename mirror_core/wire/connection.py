@@ -301,7 +301,7 @@ class Connection:
                 if not isinstance(login, KerberosLogin):
                     raise sasl.SaslError("no Kerberos login for this cluster")
                 username = login.who
-                self._kerberos(version, login, host)
+                self._kerberos(version, settings, login, host)
             elif mechanism == "PLAIN":
                 self._sasl_step(version, sasl.plain(username, password))
             else:
@@ -312,10 +312,11 @@ class Connection:
             raise sasl.SaslError(f"{self.where}: SASL {mechanism} authentication of user '{username}' failed: "
                                  f"{exc}") from None
 
-    def _kerberos(self, version: int, login: KerberosLogin, host: str) -> None:
+    def _kerberos(self, version: int, settings: Mapping[str, str], login: KerberosLogin, host: str) -> None:
         """RFC 4752: security-context tokens until the context is complete (the broker's last one proves it
         is the service: mutual authentication), then the security-layer offer and the answer, both wrapped."""
-        with login.context(host) as ctx:
+        service = settings.get("sasl.kerberos.service.name", "kafka").strip() or "kafka"
+        with login.context(service, host) as ctx:
             answer = self._sasl_step(version, ctx.step(b""))
             while not ctx.complete:
                 token = ctx.step(answer)

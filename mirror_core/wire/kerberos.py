@@ -64,6 +64,8 @@ _SIGNATURES: dict[str, list[type]] = {
 }
 _lock = threading.RLock()  # re-entrant: a login's finalizer (garbage collection) may run inside a first load
 _loaded: ctypes.CDLL | None = None
+#: the process's logins by keytab and principal, kept for its life (a refusal's back-off outlives a flow's restart)
+_logins: dict[tuple[str, str], KerberosLogin] = {}
 _loaded_krb5: ctypes.CDLL | None = None
 
 
@@ -195,19 +197,29 @@ class _Held:
     retired: bool = False  # replaced by newer ones: let go once no context uses them
 
 
+def login_for(settings: Mapping[str, str]) -> KerberosLogin:
+    """The process's login for the keytab and principal of these settings: one for every flow and cluster that
+    uses them, restarts included, so a refused login is asked of the KDC once per back-off, not once per flow
+    and restart."""
+    key = (settings.get("sasl.kerberos.keytab", "").strip(), settings.get("sasl.kerberos.principal", "").strip())
+    with _lock:
+        login = _logins.get(key)
+        if login is None:
+            login = _logins[key] = KerberosLogin(*key)
+        return login
+
+
 class KerberosLogin:
-    """One cluster's Kerberos credentials, shared by every connection to it (the library locks them).
+    """Kerberos credentials of one keytab and principal, shared by every connection that uses them (the library
+    locks them; :func:`login_for` gives each pair's one).
 
     From a keytab, new credentials are acquired once half of the current ones' lifetime has passed, into a new
     ticket cache in memory: MIT's library keeps using a cache's tickets until they expire and then fails the
     next connection ("Ticket expired") rather than getting new ones from the keytab. The replaced ones are let
     go (their cache destroyed) once no security context uses them, the last ones with the login."""
 
-    def __init__(self, settings: Mapping[str, str], where: str) -> None:
-        self.where = where
-        self.service = settings.get("sasl.kerberos.service.name", "kafka").strip() or "kafka"
-        self.principal = settings.get("sasl.kerberos.principal", "").strip()
-        self.keytab = settings.get("sasl.kerberos.keytab", "").strip()
+    def __init__(self, keytab: str, principal: str) -> None:
+        self.keytab, self.principal = keytab, principal
         self.renewal = Renewal()
         self._held: list[_Held] = []  # the current credentials last
         self._lock = threading.Lock()
@@ -260,7 +272,8 @@ class KerberosLogin:
     def _acquire(self) -> tuple[_Held, float]:
         """Credentials from the keytab into a new ticket cache in memory, and their lifetime in seconds."""
         what = f"Kerberos credentials of {self.who} from {self.keytab}"
-        if not os.path.isfile(self.keytab):
+        path = _keytab_file(self.keytab)
+        if path is not None and not os.path.isfile(path):
             raise SaslError(f"{what}: the keytab does not exist")
         ccache = f"MEMORY:mirror-core-{uuid.uuid4().hex}"
         store = (_KeyValue * 2)(_KeyValue(b"client_keytab", self.keytab.encode()),
@@ -283,8 +296,16 @@ class KerberosLogin:
             _release_name(name)
         return held, lifetime.value if 0 < lifetime.value < _INDEFINITE else 2 * RETRY_RENEWAL_S
 
-    def context(self, host: str) -> KerberosContext:
-        return KerberosContext(self, host)
+    def context(self, service: str, host: str) -> KerberosContext:
+        return KerberosContext(self, service, host)
+
+
+def _keytab_file(name: str) -> str | None:
+    """The file of a keytab name (``FILE:`` and ``WRFILE:`` names too); None for another type (``MEMORY:``...)."""
+    kind, colon, rest = name.partition(":")
+    if not colon or "/" in kind:
+        return name
+    return rest if kind.upper() in ("FILE", "WRFILE") else None
 
 
 def _let_go(held: list[_Held]) -> None:
@@ -317,9 +338,9 @@ class KerberosContext:
     :meth:`unwrap` and :meth:`wrap` for the SASL security-layer negotiation. Its credentials are taken once,
     at the start, and given back at :meth:`close`."""
 
-    def __init__(self, login: KerberosLogin, host: str) -> None:
-        self.login = login
-        self.target = f"{login.service}@{host}"
+    def __init__(self, login: KerberosLogin, service: str, host: str) -> None:
+        self.login, self.service, self.host = login, service, host
+        self.target = f"{service}@{host}"
         self.complete = False
         self._ctx = ctypes.c_void_p()
         self._held = login.take()
@@ -345,10 +366,10 @@ class KerberosContext:
             _MUTUAL | _SEQUENCE | _INTEG | _CONF, 0, None, ctypes.byref(given) if token else None, None,
             ctypes.byref(out), ctypes.byref(flags), None)
         try:
-            _check(major, minor, f"a Kerberos ticket for {self.login.service}/{self.target.split('@', 1)[1]}")
-            self.complete = not major & _CONTINUE_NEEDED
-            if self.complete and not flags.value & _MUTUAL:
+            _check(major, minor, f"a Kerberos ticket for {self.service}/{self.host}")
+            if not major & _CONTINUE_NEEDED and not flags.value & _MUTUAL:
                 raise SaslError("the broker did not prove its identity (no mutual authentication)")
+            self.complete = not major & _CONTINUE_NEEDED
             return _bytes(out)
         finally:
             _release(out)
@@ -377,9 +398,11 @@ class KerberosContext:
             _release(out)
 
     def close(self) -> None:
-        minor = _OM()
-        if self._ctx.value:
-            _lib().gss_delete_sec_context(ctypes.byref(minor), ctypes.byref(self._ctx), None)
-        _release_name(self._name)
         held, self._held = self._held, None
-        self.login.give_back(held)
+        try:
+            minor = _OM()
+            if self._ctx.value:
+                _lib().gss_delete_sec_context(ctypes.byref(minor), ctypes.byref(self._ctx), None)
+            _release_name(self._name)
+        finally:
+            self.login.give_back(held)

@@ -10,7 +10,7 @@ from mirror_core.errors import MirrorError
 from mirror_core.throttling import ThrottledLine
 from mirror_core.wire.codec import Reader, array, string
 from mirror_core.wire.connection import Connection, WireError, broker_where
-from mirror_core.wire.kerberos import KerberosLogin
+from mirror_core.wire.kerberos import KerberosLogin, login_for
 from mirror_core.wire.oauth import TokenSource
 from mirror_core.wire.sasl import speaks_gssapi, speaks_oauthbearer
 
@@ -97,10 +97,10 @@ class Brokers:
         self.settings, self.where, self.timeout = settings, where, timeout
         self.known: dict[int, Broker] = {}
         #: OAUTHBEARER: one token for every connection to the cluster (asked again before it expires); GSSAPI:
-        #: one set of Kerberos credentials
+        #: the process's Kerberos login for the keytab and principal
         self.login: TokenSource | KerberosLogin | None = (
             TokenSource(settings, where) if speaks_oauthbearer(settings)
-            else KerberosLogin(settings, where) if speaks_gssapi(settings) else None)
+            else login_for(settings) if speaks_gssapi(settings) else None)
         #: what its workers' failures say, each text at most once a minute: every worker retries a broker that
         #: is down every 0.2-0.5 s (a link outage of ten minutes would otherwise be thousands of lines)
         self.line = ThrottledLine()

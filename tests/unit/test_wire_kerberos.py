@@ -59,7 +59,7 @@ def test_replaced_credentials_are_let_go_only_once_no_context_uses_them(
     _answers, gone = fake_library
     clock = [1000.0]
     monkeypatch.setattr(kerberos, "_now", lambda: clock[0])
-    login = KerberosLogin({"sasl.kerberos.keytab": "/k.keytab", "sasl.kerberos.principal": "m@R"}, "dc1")
+    login = KerberosLogin("/k.keytab", "m@R")
     first = login.take()  # a handshake still in progress (say, waiting on a slow KDC)
     assert first is not None and first.ccache == "MEMORY:1"
     clock[0] += 50  # half the lifetime: renewed
@@ -80,7 +80,7 @@ def test_a_refused_login_is_not_asked_again_by_every_connection(
     answers, _gone = fake_library
     clock = [1000.0]
     monkeypatch.setattr(kerberos, "_now", lambda: clock[0])
-    login = KerberosLogin({"sasl.kerberos.keytab": "/k.keytab", "sasl.kerberos.principal": "m@R"}, "dc1")
+    login = KerberosLogin("/k.keytab", "m@R")
     answers.extend(["Preauthentication failed", "Preauthentication failed"])
     for _ in range(3):  # one request to the KDC; the other connections get the same line
         with pytest.raises(SaslError, match="Preauthentication failed"):
@@ -103,8 +103,47 @@ def test_a_refused_login_is_not_asked_again_by_every_connection(
 
 
 def test_without_a_keytab_the_default_ticket_cache_is_used_and_named() -> None:
-    login = KerberosLogin({"sasl.kerberos.principal": "m@R"}, "dc1")
+    login = KerberosLogin("", "m@R")
     assert login.take() is None
     assert login.who == "the default ticket cache's principal"
-    assert KerberosLogin({"sasl.kerberos.keytab": "/k"}, "dc1").who == "the keytab's first principal"
-    assert KerberosLogin({"sasl.kerberos.keytab": "/k", "sasl.kerberos.principal": "m@R"}, "dc1").who == "m@R"
+    assert KerberosLogin("/k", "").who == "the keytab's first principal"
+    assert KerberosLogin("/k", "m@R").who == "m@R"
+
+
+def test_one_login_per_keytab_and_principal_for_every_flow_and_cluster() -> None:
+    a = kerberos.login_for({"sasl.kerberos.keytab": "/unit/a.keytab", "sasl.kerberos.principal": "m@R",
+                            "sasl.kerberos.service.name": "kafka"})
+    assert kerberos.login_for({"sasl.kerberos.keytab": "/unit/a.keytab", "sasl.kerberos.principal": "m@R",
+                               "sasl.kerberos.service.name": "other", "bootstrap.servers": "b:9092"}) is a
+    assert kerberos.login_for({"sasl.kerberos.keytab": "/unit/b.keytab", "sasl.kerberos.principal": "m@R"}) is not a
+
+
+def test_keytab_names_with_a_type_are_checked_as_files_when_they_are_files() -> None:
+    assert kerberos._keytab_file("/etc/k.keytab") == "/etc/k.keytab"
+    assert kerberos._keytab_file("FILE:/etc/k.keytab") == "/etc/k.keytab"
+    assert kerberos._keytab_file("WRFILE:/etc/k.keytab") == "/etc/k.keytab"
+    assert kerberos._keytab_file("MEMORY:k") is None
+    assert kerberos._keytab_file("./dir:x/k.keytab") == "./dir:x/k.keytab"
+
+
+def test_a_context_takes_the_credentials_once_and_gives_them_back_once(
+        fake_library: tuple[list[str], list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Taken when the context starts, given back once however often it is closed, and given back when the context
+    cannot be set up."""
+    login = KerberosLogin("/k.keytab", "m@R")
+    monkeypatch.setattr(kerberos, "_name", lambda text, kind: ctypes.c_void_p(7))
+    monkeypatch.setattr(kerberos, "_release_name", lambda name: None)
+    ctx = login.context("kafka", "broker1")
+    held = login._held[-1]
+    assert held.users == 1 and ctx.target == "kafka@broker1"
+    ctx.close()
+    ctx.close()
+    assert held.users == 0
+
+    def refuse(text: str, kind: str) -> ctypes.c_void_p:
+        raise SaslError(f"the Kerberos name {text!r}: bad")
+
+    monkeypatch.setattr(kerberos, "_name", refuse)
+    with pytest.raises(SaslError):
+        login.context("kafka", "broker1")
+    assert held.users == 0

@@ -16,21 +16,11 @@ import time
 
 import google_crc32c
 
+from mirror_core.wire.recode import varint
 from mirror_core.wire.records import BATCH_HEADER, HEADER
 
-
-def _zigzag(value: int) -> bytes:
-    v = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
 #: the encodings of small values, looked up rather than computed per record
-VARINTS = [_zigzag(i) for i in range(1 << 16)]
+VARINTS = [varint(i) for i in range(1 << 16)]
 
 
 def _varint(b: memoryview, at: int) -> tuple[int, int]:
@@ -52,9 +42,9 @@ def make_batch(records: int, base_ts: int, value_bytes: int = 100) -> bytes:
     """An uncompressed v2 batch of ``records`` records with no key, random values and no headers."""
     body = bytearray()
     for i in range(records):
-        record = b"\x00" + _zigzag(i * 3) + _zigzag(i) + _zigzag(-1) + _zigzag(value_bytes) + os.urandom(value_bytes) \
-            + _zigzag(0)
-        body += _zigzag(len(record)) + record
+        record = b"\x00" + varint(i * 3) + varint(i) + varint(-1) + varint(value_bytes) + os.urandom(value_bytes) \
+            + varint(0)
+        body += varint(len(record)) + record
     header = HEADER.pack(0, BATCH_HEADER - 12 + len(body), 0, 2, 0, 0, records - 1, base_ts,
                          base_ts + 3 * (records - 1), -1, -1, -1, records)
     return header + bytes(body)

@@ -54,11 +54,17 @@ def fake_library(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]
     return answers, gone
 
 
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The login's clock, moved by the test."""
+    now = [1000.0]
+    monkeypatch.setattr(kerberos, "_now", lambda: now[0])
+    return now
+
+
 def test_replaced_credentials_are_let_go_only_once_no_context_uses_them(
-        fake_library: tuple[list[str], list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+        fake_library: tuple[list[str], list[str]], clock: list[float]) -> None:
     _answers, gone = fake_library
-    clock = [1000.0]
-    monkeypatch.setattr(kerberos, "_now", lambda: clock[0])
     login = KerberosLogin("/k.keytab", "m@R")
     first = login.take()  # a handshake still in progress (say, waiting on a slow KDC)
     assert first is not None and first.ccache == "MEMORY:1"
@@ -76,10 +82,8 @@ def test_replaced_credentials_are_let_go_only_once_no_context_uses_them(
 
 
 def test_a_refused_login_is_not_asked_again_by_every_connection(
-        fake_library: tuple[list[str], list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+        fake_library: tuple[list[str], list[str]], clock: list[float]) -> None:
     answers, _gone = fake_library
-    clock = [1000.0]
-    monkeypatch.setattr(kerberos, "_now", lambda: clock[0])
     login = KerberosLogin("/k.keytab", "m@R")
     answers.extend(["Preauthentication failed", "Preauthentication failed"])
     for _ in range(3):  # one request to the KDC; the other connections get the same line

@@ -3,8 +3,8 @@ GSS-API library (``libgssapi_krb5.so.2``, installed with the Kerberos client pac
 GSSAPI needs too), called through ctypes. The SASL framing around the tokens is in :mod:`sasl`.
 
 Credentials come as librdkafka's settings name them: ``sasl.kerberos.keytab`` and ``.principal`` give a
-client keytab, from which the library gets (and, as tickets near their end, gets again) the principal's
-tickets in a ticket cache in memory of this process's own; without a keytab the default ticket cache
+client keytab, from which the library gets the principal's tickets (again at half their lifetime: see
+:class:`KerberosLogin`) in a ticket cache in memory of this process's own; without a keytab the default ticket cache
 (``KRB5CCNAME``, filled by ``kinit`` or a sidecar) is used. The broker's service principal is
 ``<sasl.kerberos.service.name>/<the host this connection dialled>``, as librdkafka names it."""
 
@@ -16,7 +16,6 @@ import os
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -62,7 +61,7 @@ _SIGNATURES: dict[str, list[type]] = {
     "gss_release_buffer": [_O, _B],
     "gss_display_status": [_O, _OM, ctypes.c_int, _P, _O, _B],
 }
-_lock = threading.RLock()  # re-entrant: a login's finalizer (garbage collection) may run inside a first load
+_lock = threading.Lock()
 _loaded: ctypes.CDLL | None = None
 #: the process's logins by keytab and principal, kept for its life (a refusal's back-off outlives a flow's restart)
 _logins: dict[tuple[str, str], KerberosLogin] = {}
@@ -216,14 +215,13 @@ class KerberosLogin:
     From a keytab, new credentials are acquired once half of the current ones' lifetime has passed, into a new
     ticket cache in memory: MIT's library keeps using a cache's tickets until they expire and then fails the
     next connection ("Ticket expired") rather than getting new ones from the keytab. The replaced ones are let
-    go (their cache destroyed) once no security context uses them, the last ones with the login."""
+    go (their cache destroyed) once no security context uses them; a login lives as long as the process."""
 
     def __init__(self, keytab: str, principal: str) -> None:
         self.keytab, self.principal = keytab, principal
         self.renewal = Renewal()
         self._held: list[_Held] = []  # the current credentials last
         self._lock = threading.Lock()
-        weakref.finalize(self, _let_go, self._held).atexit = False
 
     @property
     def who(self) -> str:

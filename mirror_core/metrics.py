@@ -143,6 +143,10 @@ class Metrics:
                               registry=r)
         self.paused = Gauge("mirror_partition_paused", "1 while a partition is paused by an error", part,
                             registry=r)
+        self.damaged = Counter("mirror_damaged_batches", "Source record batches found damaged (CRC mismatch, offsets "
+                               "out of order): the partition pauses at the first", part, registry=r)
+        self.skipped = Counter("mirror_skipped_records", "Source offsets skipped by an operator's recorded skip of a "
+                               "damaged range", part, registry=r)
         self.map_runs = Gauge("mirror_offset_map_runs", "Offset-map runs kept after the last snapshot round",
                               ("flow",), registry=r)
         self.map_pruned = Counter("mirror_offset_map_pruned_runs", "Offset-map runs pruned below the source "

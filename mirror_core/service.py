@@ -24,6 +24,7 @@ from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.metrics import Metrics
 from mirror_core.offsets.checkpoints import CheckpointEmitter
 from mirror_core.offsets.pruning import MapPruner
+from mirror_core.replication.damage import PartitionAction
 from mirror_core.replication.replicator import FlowReplicator, instance_id
 from mirror_core.replication.reporting import healthy_state
 
@@ -230,8 +231,27 @@ class Service:
                 store.report_flow_states(self.instance, {n: r.state for n, r in self.runners.items()})
             except Exception as exc:
                 log.warning("control plane: could not report flow states: %s", exc)
+            try:
+                self._partition_actions(store)
+            except Exception as exc:
+                log.warning("control plane: operators' partition actions not read: %s", exc)
             if self.stop_event.wait(self._control_interval_s):
                 return
+
+    def _partition_actions(self, store: Any) -> None:
+        """Hand each running flow the operators' pending resumes and skips (replication/damage.py), and record
+        what became of those it applied."""
+        running = {name: r.replicator for name, r in self.runners.items() if r.replicator is not None}
+        if not running:
+            return
+        pending: dict[str, list[PartitionAction]] = {name: [] for name in running}
+        for a in store.pending_partition_actions(list(running)):
+            pending[a.flow].append(PartitionAction(a.id, a.topic, a.partition, a.action, a.first_offset,
+                                                   a.last_offset, a.requested_by, a.reason))
+        for name, replicator in running.items():
+            replicator.operator.offer(pending[name])
+            for outcome in replicator.operator.outcomes():
+                store.complete_partition_action(outcome.id, self.instance, outcome.line, outcome.ok)
 
     def request_stop(self, *_: object) -> None:
         if not self.stop_event.is_set():

@@ -25,6 +25,9 @@ CONSUMER_DEFAULTS = {
     # librdkafka's backoff grows to 10 s by default (Java's stops at 1 s): after a WAN partition heals,
     # copying would resume up to 10 s late (measured in tests/wan/test_partitions.py).
     "reconnect.backoff.max.ms": "1000",
+    # Brokers do not check a stored batch's CRC when they serve it: without this a record damaged on a source disk
+    # is produced again with a fresh, valid CRC (the Java consumer checks by default; librdkafka does not).
+    "check.crcs": "true",
 }
 # Over the defaults above for the consumers that hold their partitions for the life of the process
 # (the replicating consumer, exactly-once's slot membership). fetch.wait.max.ms is how often an idle

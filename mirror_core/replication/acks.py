@@ -21,6 +21,7 @@ from mirror_core.clients import purge_unsent
 from mirror_core.config.model import ClusterConfig
 from mirror_core.metrics import Metrics
 from mirror_core.replication.batch import RECORD_ERRORS, Batch, PartitionMode, PartitionState
+from mirror_core.replication.damage import OperatorActions, damaged_line
 from mirror_core.replication.retry import MAX_BACKOFF_S
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,8 @@ class Acks:
         #: before that are stale (the consumer re-reads from the new position)
         self.rewound: set[PartitionState] = set()
         self.last_heartbeat_ms = last_heartbeat_ms
+        #: operators' resumes and skips of paused partitions (the replicator's, which outlives this)
+        self.operator = OperatorActions(flow_name)
 
     def forget(self, st: PartitionState) -> None:
         st.parked.clear()  # no longer ours: nothing of it may be produced
@@ -216,13 +219,37 @@ class Acks:
                 st.reopen()
                 self.consumer.resume([st.tp])
 
-    def pause(self, st: PartitionState, reason: str) -> None:
+    def pause(self, st: PartitionState, reason: str, keep_in_flight: bool = False) -> None:
+        """Nothing more of ``st`` is read or produced until :meth:`unpause`. ``keep_in_flight``: its batches in
+        flight still count when they land (they come before what paused it); else they are forgotten."""
         st.mode = PartitionMode.PAUSED
         st.paused_reason = reason
-        st.gen += 1
+        if keep_in_flight:
+            st.parked.clear()
+        else:
+            st.gen += 1
+            st.drop_unsent()
         self.rewound.add(st)
-        st.drop_unsent()
         self.consumer.pause([st.tp])
         self.metrics.paused.labels(self.flow_name, st.topic, str(st.partition)).set(1)
         self.metrics.errors.labels(self.flow_name, "partition_paused").inc()
         log.error("flow %s: %s[%d] paused: %s", self.flow_name, st.topic, st.partition, reason)
+
+    def unpause(self, st: PartitionState, to: int) -> None:
+        """Copy ``st`` again from ``to`` (an operator's resume)."""
+        st.mode, st.paused_reason = PartitionMode.COPYING, None
+        self.metrics.paused.labels(self.flow_name, st.topic, str(st.partition)).set(0)
+        self.rewind_to(st, to, careful=False, backoff=False)
+        self.consumer.resume([st.tp])
+
+    def damaged(self, st: PartitionState, source: str, what: str, first: int, last: int | None) -> None:
+        """A source batch of ``st`` at ``first`` failed its checks (``what``): go on past it when an operator's skip
+        of exactly that range is armed, else pause right there (what is in flight before it still lands)."""
+        self.metrics.damaged.labels(self.flow_name, st.topic, str(st.partition)).inc()
+        go_on = self.operator.damaged(st, first, last)
+        if go_on is not None:
+            self.metrics.skipped.labels(self.flow_name, st.topic, str(st.partition)).inc(go_on - first)
+            self.seek(TopicPartition(st.topic, st.partition, go_on))  # only the read position: in flight lands
+            return
+        self.pause(st, damaged_line(self.flow_name, source, st.topic, st.partition, what, first, last),
+                   keep_in_flight=True)

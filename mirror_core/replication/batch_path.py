@@ -34,6 +34,7 @@ from mirror_core.replication.retry import MAX_BACKOFF_S
 from mirror_core.wire.errors import name
 from mirror_core.wire.fetch import FetchedPartition
 from mirror_core.wire.fetcher import BatchFetcher, FetchLimits
+from mirror_core.wire.integrity import Damage
 from mirror_core.wire.leaders import TP
 from mirror_core.wire.metadata import Brokers
 from mirror_core.wire.recode import contiguous_copy
@@ -56,6 +57,8 @@ _LOCAL_ERRORS = {NOT_SENT: KafkaError._PURGE_QUEUE, CONNECTION_LOST: KafkaError.
 #: what a batch in flight costs the mirror beyond its bytes (its Batch, Outgoing and view: about 800 B, tracemalloc),
 #: counted with them against replication.max.in.flight.bytes, so that many small batches are bounded too
 BATCH_BOOKKEEPING_BYTES = 1024
+#: a partition's batches refused as corrupt by the target in a row before it pauses (each read again from the source)
+CORRUPT_RETRIES = 3
 
 
 def fetch_limits(source: ClusterConfig, flow: FlowConfig) -> FetchLimits:
@@ -63,7 +66,8 @@ def fetch_limits(source: ClusterConfig, flow: FlowConfig) -> FetchLimits:
     s = {**CONSUMER_DEFAULTS, **STANDING_CONSUMER_DEFAULTS,
          **source.client_settings("consumer", flow.consumer_overrides)}
     return FetchLimits(max_wait_ms=int(s["fetch.wait.max.ms"]), min_bytes=int(s["fetch.min.bytes"]),
-                       max_bytes=int(s["fetch.max.bytes"]), partition_max_bytes=int(s["max.partition.fetch.bytes"]))
+                       max_bytes=int(s["fetch.max.bytes"]), partition_max_bytes=int(s["max.partition.fetch.bytes"]),
+                       check_crcs=s.get("check.crcs", "true").strip().lower() != "false")
 
 
 def wire_clients(source: ClusterConfig, target: ClusterConfig, flow: FlowConfig) -> tuple[BatchFetcher, BatchSender]:
@@ -221,6 +225,8 @@ class BatchCopier:
         #: each source partition's state and its ``gen`` when its batches were last handed over: a rewind since
         #: (acks.py), or a new state (assigned again), is the sender's rewind too, once the partition sends again
         self._sent: dict[TP, tuple[PartitionState, int]] = {}
+        #: target partitions' batches refused as corrupt in a row (BatchDelivery: read again, then pause)
+        self.corrupt_refusals: dict[TP, int] = {}
 
     def pump(self, timeout: float) -> int:
         """Answers in, fetched batches out (waiting up to ``timeout`` for a fetch); the records handed over."""
@@ -256,6 +262,9 @@ class BatchCopier:
         if part.problem is not None:
             self.acks.pause(st, f"{part.problem} (replication.data.path = records copies it)")
             return 0
+        if part.damaged is not None and not part.batches:
+            self._damaged(st, part.damaged)
+            return 0
         if part.error:
             self._fetch_failed(st, part.error, start)
             return 0
@@ -276,8 +285,8 @@ class BatchCopier:
                 records += batch.count
                 size += batch.size
         except Exception as exc:  # a batch that cannot be read (codec, layout): its partition alone stops there
-            self.acks.pause(st, f"record batch at offset {at} cannot be copied whole: {exc} "
-                                "(replication.data.path = records copies it record by record)")
+            self.acks.pause(st, f"record batch at offset {at} cannot be copied whole: {exc} (its CRC matched: "
+                                "replication.data.path = records copies it record by record)")
             return 0
         if out:
             if st.origin is None:
@@ -294,8 +303,13 @@ class BatchCopier:
         full = self.full
         if full:  # at once, not after this round of answers: the fetcher would go on meanwhile
             self.reader.fetcher.throttle(True)
+        # Before a damaged batch the next fetch starts at it, and finds it first (then the partition pauses).
         self.reader.handed_over(key, next_offset(part.batches[-1]), hold=full)
         return records
+
+    def _damaged(self, st: PartitionState, damage: Damage) -> None:
+        """The batch at ``st``'s position failed its checks (replication/damage.py)."""
+        self.acks.damaged(st, self.source.alias, damage.describe(), damage.first, damage.last)
 
     @staticmethod
     def _batch(st: PartitionState, raw: memoryview, start: int,
@@ -335,6 +349,8 @@ class BatchCopier:
             self.in_flight_bytes -= b.size + BATCH_BOOKKEEPING_BYTES
             if r.error == 0:
                 b.t_first, b.t_last, b.acked_at = r.base_offset, r.base_offset + b.count - 1, now
+                if self.corrupt_refusals:
+                    self.corrupt_refusals.pop((r.batch.topic, r.batch.partition), None)
             else:
                 b.err = KafkaError(_LOCAL_ERRORS.get(r.error, r.error), r.describe())
             b.pending = 0
@@ -409,6 +425,9 @@ class BatchDelivery(AtLeastOnce):
 
     def on_failure(self, st: PartitionState, b: Batch) -> None:
         err = b.err
+        if err is not None and err.code() == KafkaError.INVALID_MSG:  # CORRUPT_MESSAGE
+            self._refused_as_corrupt(st, b)
+            return
         if err is not None and err.code() in RECORD_ERRORS:
             self.acks.pause(st, f"batch at offset {b.first} ({b.count} records, {b.size} bytes) rejected by target "
                                 f"topic {st.remote}: {err.str()} (partition paused; this flow copies the source's "
@@ -416,6 +435,27 @@ class BatchDelivery(AtLeastOnce):
                                 "replication.data.path = records for it, and restart)")
             return
         self.acks.handle_failure(st, b)
+
+    def _refused_as_corrupt(self, st: PartitionState, b: Batch) -> None:
+        """The target found the batch corrupt, though it matched its CRC when read from the source: its bytes
+        changed on the way (the mirror's memory, the network path). Read again from the source and sent again, after
+        a backoff; refused ``CORRUPT_RETRIES`` times in a row, the partition pauses with what to look at."""
+        key = (st.topic, st.partition)
+        refusals = self.copier.corrupt_refusals[key] = self.copier.corrupt_refusals.get(key, 0) + 1
+        self.copier.metrics.errors.labels(self.copier.flow_name, "corrupt_on_target").inc()
+        if refusals < CORRUPT_RETRIES:
+            log.warning("flow %s: %s[%d]: target topic %s refused the batch at offset %d as corrupt (CORRUPT_MESSAGE) "
+                        "though it matched its CRC when read from the source; reading it again from the source",
+                        self.copier.flow_name, st.topic, st.partition, st.remote, b.first)
+            self.acks.rewind(st, b, careful=False, backoff=True)
+            return
+        del self.copier.corrupt_refusals[key]
+        self.acks.pause(st, f"target topic {st.remote} refused the batch at offset {b.first} as corrupt "
+                            f"(CORRUPT_MESSAGE) {refusals} times in a row, though it matched its CRC each time it was "
+                            "read from the source: its bytes change between the mirror and the target (look at the "
+                            "mirror host's memory errors, the network path and the target broker's log), then "
+                            f"`mirror-core partitions resume --flow '{self.copier.flow_name}' --topic {st.topic} "
+                            f"--partition {st.partition} --reason ...`")
 
     def close(self, graceful: bool) -> None:
         self.copier.reader.fetcher.close()  # nothing more read; what is in flight is answered

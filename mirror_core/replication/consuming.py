@@ -86,6 +86,9 @@ class Consuming:
             m = msgs[i]
             err = m.error()
             if err is not None:
+                if err.code() == KafkaError._BAD_MSG and self._damaged(m, err):
+                    i += 1
+                    continue
                 self._error(err, m.topic())
                 i += 1
                 continue
@@ -101,6 +104,18 @@ class Consuming:
             if st is not None and st.copying and st not in rewound:
                 produce_run(st, msgs[i:j])
             i = j
+
+    def _damaged(self, m: Message, err: KafkaError) -> bool:
+        """librdkafka found a source batch damaged (check.crcs): it would go on past it, so the partition pauses at
+        it (replication/damage.py). False when the error names no partition of ours (logged as any other)."""
+        st = self.assignment.states.get((m.topic() or "", m.partition() or 0))
+        offset = m.offset()
+        if st is None or offset is None or offset < 0 or m.partition() is None:
+            return False
+        if st.copying:
+            self.acks.damaged(st, self.source.alias, f"record batch at offset {offset} is damaged: {err.str()}",
+                              offset, None)
+        return True
 
     def _error(self, err: KafkaError, topic: str | None) -> None:
         code = err.code()

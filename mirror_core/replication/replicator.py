@@ -44,6 +44,7 @@ from mirror_core.replication.assignment import Assignment
 from mirror_core.replication.batch_path import BatchCopier, BatchDelivery, WireReader, wire_clients
 from mirror_core.replication.commit import OffsetMapWriter, ProgressCommitter, advance_idle
 from mirror_core.replication.consuming import IDLE_WAIT_S, Consuming
+from mirror_core.replication.damage import OperatorActions
 from mirror_core.replication.delivery import AtLeastOnce, Delivery, ExactlyOnce
 from mirror_core.replication.exactly_once import SlotManager
 from mirror_core.replication.fencing import StaticGroups
@@ -105,6 +106,8 @@ class FlowReplicator:
         self._topic_ids: dict[str, str] = {}
         self._missing_topics: dict[str, float] = {}
         self._denied_topics: set[str | None] = set()  # source topics the source refuses to let us read
+        #: operators' resumes and skips of paused partitions, offered by the service's control loop
+        self.operator = OperatorActions(flow.name)
         #: why another process with this process's --instance-id kept the flow (None: none did)
         self.fenced: str | None = None
         #: how long the last run of the pipeline copied before it ended (None: it never began copying)
@@ -251,6 +254,7 @@ class FlowReplicator:
                                                    self.metrics, self.source_health, self.target_health, self.stop,
                                                    self._topic_ids, self._missing_topics)
         acks.request_refresh = assignment.request_refresh
+        acks.operator = self.operator
         committer = ProgressCommitter(progress, OffsetMapWriter(offset_syncs_topic(flow.source), self.metrics,
                                                                 flow.name), self.metrics, flow.name,
                                       assignment.topic_ids.get, tgt)
@@ -320,6 +324,8 @@ class FlowReplicator:
                 if heartbeats is not None:
                     self._emit_heartbeat(heartbeats, now, src)
                 acks.resume_due(now, assignment.owns)
+                if self.operator.pending:
+                    self.operator.apply(assignment.states, acks)
                 delivery.poll()
                 # Parked records (one batch per partition, produce.py) wait for an acknowledgement: the waits
                 # below are short then, so that the next piece goes out soon after it arrives; they grow again

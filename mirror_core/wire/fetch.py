@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from mirror_core.wire.codec import ProtocolError, Reader, array, int32, int64, string
 from mirror_core.wire.connection import WireError
 from mirror_core.wire.errors import name
+from mirror_core.wire.integrity import Damage, intact
 from mirror_core.wire.records import split_batches
 
 API_FETCH = 1
@@ -31,13 +32,15 @@ class FetchedPartition:
     batches: list[memoryview] = field(default_factory=list)
     #: batches the client cannot take (e.g. an older record format), in one line; None when all is well
     problem: str | None = None
+    #: the first batch that failed its checks (wire/integrity.py): ``batches`` end before it; None when all passed
+    damaged: Damage | None = None
     #: the records' bytes in the answer, a trailing partial batch too (what counted against the answer's limit)
     size: int = 0
 
     @property
     def nothing_new(self) -> bool:
         """No batch, no error, no problem: nothing new within the wait, or its next batch did not fit."""
-        return not self.error and not self.batches and self.problem is None
+        return not self.error and not self.batches and self.problem is None and self.damaged is None
 
 
 def fetch_request(positions: Mapping[tuple[str, int], int], max_wait_ms: int, min_bytes: int, max_bytes: int,
@@ -56,7 +59,8 @@ def fetch_request(positions: Mapping[tuple[str, int], int], max_wait_ms: int, mi
     return head + int32(0) + int32(-1) + topics + array([]) + string("")
 
 
-def parse_fetch(data: memoryview, where: str) -> list[FetchedPartition]:
+def parse_fetch(data: memoryview, where: str, check: bool = True) -> list[FetchedPartition]:
+    """Each partition's answer; ``check``: its batches checked (wire/integrity.py), cut before the first damaged."""
     r = Reader(data)
     _throttle, error, _session = r.take(">ihi")
     if error:
@@ -73,6 +77,8 @@ def parse_fetch(data: memoryview, where: str) -> list[FetchedPartition]:
             if not p_error and records is not None:
                 try:  # copied out: the batches outlive the answer's buffer, which the next answer is read into
                     part.batches = split_batches(memoryview(bytes(records)))
+                    if check:
+                        part.batches, part.damaged = intact(part.batches, high)
                 except ProtocolError as exc:  # this partition's, not the whole answer's
                     part.problem = f"{where}: {topic}[{index}]: {exc}"
             out.append(part)

@@ -35,6 +35,8 @@ class FetchLimits:
     min_bytes: int = 1
     max_bytes: int = 64 << 20
     partition_max_bytes: int = 4 << 20
+    #: every batch's CRC and offsets checked before it is used (check.crcs; wire/integrity.py)
+    check_crcs: bool = True
 
 
 class BatchFetcher:
@@ -156,7 +158,7 @@ class BatchFetcher:
                     conn = self.brokers.connect(node, limits.max_wait_ms / 1000)
                 parts = parse_fetch(conn.call(API_FETCH, conn.version(API_FETCH, (FETCH_VERSION,)), fetch_request(
                     mine, limits.max_wait_ms, limits.min_bytes, limits.max_bytes, limits.partition_max_bytes,
-                    sizes=sizes), reuse=True), conn.where)
+                    sizes=sizes), reuse=True), conn.where, limits.check_crcs)
                 outage.succeeded(conn.where)
             except Exception as exc:  # a connection, TLS or SASL failure, an answer that does not parse: again
                 outage.failed(exc, self.brokers.name(node))

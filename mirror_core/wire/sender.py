@@ -46,8 +46,13 @@ from mirror_core.wire.records import next_sequence, restamp
 
 log = logging.getLogger(__name__)
 MAX_IN_FLIGHT = 5
-#: the broker no longer knows this producer's sequences (or fenced its epoch): a new producer id, then again
-RENEW = frozenset({45, 47, 59, 90})  # OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID, FENCED
+#: the broker no longer knows this producer's sequences or fenced its epoch (45 OUT_OF_ORDER_SEQUENCE_NUMBER, 47
+#: INVALID_PRODUCER_EPOCH, 59 UNKNOWN_PRODUCER_ID, 90 PRODUCER_FENCED): a new producer id, then again. Also 46
+#: DUPLICATE_SEQUENCE_NUMBER: the batch landed once, but where is not said, and the offset map must know each record's
+#: target offset: it is sent again as a new producer's (a duplicate on the target, as at-least-once allows, and the
+#: copy the map points at). Kafka 4 brokers answer a resent batch they still cache with its first offset and an older
+#: one with OUT_OF_ORDER_SEQUENCE_NUMBER (tests/integration/test_wire.py): 46 comes from older brokers only.
+RENEW = frozenset({45, 46, 47, 59, 90})
 #: an earlier batch of the partition failed: this one does not count (send it again after the rewind). It was not
 #: written, except one already in flight that landed all the same (at least once: it is then written again)
 NOT_SENT = -100

@@ -267,7 +267,7 @@ def test_the_fetch_loop_asks_an_outgrown_partition_first_next_time_unless_it_was
         requests.append((dict(positions), dict(sizes or {})))
         return b""
 
-    def answered(data: memoryview, where: str) -> list[FetchedPartition]:
+    def answered(data: memoryview, where: str, check: bool = True) -> list[FetchedPartition]:
         return [first, second][len(requests) - 1](list(requests[-1][0]))
 
     monkeypatch.setattr("mirror_core.wire.fetcher.fetch_request", recorded)

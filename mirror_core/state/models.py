@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, false
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -193,3 +208,78 @@ class FlowInstance(Base):
     flow: Mapped[str] = mapped_column(String(300), primary_key=True)
     state: Mapped[str] = mapped_column(String(16))  # running | stopped
     seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class PartitionAction(Base):
+    """An operator's action on one source partition of a flow, paused by the mirror (damaged batch,
+    record refused by the target): ``resume`` re-reads from where it stopped, ``skip`` passes over the
+    inclusive offset range ``first_offset``-``last_offset``. Pending until a mirror instance owning the
+    partition applies it (``applied_at``, ``applied_by``, ``outcome``, ``ok``); at most one pending
+    action per partition (a partial unique index)."""
+
+    __tablename__ = "partition_actions"
+    __table_args__ = (
+        Index("ix_partition_actions_flow_applied_at", "flow", "applied_at"),
+        Index("uq_partition_actions_pending", "flow", "topic", "partition", unique=True,
+              sqlite_where=text("applied_at IS NULL"), postgresql_where=text("applied_at IS NULL")),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    flow: Mapped[str] = mapped_column(String(300))
+    topic: Mapped[str] = mapped_column(String(300))
+    partition: Mapped[int] = mapped_column(Integer)
+    action: Mapped[str] = mapped_column(String(16))  # resume | skip
+    first_offset: Mapped[int | None] = mapped_column(BigInteger)  # Kafka offsets are 64-bit
+    last_offset: Mapped[int | None] = mapped_column(BigInteger)  # inclusive
+    reason: Mapped[str] = mapped_column(Text)
+    requested_by: Mapped[str] = mapped_column(String(250))
+    requested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    applied_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    applied_by: Mapped[str | None] = mapped_column(String(250))  # the mirror instance
+    outcome: Mapped[str | None] = mapped_column(Text)  # one line
+    ok: Mapped[bool | None] = mapped_column(Boolean)
+
+    def record(self) -> PartitionActionRecord:
+        return PartitionActionRecord(
+            id=self.id, flow=self.flow, topic=self.topic, partition=self.partition, action=self.action,
+            first_offset=self.first_offset, last_offset=self.last_offset, reason=self.reason,
+            requested_by=self.requested_by, requested_at=aware(self.requested_at),
+            applied_at=aware(self.applied_at) if self.applied_at is not None else None,
+            applied_by=self.applied_by, outcome=self.outcome, ok=self.ok)
+
+
+@dataclass(frozen=True)
+class PartitionActionRecord:
+    """A :class:`PartitionAction` as a plain value (times timezone-aware, UTC)."""
+
+    id: int
+    flow: str
+    topic: str
+    partition: int
+    action: str  # resume | skip
+    first_offset: int | None
+    last_offset: int | None  # inclusive
+    reason: str
+    requested_by: str
+    requested_at: datetime
+    applied_at: datetime | None
+    applied_by: str | None
+    outcome: str | None
+    ok: bool | None
+
+    @property
+    def pending(self) -> bool:
+        return self.applied_at is None
+
+    @property
+    def where(self) -> str:
+        """``dc1->dc2 orders[0]``"""
+        return f"{self.flow} {self.topic}[{self.partition}]"
+
+    @property
+    def offsets(self) -> str:
+        """``3061-3263`` (inclusive), ``3061`` for one offset, ``""`` for a resume."""
+        if self.first_offset is None or self.last_offset is None:
+            return ""
+        if self.first_offset == self.last_offset:
+            return str(self.first_offset)
+        return f"{self.first_offset}-{self.last_offset}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from importlib import resources
@@ -12,8 +12,8 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, desc, func, select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Engine, create_engine, desc, func, select, update
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from mirror_core.config.model import MirrorConfig
@@ -29,12 +29,16 @@ from mirror_core.state.models import (
     Flow,
     FlowControl,
     FlowInstance,
+    PartitionAction,
+    PartitionActionRecord,
     ReconciliationReport,
     SyncRun,
     utcnow,
 )
 
 DEFAULT_DB_URL = "sqlite:///" + str(Path.cwd() / ".state" / "mirror-core.db")
+PARTITION_ACTIONS = ("resume", "skip")
+_INT32_MAX, _INT64_MAX = 2**31 - 1, 2**63 - 1
 
 
 def _aware(t: datetime) -> datetime:
@@ -293,3 +297,108 @@ class StateStore:
             if flow:
                 q = q.where(DrDrill.flow == flow)
             return list(s.scalars(q))
+
+    # -- operator actions on paused partitions ------------------------------------------------------
+    def request_partition_action(self, flow: str, topic: str, partition: int, action: str, requested_by: str,
+                                 reason: str, first_offset: int | None = None,
+                                 last_offset: int | None = None) -> PartitionActionRecord:
+        """Ask the mirror instance owning ``flow``'s source partition ``topic[partition]`` to ``resume`` it
+        or to ``skip`` the inclusive offset range ``first_offset``-``last_offset``; recorded with who and why.
+        A refusal (StateStoreError, one line) changes nothing; so does a second pending action on the
+        partition, also when requested concurrently (the pending index is unique)."""
+        where = f"{flow} {topic}[{partition}]"
+        _check_partition_action(where, flow, topic, partition, action, requested_by, reason, first_offset,
+                                last_offset)
+        row = PartitionAction(flow=flow, topic=topic, partition=partition, action=action,
+                              first_offset=first_offset, last_offset=last_offset, reason=reason.strip(),
+                              requested_by=requested_by.strip(), requested_at=utcnow())
+        try:
+            with self.session() as s:
+                pending = s.scalars(_pending_on(flow, topic, partition)).first()
+                if pending is not None:
+                    raise _already_pending(pending.record())
+                s.add(row)
+                s.flush()
+                return row.record()
+        except IntegrityError as exc:  # a concurrent request came first
+            with self.session() as s:
+                pending = s.scalars(_pending_on(flow, topic, partition)).first()
+            if pending is None:
+                raise StateStoreError(f"cannot record the action on {where}: {exc.orig}") from exc
+            raise _already_pending(pending.record()) from None
+
+    def pending_partition_actions(self, flows: Iterable[str]) -> list[PartitionActionRecord]:
+        """The actions on ``flows`` no instance applied yet, oldest first."""
+        names = list(flows)
+        if not names:
+            return []
+        with self.session() as s:
+            q = (select(PartitionAction)
+                 .where(PartitionAction.flow.in_(names), PartitionAction.applied_at.is_(None))
+                 .order_by(PartitionAction.requested_at, PartitionAction.id))
+            return [r.record() for r in s.scalars(q)]
+
+    def complete_partition_action(self, action_id: int, applied_by: str, outcome: str, ok: bool) -> bool:
+        """Record that ``applied_by`` (a mirror instance) applied the action: True if this call completed
+        it, False if it was completed already (by another instance or an earlier call) or does not exist."""
+        q = (update(PartitionAction)
+             .where(PartitionAction.id == action_id, PartitionAction.applied_at.is_(None))
+             .values(applied_at=utcnow(), applied_by=applied_by, outcome=" ".join(outcome.split()), ok=ok)
+             .execution_options(synchronize_session=False))
+        with self.session() as s:
+            return bool(s.execute(q).rowcount == 1)  # type: ignore[attr-defined]
+
+    def partition_actions(self, flow: str | None = None, limit: int = 100) -> list[PartitionActionRecord]:
+        """The history of the actions (on ``flow``, if given), newest first."""
+        with self.session() as s:
+            q = select(PartitionAction).order_by(desc(PartitionAction.id)).limit(limit)
+            if flow:
+                q = q.where(PartitionAction.flow == flow)
+            return [r.record() for r in s.scalars(q)]
+
+
+def _pending_on(flow: str, topic: str, partition: int) -> Any:
+    return select(PartitionAction).where(PartitionAction.flow == flow, PartitionAction.topic == topic,
+                                         PartitionAction.partition == partition,
+                                         PartitionAction.applied_at.is_(None))
+
+
+def _already_pending(p: PartitionActionRecord) -> StateStoreError:
+    what = f"{p.action} of offsets {p.offsets}" if p.offsets else p.action
+    return StateStoreError(
+        f"an action on {p.where} is pending since {p.requested_at:%Y-%m-%d %H:%M:%S} UTC (id {p.id}, {what}, "
+        f"requested by {p.requested_by}): wait for it to apply (a mirror instance owning the partition applies "
+        "it within seconds; `mirror-core partitions actions` shows the outcome), then request again")
+
+
+def _check_partition_action(where: str, flow: str, topic: str, partition: int, action: str, requested_by: str,
+                            reason: str, first_offset: int | None, last_offset: int | None) -> None:
+    """Raise the one-line StateStoreError naming what is wrong with the request, if anything."""
+    problem = None
+    if action not in PARTITION_ACTIONS:
+        problem = f"unknown action {action!r}: use 'resume' or 'skip'"
+    elif not flow.strip() or not topic.strip():
+        problem = "a flow (source->target) and a source topic are needed"
+    elif len(flow) > 300 or len(topic) > 300:
+        problem = "the flow or topic name is longer than 300 characters"
+    elif partition < 0:
+        problem = f"partition {partition} is negative: partitions are numbered from 0"
+    elif partition > _INT32_MAX:
+        problem = f"partition {partition} is beyond Kafka's partition numbers (at most {_INT32_MAX})"
+    elif not reason.strip():
+        problem = "a reason is needed (what happened, e.g. 'CRC mismatch at 3061; leader moved to broker 2')"
+    elif not requested_by.strip() or len(requested_by) > 250:
+        problem = "who requests it is needed (1-250 characters)"
+    elif action == "resume" and (first_offset is not None or last_offset is not None):
+        problem = ("'resume' takes no offsets: it re-reads from where the partition stopped (to pass over "
+                   "records, request 'skip' with the offsets)")
+    elif action == "skip" and (first_offset is None or last_offset is None):
+        problem = "'skip' needs the offsets to pass over: first and last (inclusive), as the pause line names them"
+    elif action == "skip" and (first_offset < 0 or last_offset < 0):  # type: ignore[operator]
+        problem = f"offsets {first_offset}-{last_offset} include a negative offset: offsets start at 0"
+    elif action == "skip" and last_offset > _INT64_MAX:  # type: ignore[operator]
+        problem = f"offset {last_offset} is beyond Kafka's offsets (at most {_INT64_MAX})"
+    elif action == "skip" and first_offset > last_offset:  # type: ignore[operator]
+        problem = f"offsets {first_offset}-{last_offset}: the first is after the last (the range is inclusive)"
+    if problem is not None:
+        raise StateStoreError(f"{action} refused on {where}: {problem}; nothing was recorded")

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test system-test compose-check airflow test-unit test-integration lint typecheck bench soak wan-test dev-up dev-down clean
+.PHONY: install demo test system-test compose-check airflow test-unit test-integration lint typecheck bench soak wan-test dev-up dev-down clean docs docs-build
 
 # Re-install whenever the dependency pins change.
 $(STAMP): pyproject.toml constraints.txt scripts/ensure-toxiproxy.sh
@@ -29,6 +29,7 @@ test: install compose-check
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pytest -q -ra --durations=25 tests --ignore=tests/wan --ignore=tests/system
+	$(MAKE) --no-print-directory docs-build
 
 # The distributed topology on real engines (tests/system): 3-node KRaft clusters, mirror fleet, PostgreSQL,
 # Prometheus, with brokers and mirrors killed under load. Separate from `make test`: it takes minutes.
@@ -36,6 +37,16 @@ system-test: install
 	$(BIN)/pytest -q -ra tests/system
 
 # `docker compose config` validates docker-compose.yml (no Docker engine needed).
+# The documentation site (mkdocs.yml, docs/). `docs` serves it at http://127.0.0.1:8000 with live reload;
+# `docs-build` (run by `make test`) fails on any warning: a broken link or anchor, a page left out of the nav.
+DOCS_SITE := .dev/site
+
+docs: install
+	$(BIN)/mkdocs serve
+
+docs-build: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(DOCS_SITE)
+
 compose-check:
 	bash scripts/compose-plugin.sh >/dev/null
 	docker compose config -q

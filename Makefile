@@ -8,9 +8,10 @@ STAMP := $(VENV)/.installed
 .PHONY: install demo test system-test compose-check airflow test-unit test-integration lint typecheck bench soak wan-test dev-up dev-down clean docs docs-build
 
 # Re-install whenever the dependency pins change.
-$(STAMP): pyproject.toml constraints.txt scripts/ensure-toxiproxy.sh
+$(STAMP): pyproject.toml constraints.txt scripts/ensure-toxiproxy.sh scripts/ensure-krb5-dev.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	bash scripts/ensure-krb5-dev.sh  # before pip: it builds the gssapi package against MIT's krb5-config
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev,airflow,spark,aws]'
 	$(BIN)/mirror-core dev fetch
 	$(BIN)/python -m mirror_core.devcluster.spark_packages

@@ -6,8 +6,9 @@ FROM apache/airflow:3.3.2-python3.11
 USER root
 # default-jre-headless: Java 17 or 21 depending on the Debian release; Spark 4 runs on both.
 # Maven is needed once, to fetch Spark's Kafka source jars (mirror_core.devcluster.spark_packages).
+# gcc and libkrb5-dev build the gssapi package (mirror_core's Kerberos; no Linux wheel on PyPI) at pip install.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends default-jre-headless maven \
+    && apt-get install -y --no-install-recommends default-jre-headless maven gcc libc6-dev libkrb5-dev \
     && rm -rf /var/lib/apt/lists/* \
     && mkdir -p /app /opt/airflow/auth /opt/airflow/reconcile /opt/mirror-core-cache \
     && chown -R airflow:0 /app /opt/airflow/auth /opt/airflow/reconcile /opt/mirror-core-cache \

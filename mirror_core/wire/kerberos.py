@@ -1,6 +1,8 @@
 """Kerberos for the copier's own connections (SASL GSSAPI, RFC 4752): security contexts from the system's MIT
 GSS-API library (``libgssapi_krb5.so.2``, installed with the Kerberos client packages the record path's
-GSSAPI needs too), called through ctypes. The SASL framing around the tokens is in :mod:`sasl`.
+GSSAPI needs too), called through the ``gssapi`` package (python-gssapi, as kafka-python and aiokafka use it),
+whose typed bindings turn every library error into an exception. The SASL framing around the tokens is in
+:mod:`sasl`.
 
 Credentials come as librdkafka's settings name them: ``sasl.kerberos.keytab`` and ``.principal`` give a
 client keytab, from which the library gets the principal's tickets (again at half their lifetime: see
@@ -10,8 +12,6 @@ client keytab, from which the library gets the principal's tickets (again at hal
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import threading
 import time
@@ -19,143 +19,72 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from mirror_core.wire.sasl import SaslError
 
-_OM = ctypes.c_uint32
-_MUTUAL, _SEQUENCE, _CONF, _INTEG = 2, 8, 16, 32
-_INITIATE = 1
-_GSS_CODE, _MECH_CODE = 1, 2
-_CONTINUE_NEEDED = 1
-_INDEFINITE = 0xFFFFFFFF
+try:  # the package, and the MIT library it is linked with: missing, GSSAPI fails with a line saying so
+    from gssapi.raw.ext_cred_imp_exp import export_cred, import_cred
+    from gssapi.raw.ext_cred_store import acquire_cred_from
+    from gssapi.raw.message import unwrap, wrap
+    from gssapi.raw.misc import GSSError
+    from gssapi.raw.names import import_name
+    from gssapi.raw.oids import OID
+    from gssapi.raw.sec_contexts import delete_sec_context, init_sec_context
+    from gssapi.raw.types import NameType, RequirementFlag
+except ImportError as exc:
+    _UNAVAILABLE = str(exc)
+else:
+    _UNAVAILABLE = ""
+    _KRB5 = OID.from_int_seq("1.2.840.113554.1.2.2")
+    #: mutual authentication (the broker proves it is the service), sequence checks, integrity, confidentiality
+    _FLAGS = [RequirementFlag.mutual_authentication, RequirementFlag.out_of_sequence_detection,
+              RequirementFlag.integrity, RequirementFlag.confidentiality]
+
+if TYPE_CHECKING:
+    from gssapi.raw.creds import Creds
+    from gssapi.raw.names import Name
+    from gssapi.raw.sec_contexts import SecurityContext
+
 _now = time.monotonic  # (a unit test's clock)
 #: seconds until a failed renewal is tried again (and the renewal period of credentials of unknown lifetime)
 RETRY_RENEWAL_S = 60.0
-
-
-class _Buffer(ctypes.Structure):
-    _fields_ = [("length", ctypes.c_size_t), ("value", ctypes.c_void_p)]
-
-
-class _KeyValue(ctypes.Structure):
-    _fields_ = [("key", ctypes.c_char_p), ("value", ctypes.c_char_p)]
-
-
-class _KeyValueSet(ctypes.Structure):
-    _fields_ = [("count", _OM), ("elements", ctypes.POINTER(_KeyValue))]
-
-
-_P = ctypes.c_void_p
-_B = ctypes.POINTER(_Buffer)
-_O = ctypes.POINTER(_OM)
-_SIGNATURES: dict[str, list[type]] = {
-    "gss_import_name": [_O, _B, _P, ctypes.POINTER(_P)],
-    "gss_release_name": [_O, ctypes.POINTER(_P)],
-    "gss_acquire_cred_from": [_O, _P, _OM, _P, ctypes.c_int, ctypes.POINTER(_KeyValueSet), ctypes.POINTER(_P),
-                              ctypes.POINTER(_P), _O],
-    "gss_release_cred": [_O, ctypes.POINTER(_P)],
-    "gss_init_sec_context": [_O, _P, ctypes.POINTER(_P), _P, _P, _OM, _OM, _P, _B, ctypes.POINTER(_P), _B, _O, _O],
-    "gss_delete_sec_context": [_O, ctypes.POINTER(_P), _B],
-    "gss_wrap": [_O, _P, ctypes.c_int, _OM, _B, ctypes.POINTER(ctypes.c_int), _B],
-    "gss_unwrap": [_O, _P, _B, _B, ctypes.POINTER(ctypes.c_int), _O],
-    "gss_release_buffer": [_O, _B],
-    "gss_display_status": [_O, _OM, ctypes.c_int, _P, _O, _B],
-}
 _lock = threading.Lock()
-_loaded: ctypes.CDLL | None = None
 #: the process's logins by keytab and principal, kept for its life (a refusal's back-off outlives a flow's restart)
 _logins: dict[tuple[str, str], KerberosLogin] = {}
-_loaded_krb5: ctypes.CDLL | None = None
 
 
-def _lib() -> ctypes.CDLL:
-    """The GSS-API library, loaded once (a missing one is a line saying what to install)."""
-    global _loaded
-    with _lock:
-        if _loaded is None:
-            path = ctypes.util.find_library("gssapi_krb5") or "libgssapi_krb5.so.2"
+def _require() -> None:
+    """A line saying what to install when the ``gssapi`` package or the MIT library cannot be loaded."""
+    if _UNAVAILABLE:
+        raise SaslError(f"the MIT Kerberos GSS-API library cannot be used ({_UNAVAILABLE}): install the Kerberos "
+                        "client packages (Debian: libgssapi-krb5-2 krb5-user) and the gssapi package "
+                        "(`make install` does)")
+
+
+def _said(exc: Exception, what: str) -> SaslError:
+    """A library error as one line: the library's own words, the mechanism's first."""
+    if not isinstance(exc, GSSError):
+        return SaslError(f"{what}: {exc}".replace("\n", " "))
+    said: list[str] = []
+    for code, major in ((exc.min_code, False), (exc.maj_code, True)):
+        if code:  # (a minor 0 reads "Unknown error")
             try:
-                lib = ctypes.CDLL(path)
-            except OSError as exc:
-                raise SaslError(f"the MIT Kerberos GSS-API library is not installed ({exc}): install the Kerberos "
-                                "client packages (Debian: libgssapi-krb5-2 krb5-user; `make install` does)") from None
-            for name, args in _SIGNATURES.items():
-                fn = getattr(lib, name)
-                fn.argtypes, fn.restype = args, _OM
-            _loaded = lib
-        return _loaded
+                said += exc.get_all_statuses(code, major)
+            except Exception:  # the line goes out without the library's words
+                continue
+    said = [s.replace("\n", " ") for s in said if s and "gss_display_status call returned failure" not in s]
+    return SaslError(f"{what}: {'; '.join(dict.fromkeys(said)) or f'GSS-API status {exc.maj_code:#x}'}")
 
 
-def _krb5() -> ctypes.CDLL:
-    """MIT's Kerberos library (ticket caches), which the GSS-API library itself is linked with."""
-    global _loaded_krb5
-    with _lock:
-        if _loaded_krb5 is None:
-            lib = ctypes.CDLL(ctypes.util.find_library("krb5") or "libkrb5.so.3")
-            lib.krb5_init_context.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
-            lib.krb5_cc_resolve.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
-            lib.krb5_cc_destroy.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-            lib.krb5_free_context.argtypes = [ctypes.c_void_p]
-            lib.krb5_free_context.restype = None
-            _loaded_krb5 = lib
-        return _loaded_krb5
-
-
-def _oid(name: str) -> int | None:
-    """An OID the library exports (``gss_OID`` variables: the pointer they hold)."""
-    return ctypes.c_void_p.in_dll(_lib(), name).value
-
-
-def _bytes(buf: _Buffer) -> bytes:
-    return ctypes.string_at(buf.value, buf.length) if buf.length else b""
-
-
-def _release(buf: _Buffer) -> None:
-    minor = _OM()
-    _lib().gss_release_buffer(ctypes.byref(minor), ctypes.byref(buf))
-
-
-def _status(code: int, kind: int) -> list[str]:
-    lines: list[str] = []
-    context, minor = _OM(0), _OM()
-    while True:
-        buf = _Buffer()
-        if _lib().gss_display_status(ctypes.byref(minor), code, kind, None, ctypes.byref(context),
-                                     ctypes.byref(buf)) != 0:
-            break
-        lines.append(_bytes(buf).decode(errors="replace"))
-        _release(buf)
-        if context.value == 0:
-            break
-    return lines
-
-
-def _check(major: int, minor: _OM, what: str) -> None:
-    """An error status (a routine or calling error) as one line: the library's own words, mechanism's first."""
-    if major >> 16:
-        mech = _status(minor.value, _MECH_CODE) if minor.value else []  # (0 reads "Unknown error")
-        said = [s for s in (*mech, *_status(major, _GSS_CODE)) if s]
-        raise SaslError(f"{what}: {'; '.join(dict.fromkeys(said)) or f'GSS-API status {major:#x}'}")
-
-
-def _buffer(data: bytes) -> tuple[_Buffer, ctypes.Array[ctypes.c_char]]:
-    """A buffer over ``data`` (and the array that must outlive it)."""
-    raw = ctypes.create_string_buffer(data, len(data))
-    return _Buffer(len(data), ctypes.cast(raw, ctypes.c_void_p)), raw
-
-
-def _name(text: str, kind: str) -> ctypes.c_void_p:
-    minor, name = _OM(), ctypes.c_void_p()
-    buf, _raw = _buffer(text.encode())
-    _check(_lib().gss_import_name(ctypes.byref(minor), ctypes.byref(buf), _oid(kind), ctypes.byref(name)), minor,
-           f"the Kerberos name {text!r}")
-    return name
-
-
-def _release_name(name: ctypes.c_void_p) -> None:
-    if name.value:
-        minor = _OM()
-        _lib().gss_release_name(ctypes.byref(minor), ctypes.byref(name))
+def _name(text: str, kind: str) -> Name:
+    """A GSS-API name: ``kind`` is "principal" (``user@REALM``) or "service" (``service@host``)."""
+    _require()
+    try:
+        return import_name(text.encode(), NameType.kerberos_principal if kind == "principal"
+                           else NameType.hostbased_service)
+    except (GSSError, ValueError) as exc:
+        raise _said(exc, f"the Kerberos name {text!r}") from None
 
 
 @dataclass
@@ -188,9 +117,10 @@ class Renewal:
 
 @dataclass(eq=False)
 class _Held:
-    """Credentials acquired from the keytab, their ticket cache, and the contexts using them."""
+    """Credentials acquired from the keytab, the ticket cache they were fetched into, and the contexts using
+    them."""
 
-    cred: ctypes.c_void_p
+    cred: Creds | None
     ccache: str
     users: int = 0
     retired: bool = False  # replaced by newer ones: let go once no context uses them
@@ -214,8 +144,12 @@ class KerberosLogin:
 
     From a keytab, new credentials are acquired once half of the current ones' lifetime has passed, into a new
     ticket cache in memory: MIT's library keeps using a cache's tickets until they expire and then fails the
-    next connection ("Ticket expired") rather than getting new ones from the keytab. The replaced ones are let
-    go (their cache destroyed) once no security context uses them; a login lives as long as the process."""
+    next connection ("Ticket expired") rather than getting new ones from the keytab. The security contexts use
+    a copy of them (exported and imported) in a ticket cache of the copy's own, which the library destroys, the
+    service tickets with it, when the replaced credentials are let go, once no security context uses them; the
+    cache the tickets were fetched into keeps their ticket-granting ticket (a kilobyte or two per renewal) until
+    the process ends, as the library destroys no cache that it was asked to fill. A login lives as long as the
+    process."""
 
     def __init__(self, keytab: str, principal: str) -> None:
         self.keytab, self.principal = keytab, principal
@@ -269,30 +203,25 @@ class KerberosLogin:
 
     def _acquire(self) -> tuple[_Held, float]:
         """Credentials from the keytab into a new ticket cache in memory, and their lifetime in seconds."""
+        _require()
         what = f"Kerberos credentials of {self.who} from {self.keytab}"
         path = _keytab_file(self.keytab)
         if path is not None and not os.path.isfile(path):
             raise SaslError(f"{what}: the keytab does not exist")
+        name = _name(self.principal, "principal") if self.principal else None
         ccache = f"MEMORY:mirror-core-{uuid.uuid4().hex}"
-        store = (_KeyValue * 2)(_KeyValue(b"client_keytab", self.keytab.encode()),
-                                _KeyValue(b"ccache", ccache.encode()))
-        kv = _KeyValueSet(2, store)
-        name = _name(self.principal, "GSS_KRB5_NT_PRINCIPAL_NAME") if self.principal else ctypes.c_void_p()
-        held, minor, lifetime = _Held(ctypes.c_void_p(), ccache), _OM(), _OM()
+        store: dict[bytes | str, bytes | str] = {"client_keytab": self.keytab, "ccache": ccache}
         try:
-            major = _lib().gss_acquire_cred_from(ctypes.byref(minor), name, _INDEFINITE, None, _INITIATE,
-                                                 ctypes.byref(kv), ctypes.byref(held.cred), None,
-                                                 ctypes.byref(lifetime))
-            try:
-                _check(major, minor, what)
-            except SaslError as exc:
-                _let_go([held])
-                if "No credentials cache found" in str(exc):  # what MIT says of a keytab without the principal
-                    raise SaslError(f"{exc} (`klist -kt {self.keytab}` lists whose keys it holds)") from None
-                raise
-        finally:
-            _release_name(name)
-        return held, lifetime.value if 0 < lifetime.value < _INDEFINITE else 2 * RETRY_RENEWAL_S
+            got = acquire_cred_from(store, name=name, mechs=[_KRB5], usage="initiate")
+            # The contexts' copy, in a cache the library destroys when the copy is released
+            cred = import_cred(export_cred(got.creds))
+        except (GSSError, ValueError) as exc:
+            error = _said(exc, what)
+            if "No credentials cache found" in str(error):  # what MIT says of a keytab without the principal
+                raise SaslError(f"{error} (`klist -kt {self.keytab}` lists whose keys it holds)") from None
+            raise error from None
+        lifetime = got.lifetime or 0  # (None: indefinite)
+        return _Held(cred, ccache), float(lifetime) if lifetime > 0 else 2 * RETRY_RENEWAL_S
 
     def context(self, service: str, host: str) -> KerberosContext:
         return KerberosContext(self, service, host)
@@ -307,28 +236,11 @@ def _keytab_file(name: str) -> str | None:
 
 
 def _let_go(held: list[_Held]) -> None:
-    """Release credentials and destroy their ticket caches in memory."""
-    minor = _OM()
+    """Release credentials: the package releases a handle when its last reference goes, and the library then
+    destroys the copy's ticket cache in memory."""
     for h in held:
-        if h.cred.value:
-            _lib().gss_release_cred(ctypes.byref(minor), ctypes.byref(h.cred))
-        _destroy_ccache(h.ccache)
+        h.cred = None
     held.clear()
-
-
-def _destroy_ccache(name: str) -> None:
-    try:
-        krb5 = _krb5()
-    except OSError:  # the GSS-API library is loaded, so this one is too; the cache is only memory, in any case
-        return
-    context, cache = ctypes.c_void_p(), ctypes.c_void_p()
-    if krb5.krb5_init_context(ctypes.byref(context)) != 0:
-        return
-    try:
-        if krb5.krb5_cc_resolve(context, name.encode(), ctypes.byref(cache)) == 0:
-            krb5.krb5_cc_destroy(context, cache)
-    finally:
-        krb5.krb5_free_context(context)
 
 
 class KerberosContext:
@@ -340,11 +252,12 @@ class KerberosContext:
         self.login, self.service, self.host = login, service, host
         self.target = f"{service}@{host}"
         self.complete = False
-        self._ctx = ctypes.c_void_p()
+        self._ctx: SecurityContext | None = None
+        _require()
         self._held = login.take()
-        self._cred = self._held.cred if self._held is not None else ctypes.c_void_p()
+        self._cred = self._held.cred if self._held is not None else None
         try:
-            self._name = _name(self.target, "GSS_C_NT_HOSTBASED_SERVICE")
+            self._name = _name(self.target, "service")
         except BaseException:
             login.give_back(self._held)
             raise
@@ -357,50 +270,41 @@ class KerberosContext:
 
     def step(self, token: bytes) -> bytes:
         """The next token for the broker (``token``: the broker's last one; empty at the start)."""
-        minor, out, flags = _OM(), _Buffer(), _OM()
-        given, _raw = _buffer(token)
-        major = _lib().gss_init_sec_context(
-            ctypes.byref(minor), self._cred, ctypes.byref(self._ctx), self._name, _oid("gss_mech_krb5"),
-            _MUTUAL | _SEQUENCE | _INTEG | _CONF, 0, None, ctypes.byref(given) if token else None, None,
-            ctypes.byref(out), ctypes.byref(flags), None)
         try:
-            _check(major, minor, f"a Kerberos ticket for {self.service}/{self.host}")
-            if not major & _CONTINUE_NEEDED and not flags.value & _MUTUAL:
-                raise SaslError("the broker did not prove its identity (no mutual authentication)")
-            self.complete = not major & _CONTINUE_NEEDED
-            return _bytes(out)
-        finally:
-            _release(out)
+            res = init_sec_context(self._name, creds=self._cred, context=self._ctx, mech=_KRB5, flags=_FLAGS,
+                                   input_token=token or None)
+        except (GSSError, ValueError) as exc:
+            raise _said(exc, f"a Kerberos ticket for {self.service}/{self.host}") from None
+        self._ctx = res.context
+        if not res.more_steps and not int(res.flags) & int(RequirementFlag.mutual_authentication):
+            raise SaslError("the broker did not prove its identity (no mutual authentication)")
+        self.complete = not res.more_steps
+        return res.token or b""
 
     def unwrap(self, data: bytes) -> bytes:
-        minor, out, conf, qop = _OM(), _Buffer(), ctypes.c_int(), _OM()
-        given, _raw = _buffer(data)
-        major = _lib().gss_unwrap(ctypes.byref(minor), self._ctx, ctypes.byref(given), ctypes.byref(out),
-                                  ctypes.byref(conf), ctypes.byref(qop))
-        try:
-            _check(major, minor, "the broker's security-layer offer")
-            return _bytes(out)
-        finally:
-            _release(out)
+        if self._ctx is None or not self.complete:
+            raise SaslError("the broker's security-layer offer came before the security context was complete")
+        try:  # (gssapi 1.12's stub names the package's high-level subclass of the raw context this takes)
+            return unwrap(self._ctx, data).message  # type: ignore[arg-type]
+        except (GSSError, ValueError) as exc:
+            raise _said(exc, "the broker's security-layer offer") from None
 
     def wrap(self, data: bytes) -> bytes:
         """``data`` with integrity protection only (RFC 4752 wraps the negotiation without confidentiality)."""
-        minor, out, conf = _OM(), _Buffer(), ctypes.c_int()
-        given, _raw = _buffer(data)
-        major = _lib().gss_wrap(ctypes.byref(minor), self._ctx, 0, 0, ctypes.byref(given), ctypes.byref(conf),
-                                ctypes.byref(out))
-        try:
-            _check(major, minor, "the security-layer answer")
-            return _bytes(out)
-        finally:
-            _release(out)
+        if self._ctx is None or not self.complete:
+            raise SaslError("the security-layer answer came before the security context was complete")
+        try:  # (the same stub as unwrap's)
+            return wrap(self._ctx, data, confidential=False).message  # type: ignore[arg-type]
+        except (GSSError, ValueError) as exc:
+            raise _said(exc, "the security-layer answer") from None
 
     def close(self) -> None:
-        held, self._held = self._held, None
+        held, self._held, self._cred = self._held, None, None
+        ctx, self._ctx = self._ctx, None
         try:
-            minor = _OM()
-            if self._ctx.value:
-                _lib().gss_delete_sec_context(ctypes.byref(minor), ctypes.byref(self._ctx), None)
-            _release_name(self._name)
+            if ctx is not None:
+                delete_sec_context(ctx)
+        except GSSError:
+            pass  # (a context the library no longer knows: nothing to delete)
         finally:
             self.login.give_back(held)

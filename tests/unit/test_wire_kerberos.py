@@ -1,12 +1,13 @@
 """The batch path's Kerberos login without a KDC: when it asks for credentials (renewal at half their life, a
 refusal backed off but never past the current credentials' end) and when replaced credentials are let go (only
-once no security context uses them). The exchange itself runs against a real KDC in
+once no security context uses them), and that whatever the library says is one typed line, never a crash (the
+library's real answers to keytabs it cannot use, without a KDC). The exchange itself runs against a real KDC in
 tests/integration/test_security_kerberos.py."""
 
 from __future__ import annotations
 
-import ctypes
 import itertools
+from pathlib import Path
 
 import pytest
 
@@ -43,7 +44,7 @@ def fake_library(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]
         if answer != "ok":
             raise SaslError(answer)
         n = next(numbers)
-        return _Held(ctypes.c_void_p(n), f"MEMORY:{n}"), 100.0
+        return _Held(None, f"MEMORY:{n}"), 100.0
 
     def let_go(held: list[_Held]) -> None:
         gone.extend(h.ccache for h in held)
@@ -135,8 +136,8 @@ def test_a_context_takes_the_credentials_once_and_gives_them_back_once(
     """Taken when the context starts, given back once however often it is closed, and given back when the context
     cannot be set up."""
     login = KerberosLogin("/k.keytab", "m@R")
-    monkeypatch.setattr(kerberos, "_name", lambda text, kind: ctypes.c_void_p(7))
-    monkeypatch.setattr(kerberos, "_release_name", lambda name: None)
+    monkeypatch.setattr(kerberos, "_name", lambda text, kind: kerberos.import_name(b"kafka@broker1",
+                                                                                  kerberos.NameType.hostbased_service))
     ctx = login.context("kafka", "broker1")
     held = login._held[-1]
     assert held.users == 1 and ctx.target == "kafka@broker1"
@@ -144,10 +145,76 @@ def test_a_context_takes_the_credentials_once_and_gives_them_back_once(
     ctx.close()
     assert held.users == 0
 
-    def refuse(text: str, kind: str) -> ctypes.c_void_p:
+    def refuse(text: str, kind: str) -> object:
         raise SaslError(f"the Kerberos name {text!r}: bad")
 
     monkeypatch.setattr(kerberos, "_name", refuse)
     with pytest.raises(SaslError):
         login.context("kafka", "broker1")
     assert held.users == 0
+
+
+def test_replaced_credentials_are_released(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Letting go drops the login's handle of the credentials (the package releases it, and the library destroys
+    the copy's ticket cache, when the last reference goes)."""
+    held = [_Held(object(), "MEMORY:a"), _Held(object(), "MEMORY:b")]  # (stand-ins for the handles)
+    first = held[0]
+    kerberos._let_go(held)
+    assert held == [] and first.cred is None
+
+
+@pytest.mark.parametrize("keytab", ["junk", "empty", "MEMORY:nothing"])
+@pytest.mark.parametrize("principal", ["m@R", ""])
+def test_a_keytab_the_library_cannot_use_is_one_line_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keytab: str, principal: str) -> None:
+    """The library's real answer (no KDC is asked: the keytab has no key for anyone) is a SaslError of one line,
+    the library's words and what to run, never a crash or a traceback."""
+    monkeypatch.setenv("KRB5_CONFIG", str(tmp_path / "krb5.conf"))  # (no realm: nothing is asked of a network)
+    (tmp_path / "krb5.conf").write_text("[libdefaults]\n default_realm = R\n dns_lookup_kdc = false\n")
+    files = {"junk": bytes(range(256)) * 2, "empty": b"\x05\x02"}
+    if keytab in files:
+        (tmp_path / keytab).write_bytes(files[keytab])
+        keytab = str(tmp_path / keytab)
+    login = KerberosLogin(keytab, principal)
+    with pytest.raises(SaslError) as err:
+        login.take()
+    line = str(err.value)
+    assert line.startswith(f"Kerberos credentials of {login.who} from {keytab}: ") and "\n" not in line
+    assert f"`klist -kt {keytab}` lists whose keys it holds" in line
+    assert login.renewal.refused == line  # backed off: the next connection gets the same line
+
+
+def test_a_library_error_is_one_line_of_the_librarys_words() -> None:
+    """The library's words for the status codes, the mechanism's first; a code it cannot put in words (a
+    mechanism's code raised outside a call, whose words the library keeps per call and thread) is left out rather
+    than quoted as a failure of the library."""
+    refused = kerberos.GSSError(0x70000, 2529639107)  # GSS_S_NO_CRED, KRB5_FCC_NOFILE
+    line = str(kerberos._said(refused, "Kerberos credentials of x@R"))
+    assert line.startswith("Kerberos credentials of x@R: ") and "\n" not in line and "gss_display_status" not in line
+    assert line.endswith("No credentials were supplied, or the credentials were unavailable or inaccessible")
+    assert str(kerberos._said(kerberos.GSSError(0x70000, 0), "x")) == \
+        "x: No credentials were supplied, or the credentials were unavailable or inaccessible"
+    assert str(kerberos._said(ValueError("bad\ntoken"), "the offer")) == "the offer: bad token"
+
+
+def test_a_security_context_turns_every_library_error_into_a_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No default ticket cache: the library's refusal is a SaslError naming the broker's service; wrap and unwrap
+    before the context is complete are refused too, and closing it twice is harmless."""
+    monkeypatch.setenv("KRB5CCNAME", "MEMORY:mirror-core-unit-empty")
+    with KerberosLogin("", "").context("kafka", "broker1") as ctx:
+        with pytest.raises(SaslError, match=r"^a Kerberos ticket for kafka/broker1: .*credentials"):
+            ctx.step(b"")
+        with pytest.raises(SaslError, match="before the security context was complete"):
+            ctx.wrap(b"\x01")
+        with pytest.raises(SaslError, match="before the security context was complete"):
+            ctx.unwrap(b"\x01")
+    ctx.close()
+
+
+def test_without_the_gssapi_package_gssapi_is_a_line_saying_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kerberos, "_UNAVAILABLE", "No module named 'gssapi'")
+    with pytest.raises(SaslError, match=r"cannot be used \(No module named 'gssapi'\): install .*gssapi package"):
+        KerberosLogin("", "").context("kafka", "broker1")
+    login = KerberosLogin("/k.keytab", "m@R")
+    with pytest.raises(SaslError, match="install"):
+        login.take()

@@ -260,7 +260,10 @@ class BatchCopier:
             self._out_of_range(st, start)
             return 0
         if part.problem is not None:
-            self.acks.pause(st, f"{part.problem} (replication.data.path = records copies it)")
+            # (the batch length and magic byte are outside the CRC: damage, or a record format before v2, which
+            # replication.data.path = records copies)
+            self.acks.pause(st, f"{part.problem} (damaged on the source, or an older record format, which "
+                                "replication.data.path = records copies)")
             return 0
         if part.damaged is not None and not part.batches:
             self._damaged(st, part.damaged)

@@ -27,13 +27,14 @@ class Damage(NamedTuple):
     """A batch that may not be read: where it starts (its base offset as stored), how many bytes, and why."""
 
     first: int
-    #: the batch's claimed last offset (its last offset delta is not trusted when the CRC failed: ``first`` then)
-    last: int
+    #: its last offset: what it claims when its CRC matched; else where the next batch begins, less one (None with
+    #: no batch after it: its own last offset delta is not trusted)
+    last: int | None
     size: int
     reason: str
 
     def describe(self) -> str:
-        span = f"offset {self.first}" if self.last == self.first else f"offsets {self.first}-{self.last}"
+        span = f"offsets {self.first}-{self.last}" if self.last is not None else f"offset {self.first}"
         return f"record batch at {span} ({self.size} bytes) is damaged: {self.reason}"
 
 
@@ -52,11 +53,12 @@ def intact(batches: list[memoryview], log_end: int) -> tuple[list[memoryview], D
         first = _BASE.unpack_from(batch, 0)[0]
         stored, computed = _CRC.unpack_from(batch, 17)[0], crc_of(batch)
         if stored != computed:
-            return batches[:i], Damage(first, first, len(batch),
+            after = _BASE.unpack_from(batches[i + 1], 0)[0] - 1 if i + 1 < len(batches) else None
+            return batches[:i], Damage(first, after if after is not None and after >= first else None, len(batch),
                                        f"its CRC32C 0x{stored:08x} does not match its bytes (0x{computed:08x})")
         last = first + _LAST_DELTA.unpack_from(batch, 23)[0]
         if last < first or first < previous_end:
-            return batches[:i], Damage(first, first, len(batch),
+            return batches[:i], Damage(first, None, len(batch),
                                        f"its offsets {first}-{last} do not follow the batch before it (ending at "
                                        f"{previous_end - 1}): its base offset, outside the CRC, is wrong")
         if log_end >= 0 and last >= log_end:

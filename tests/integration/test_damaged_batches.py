@@ -5,10 +5,12 @@ range lets copying go on with the skip reported."""
 
 from __future__ import annotations
 
+import json
 import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -102,21 +104,26 @@ def test_a_damaged_source_batch_pauses_its_partition_and_a_recorded_skip_goes_pa
     bad = partitions_cli("skip", "--state-db", db, "--flow", "dc1->dc2", "--topic", topic, "--partition", "0",
                          "--offsets", f"{first + 1}-{last}", "--reason", "bit rot on dc1", "--by", "alice")
     assert bad.returncode == 0, bad.stderr  # recorded; the mirror refuses it: it does not start at the damage
-    wait_until(lambda: "does not cover the damaged batch" in partitions_cli(
-        "actions", "--state-db", db).stdout, 30, what="the short skip to be refused")
+    wait_until(lambda: "does not cover the damaged batch" in str(actions(db)), 30, what="the short skip to be refused")
     ok = partitions_cli("skip", "--state-db", db, "--flow", "dc1->dc2", "--topic", topic, "--partition", "0",
                         "--offsets", f"{first}-{last}", "--reason", "bit rot on dc1", "--by", "alice")
     assert ok.returncode == 0, ok.stderr
     want[0] = PER_BATCH * (BATCHES - 1)
     wait_until(lambda: _per_partition(dc2, remote) == want, 60, what="partition 0 to go on past the skip")
     assert metric(m, "mirror_skipped_records_total", topic=topic, partition="0") == PER_BATCH
-    history = partitions_cli("actions", "--state-db", db).stdout
-    assert f"skipped offsets {first}-{last}" in history and "alice" in history, history
+    done = [a for a in actions(db) if a["ok"]]
+    assert len(done) == 1 and done[0]["requested_by"] == "alice", done
+    assert f"skipped offsets {first}-{last} ({PER_BATCH} offsets" in done[0]["outcome"], done
     assert set(paused()) == {1, 2}
     values.clear()
     for r in read_all(dc2, remote):
         values.setdefault(r.partition, []).append(r.value)
     assert values[0] == [b"0-%d-%d" % (b, i) for b in (0, 2) for i in range(PER_BATCH)]
+
+
+def actions(db: str) -> list[dict[str, Any]]:
+    listed: list[dict[str, Any]] = json.loads(partitions_cli("actions", "--json", "--state-db", db).stdout)
+    return listed
 
 
 def _per_partition(bootstrap: str, topic: str) -> dict[int, int]:

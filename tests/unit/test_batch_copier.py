@@ -6,12 +6,22 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from confluent_kafka import KafkaError
+
 from mirror_core.config.model import ClusterConfig
 from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import Acks
 from mirror_core.replication.batch import PartitionState
-from mirror_core.replication.batch_path import BATCH_BOOKKEEPING_BYTES, BatchCopier, WireReader
+from mirror_core.replication.batch_path import (
+    BATCH_BOOKKEEPING_BYTES,
+    CORRUPT_RETRIES,
+    BatchCopier,
+    BatchDelivery,
+    WireReader,
+)
+from mirror_core.replication.damage import RESUME, SKIP, PartitionAction
 from mirror_core.wire.fetch import FetchedPartition
+from mirror_core.wire.integrity import intact
 from mirror_core.wire.records import contiguous, record_count
 from mirror_core.wire.sender import NOT_SENT, Outgoing, Sent
 from tests.unit.test_wire_recode import gapped
@@ -195,3 +205,70 @@ def test_failed_and_unsent_batches_leave_the_bytes_in_flight_as_answered_ones_do
                                            Sent(Outgoing(st.remote, 0, b"", token=second), NOT_SENT)]
     copier.collect(0)
     assert copier.in_flight == 0 and copier.in_flight_bytes == 0 and not copier.full
+
+
+def damaged_copy_of(raw: bytes) -> bytes:
+    return raw[:-3] + bytes([raw[-3] ^ 1]) + raw[-2:]
+
+
+def test_a_damaged_batch_pauses_its_partition_at_it_and_what_is_in_flight_before_it_still_lands() -> None:
+    copier, reader, st, fetcher = copier_with_batches_in_flight()
+    good, bad = gapped(0, list(range(10)), base=1020), damaged_copy_of(gapped(0, list(range(10)), base=1030))
+    part = FetchedPartition("t", 0, 0, 5000, 5000, 0)
+    part.batches, part.damaged = intact([memoryview(good), memoryview(bad)], 5000)
+    assert copier.take(part) == 10  # the good batch before it goes; the next fetch starts at the damage
+    assert fetcher.resumed == [(("t", 0), 1030)] and st.copying
+    part = FetchedPartition("t", 0, 0, 5000, 5000, 0)
+    part.batches, part.damaged = intact([memoryview(bad)], 5000)
+    assert copier.take(part) == 0
+    assert not st.copying and st.paused_reason is not None
+    assert "source cluster dc1: record batch at offset 1030 (" in st.paused_reason
+    assert "--offsets 1030-<the batch's last offset>" in st.paused_reason  # (no batch after it: not known)
+    assert [b.first for b in st.pending] == [1000, 1010, 1020] and st.gen == 0  # in flight: still counted
+    assert copier.acks.metrics.damaged.labels("dc1->dc2", "t", "0")._value.get() == 1
+
+
+def test_an_operators_skip_is_checked_against_the_damage_and_taken_only_there() -> None:
+    copier, reader, st, fetcher = copier_with_batches_in_flight()
+    acks, operator = copier.acks, copier.acks.operator
+    bad = damaged_copy_of(gapped(0, list(range(10)), base=1020))
+    part = FetchedPartition("t", 0, 0, 5000, 5000, 0)
+    part.batches, part.damaged = intact([memoryview(bad)], 5000)
+    copier.take(part)
+    assert not st.copying
+    states = {("t", 0): st}
+    operator.offer([PartitionAction(1, "t", 0, SKIP, 1021, 1029, "alice", "short")])
+    operator.apply(states, acks)
+    (refused,) = operator.outcomes()
+    assert not refused.ok and "does not cover the damaged batch" in refused.line and not st.copying
+    operator.offer([PartitionAction(2, "t", 0, SKIP, 1020, 1029, "alice", "bit rot")])
+    operator.apply(states, acks)
+    assert st.copying and not operator.outcomes()  # resumed from the last acknowledged offset; the skip is armed
+    assert fetcher.assigned[-1] == {("t", 0): 1000}
+    copier.take(part)  # the damage met again, at the armed range: gone past, reported
+    (taken,) = operator.outcomes()
+    assert taken.ok and "skipped offsets 1020-1029 (10 offsets" in taken.line and "alice" in taken.line
+    assert st.copying and fetcher.assigned[-1] == {("t", 0): 1030}
+    assert copier.acks.metrics.skipped.labels("dc1->dc2", "t", "0")._value.get() == 10
+    operator.offer([PartitionAction(3, "t", 0, RESUME, None, None, "bob", "again")])
+    operator.apply(states, acks)
+    (nothing,) = operator.outcomes()
+    assert not nothing.ok and "is not paused" in nothing.line
+
+
+def test_a_batch_the_target_finds_corrupt_is_read_again_then_pauses_with_what_to_look_at() -> None:
+    copier, reader, st, fetcher = copier_with_batches_in_flight()
+    delivery = BatchDelivery.__new__(BatchDelivery)  # (only what a failure needs: the copier and acks)
+    delivery.copier, delivery.acks = copier, copier.acks
+    for attempt in range(CORRUPT_RETRIES):
+        b = st.pending[0] if st.pending else None
+        if b is None:
+            BatchCopier._batch(st, memoryview(gapped(0, list(range(10)), base=1000)), 1000)
+            b = st.pending[0]
+        b.err, b.pending = KafkaError(KafkaError.INVALID_MSG, "CORRUPT_MESSAGE"), 0
+        delivery.on_failure(st, b)
+        if attempt < CORRUPT_RETRIES - 1:
+            assert st.copying or st.retry_at, attempt  # rewound, read again after a backoff
+            assert not st.pending
+    assert not st.copying and st.paused_reason is not None
+    assert "CORRUPT_MESSAGE) 3 times in a row" in st.paused_reason and "records" not in st.paused_reason

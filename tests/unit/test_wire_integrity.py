@@ -33,8 +33,10 @@ def test_a_damaged_batch_is_cut_off_with_the_batches_after_it_and_named(at: int,
     good, bad, after = batch(0, 4), flipped(batch(5, 4), at, bit), batch(10, 4)
     got, damage = intact(views(good, bad, after), 15)
     assert [bytes(b) for b in got] == [good], what
-    assert damage is not None and (damage.first, damage.size) == (5, len(bad))
-    assert "CRC32C" in damage.reason and "offset 5 " in damage.describe()
+    assert damage is not None and (damage.first, damage.last, damage.size) == (5, 9, len(bad))  # (the next: 10)
+    assert "CRC32C" in damage.reason and damage.describe().startswith("record batch at offsets 5-9 (")
+    _, alone = intact(views(good, bad), 15)
+    assert alone is not None and alone.last is None and alone.describe().startswith("record batch at offset 5 (")
 
 
 def test_the_damage_is_what_committed_would_otherwise_have_dropped_silently() -> None:

@@ -29,15 +29,14 @@ test: install compose-check
 	$(BIN)/ruff check mirror_core tests scripts bench dags plugins spark_jobs
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q -ra --durations=25 tests --ignore=tests/wan --ignore=tests/system
 	$(MAKE) --no-print-directory docs-build
+	$(BIN)/pytest -q -ra --durations=25 tests --ignore=tests/wan --ignore=tests/system
 
 # The distributed topology on real engines (tests/system): 3-node KRaft clusters, mirror fleet, PostgreSQL,
 # Prometheus, with brokers and mirrors killed under load. Separate from `make test`: it takes minutes.
 system-test: install
 	$(BIN)/pytest -q -ra tests/system
 
-# `docker compose config` validates docker-compose.yml (no Docker engine needed).
 # The documentation site (mkdocs.yml, docs/). `docs` serves it at http://127.0.0.1:8000 with live reload;
 # `docs-build` (run by `make test`) fails on any warning: a broken link or anchor, a page left out of the nav.
 DOCS_SITE := .dev/site
@@ -48,6 +47,7 @@ docs: install
 docs-build: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(DOCS_SITE)
 
+# `docker compose config` validates docker-compose.yml (no Docker engine needed).
 compose-check:
 	bash scripts/compose-plugin.sh >/dev/null
 	docker compose config -q

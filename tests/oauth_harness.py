@@ -247,6 +247,7 @@ def java_client_lines(alias: str, token_url: str, client_id: str, secret: str, s
         f"{alias}.sasl.mechanism = OAUTHBEARER",
         f"{alias}.sasl.login.callback.handler.class = {LOGIN_HANDLER}",
         f"{alias}.sasl.oauthbearer.token.endpoint.url = {token_url}",
+        f"{alias}.sasl.oauthbearer.token.endpoint.allow.http = true",  # the test endpoint is plain http
         f'{alias}.sasl.jaas.config = {LOGIN_MODULE} required clientId="{client_id}" clientSecret="{secret}" '
         f'scope="{scope}";',
     ]
@@ -263,6 +264,7 @@ def librdkafka_client_lines(alias: str, token_url: str, client_id: str, secret: 
         f"{alias}.sasl.oauthbearer.client.id = {client_id}",
         f"{alias}.sasl.oauthbearer.client.secret = {secret}",
         f"{alias}.sasl.oauthbearer.scope = {scope}",
+        f"{alias}.sasl.oauthbearer.token.endpoint.allow.http = true",
     ]
 
 

@@ -36,7 +36,12 @@ SASL_KEYS = frozenset({
     "sasl.oauthbearer.client.secret", "sasl.login.callback.handler.class", "sasl.client.callback.handler.class",
     "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.scope", "sasl.oauthbearer.client.credentials.client.id",
     "sasl.oauthbearer.client.credentials.client.secret", "sasl.oauthbearer.jwt.retriever.class",
+    "sasl.oauthbearer.token.endpoint.allow.http",
 })
+#: what lets an OIDC token endpoint be plain http (refused otherwise: the client secret would go out in clear);
+#: passed on to the batches path's own client (mirror_core.wire.oauth) as a marker, which librdkafka never sees
+ALLOW_HTTP_KEY = "sasl.oauthbearer.token.endpoint.allow.http"
+ALLOW_HTTP_MARKER = "mirror_core.oauthbearer.token.endpoint.allow.http"
 AWS_MARKER = "mirror_core.aws.msk.iam."
 _AWS_REGION = re.compile(r"\.kafka(?:-serverless)?\.([a-z]{2}(?:-[a-z]+)+-\d)\.amazonaws\.com")
 _KNOWN_HANDLERS = frozenset({
@@ -110,6 +115,12 @@ def _oauthbearer(java: Mapping[str, str], entry: JaasEntry | None, out: dict[str
         if not client_id or not secret:
             raise SettingError("sasl.jaas.config", "OAUTHBEARER with a token endpoint needs clientId=\"...\" and "
                                                 "clientSecret=\"...\" in sasl.jaas.config")
+        if endpoint.strip().lower().startswith("http:"):
+            if java.get(ALLOW_HTTP_KEY, "false").strip().lower() != "true":
+                raise SettingError("sasl.oauthbearer.token.endpoint.url",
+                                   f"{endpoint.strip()} is plain http: the client secret would go out in clear; use "
+                                   f"https, or set {ALLOW_HTTP_KEY} = true (a test endpoint on a trusted network)")
+            out[ALLOW_HTTP_MARKER] = "true"
         out.update({"sasl.oauthbearer.method": java.get("sasl.oauthbearer.method", "oidc"),
                     "sasl.oauthbearer.token.endpoint.url": endpoint.strip(),
                     "sasl.oauthbearer.client.id": client_id, "sasl.oauthbearer.client.secret": secret})

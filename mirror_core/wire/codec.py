@@ -45,22 +45,34 @@ class Reader:
 
     def string(self) -> str | None:
         n = self.int16()
-        return None if n < 0 else bytes(self._span(n)).decode()
+        if n < 0:
+            return None
+        at = self.at
+        try:
+            return bytes(self._span(n)).decode()
+        except UnicodeDecodeError as exc:
+            raise ProtocolError(f"a string of {n} bytes at byte {at} is not UTF-8 ({exc.reason} at its byte "
+                                f"{exc.start})") from None
 
     def blob(self) -> memoryview | None:
         """BYTES / RECORDS: a view into the response, not a copy."""
         n = self.int32()
         return None if n < 0 else self._span(n)
 
-    def count(self) -> int:
-        """An array's length (-1, a null array, reads as empty)."""
-        return max(self.int32(), 0)
+    def count(self, item_size: int = 1) -> int:
+        """An array's length (-1, a null array, reads as empty), checked against the bytes left: each item takes at
+        least ``item_size`` bytes, so a length no answer can hold is refused before anything loops over it."""
+        n = max(self.int32(), 0)
+        if n * item_size > len(self.data) - self.at:
+            raise ProtocolError(f"an array of {n} items at byte {self.at - 4} does not fit in the {len(self.data)} "
+                                "bytes of the response")
+        return n
 
     def skip(self, n: int) -> None:
         self._span(n)
 
     def _span(self, n: int) -> memoryview:
-        if self.at + n > len(self.data):
+        if n < 0 or self.at + n > len(self.data):
             raise ProtocolError(f"response of {len(self.data)} bytes ends inside a field of {n} at byte {self.at}")
         self.at += n
         return self.data[self.at - n:self.at]

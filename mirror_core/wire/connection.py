@@ -40,10 +40,32 @@ WRITE_CHUNK = 1 << 20
 #: answers under a quarter of the reused answer buffer in a row after which it is let go (at most 0.5 s apart
 #: while a fetch waits for records: about half a minute)
 SHRINK_AFTER = 64
+#: the largest answer taken while a connection is set up (ApiVersions, the SASL exchange: a few KB at most), so that
+#: a size prefix from a peer not yet authenticated allocates nothing large
+SETUP_MAX_ANSWER = 1 << 20
+#: the largest answer taken afterwards unless the cluster's ``receive.message.max.bytes`` says otherwise
+#: (librdkafka's default); a caller that knows its request's bound passes less (:meth:`Connection.receive`)
+MAX_ANSWER = 100_000_000
 
 
 class WireError(MirrorError):
     """A broker connection that cannot be set up or used as asked: one line naming the cluster and broker."""
+
+
+class AnswerTooLarge(ProtocolError):
+    """An answer's size prefix over what the connection takes: the connection is closed, nothing allocated."""
+
+
+def max_answer_bytes(settings: Mapping[str, str], where: str) -> int:
+    """The cluster's ``receive.message.max.bytes`` (librdkafka's name and default, :data:`MAX_ANSWER`)."""
+    raw = settings.get("receive.message.max.bytes", "").strip()
+    try:
+        value = int(raw) if raw else MAX_ANSWER
+    except ValueError:
+        value = 0
+    if value < 1000:  # librdkafka's own floor
+        raise WireError(f"{where}: receive.message.max.bytes = {raw!r} is not a number of bytes of 1000 or more")
+    return value
 
 
 def tls_context(settings: Mapping[str, str], where: str) -> ssl.SSLContext:
@@ -113,6 +135,9 @@ class Connection:
         #: monotonic time from which the broker may end this session (KIP-368: its token expires); None: never
         self.reauth_at: float | None = None
         protocol = settings.get("security.protocol", "PLAINTEXT").strip().upper()
+        #: the largest answer taken once set up (see receive); until then, SETUP_MAX_ANSWER
+        self.max_answer_bytes = max_answer_bytes(settings, self.where)
+        self._set_up = False
         if protocol not in PROTOCOLS:
             raise WireError(f"{self.where}: security.protocol {protocol} is not one of {', '.join(PROTOCOLS)}")
         try:
@@ -139,6 +164,7 @@ class Connection:
             if protocol.startswith("SASL"):
                 self._authenticate(settings, host, login)
             self._setup_calls = self.correlation  # the requests that set it up (carried counts those after)
+            self._set_up = True
         except BaseException:
             self.close()
             raise
@@ -208,24 +234,43 @@ class Connection:
                 sent -= n
                 at += 1
 
-    def receive(self, reuse: bool = False) -> memoryview:
+    def receive(self, reuse: bool = False, limit: int | None = None) -> memoryview:
         """The answer to the oldest request not yet answered (its body, after the correlation id). ``reuse``: read
         into this connection's own buffer, read into again by its next such answer, so that the caller keeps no
         view of it once parsed (a fetch copies its records out): a large answer (tens of MB at thousands of
-        partitions) then costs no fresh memory, which the kernel must clear page by page."""
+        partitions) then costs no fresh memory, which the kernel must clear page by page.
+
+        ``limit``: the largest answer this request allows (e.g. a fetch's max bytes and the headroom of one batch
+        over it), in place of :attr:`max_answer_bytes`; while the connection is set up, ``SETUP_MAX_ANSWER``. A
+        size prefix over it is an :class:`AnswerTooLarge` before anything is allocated, and an answer that breaks
+        the framing closes the connection (what follows it can no longer be read as answers)."""
         size = struct.unpack(">i", self._exactly(4))[0]
+        if not self._set_up:
+            cap, why = SETUP_MAX_ANSWER, "taken before the connection is set up"
+        elif limit is None:
+            cap, why = self.max_answer_bytes, "of receive.message.max.bytes"
+        else:
+            cap, why = limit, "this request allows"
+        if size > cap:
+            self.close()
+            raise AnswerTooLarge(f"{self.where}: an answer of {size} bytes, over the {cap} {why}; connection closed")
         if size < 4:
-            raise ProtocolError(f"{self.where}: an answer of {size} bytes, shorter than its correlation id")
+            self.close()
+            raise ProtocolError(f"{self.where}: an answer of {size} bytes, shorter than its correlation id; "
+                                "connection closed")
         data = memoryview(self._exactly(size, self._reusable(size) if reuse else None))[:size]
         correlation = struct.unpack_from(">i", data)[0]
         expected = self.sent.popleft() if self.sent else None
         if correlation != expected:
-            raise ProtocolError(f"{self.where}: an answer to request {correlation} where {expected} was due")
+            self.close()
+            raise ProtocolError(f"{self.where}: an answer to request {correlation} where {expected} was due; "
+                                "connection closed")
         return data[4:]
 
-    def call(self, api: int, version: int, body: bytes, reuse: bool = False) -> memoryview:
+    def call(self, api: int, version: int, body: bytes, reuse: bool = False, limit: int | None = None) -> memoryview:
+        """:meth:`send`, then :meth:`receive` (``limit``: see there)."""
         self.send(api, version, body)
-        return self.receive(reuse)
+        return self.receive(reuse, limit)
 
     def _reusable(self, n: int) -> bytearray:
         """The connection's answer buffer, at least ``n`` bytes: a new one when it is too small, when a view of it
@@ -264,7 +309,7 @@ class Connection:
         error = r.int16()
         if error:
             raise WireError(f"{self.where}: ApiVersions failed: {name(error)}")
-        return {api: (low, high) for api, low, high in (r.take(">hhh") for _ in range(r.count()))}
+        return {api: (low, high) for api, low, high in (r.take(">hhh") for _ in range(r.count(6)))}
 
     def expiring(self) -> bool:
         """The broker ends this session soon (its token expires): the caller reconnects between requests."""

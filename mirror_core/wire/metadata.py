@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from mirror_core.errors import MirrorError
 from mirror_core.throttling import ThrottledLine
-from mirror_core.wire.codec import Reader, array, string
+from mirror_core.wire.codec import ProtocolError, Reader, array, string
 from mirror_core.wire.connection import Connection, WireError, broker_where
 from mirror_core.wire.kerberos import KerberosLogin, login_for
 from mirror_core.wire.oauth import TokenSource
@@ -51,20 +51,20 @@ def parse_metadata(data: memoryview) -> ClusterMetadata:
     r = Reader(data)
     r.int32()  # throttle time
     brokers: dict[int, Broker] = {}
-    for _ in range(r.count()):
+    for _ in range(r.count(12)):  # (each item's least size: node, host, port, rack)
         node, host, port = r.int32(), r.string() or "", r.int32()
         r.string()  # rack
         brokers[node] = Broker(node, host, port)
     r.string()  # cluster id
     r.int32()  # controller
     topics: dict[str, TopicMetadata] = {}
-    for _ in range(r.count()):
+    for _ in range(r.count(9)):
         error, name, _internal = r.int16(), r.string() or "", r.int8()
         topic = TopicMetadata(name, error)
-        for _ in range(r.count()):
+        for _ in range(r.count(18)):
             p_error, index, leader = r.take(">hii")
             for _ in range(2):  # replicas, then in-sync replicas
-                r.skip(4 * r.count())
+                r.skip(4 * r.count(4))
             topic.leaders[index] = leader
             topic.errors[index] = p_error
         topics[name] = topic
@@ -113,8 +113,13 @@ class Brokers:
         for address in [*self.bootstrap, *(a for a in known if a not in self.bootstrap)]:
             try:
                 with Connection(*address, self.settings, self.where, self.timeout, self.login) as conn:
-                    meta = parse_metadata(conn.call(API_METADATA, conn.version(API_METADATA, (4,)), body))
-            except MirrorError as exc:  # unreachable, TLS/SASL refused, or an answer that does not parse
+                    answer = conn.call(API_METADATA, conn.version(API_METADATA, (4,)), body)
+                    try:
+                        meta = parse_metadata(answer)
+                    except ProtocolError as exc:
+                        raise ProtocolError(f"{conn.where}: a metadata answer that does not parse: {exc}") from None
+            except MirrorError as exc:  # unreachable, TLS/SASL refused, or an answer that does not parse (every
+                # parser failure is a ProtocolError, a MirrorError): the next broker is asked
                 failures.append(str(exc))
                 continue
             self.known.update(meta.brokers)

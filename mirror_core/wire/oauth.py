@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mirror_core.config.sasl import ALLOW_HTTP_KEY, ALLOW_HTTP_MARKER
 from mirror_core.wire.connection import tls_context
 from mirror_core.wire.sasl import SaslError
 
@@ -31,6 +32,8 @@ TIMEOUT_S = 30.0
 FAILURE_HOLD_S, FAILURE_HOLD_MAX_S = 2.0, 60.0
 #: the provider's logs tell these requests from librdkafka's (the flow's consumer asks for its own tokens too)
 USER_AGENT = "mirror-core-wire"
+#: the largest token answer read (a JWT is a few KB): an endpoint that sends more is refused, not read to its end
+MAX_ANSWER_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,9 @@ class TokenSource:
         self.client_id = settings["sasl.oauthbearer.client.id"]
         self._secret = settings["sasl.oauthbearer.client.secret"]
         self.scope = settings.get("sasl.oauthbearer.scope", "").strip()
+        if self.url.lower().startswith("http:") and settings.get(ALLOW_HTTP_MARKER) != "true":
+            raise SaslError(f"{where}: the OAUTHBEARER token endpoint {self.url} is plain http (the client secret "
+                            f"would go out in clear): use https, or set {ALLOW_HTTP_KEY} = true")
         handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
         if self.url.lower().startswith("https"):
             location = settings.get("https.ca.location", "")
@@ -129,10 +135,13 @@ class TokenSource:
         asked = time.monotonic()
         try:
             with self._opener.open(request, timeout=TIMEOUT_S) as answer:
-                body = json.loads(answer.read())
+                raw = answer.read(MAX_ANSWER_BYTES + 1)
+            if len(raw) > MAX_ANSWER_BYTES:
+                raise SaslError(f"{what}: an answer of more than {MAX_ANSWER_BYTES} bytes, not a token")
+            body = json.loads(raw)
         except urllib.error.HTTPError as exc:  # the provider's own answer ({"error": "invalid_client"}) is the why
             raise SaslError(f"{what}: refused ({_refusal(exc)})") from None
-        except (OSError, ValueError) as exc:  # unreachable, TLS, or an answer that is not JSON
+        except (OSError, ValueError, RecursionError) as exc:  # unreachable, TLS, or an answer that is not JSON
             raise SaslError(f"{what}: {exc}") from None
         value = body.get("access_token") if isinstance(body, dict) else None
         if not isinstance(value, str) or not value:

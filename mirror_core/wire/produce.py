@@ -61,9 +61,9 @@ def produce_request(batches: Mapping[tuple[str, int], Sequence[Buffer]], timeout
 def parse_produce(data: memoryview) -> list[Produced]:
     r = Reader(data)
     out: list[Produced] = []
-    for _ in range(r.count()):
+    for _ in range(r.count(6)):  # (each item's least size: a topic's name length and partition count)
         topic = r.string() or ""
-        for _ in range(r.count()):
+        for _ in range(r.count(_PLAIN_ANSWER.size)):
             if r.at + _PLAIN_ANSWER.size <= len(r.data):  # the usual answer, in one read: no record error, no message
                 index, error, base, _append_time, log_start, errors, message = _PLAIN_ANSWER.unpack_from(r.data, r.at)
                 if errors <= 0 and message < 0:
@@ -71,7 +71,7 @@ def parse_produce(data: memoryview) -> list[Produced]:
                     out.append(Produced(topic, index, error, base, log_start, None))
                     continue
             index, error, base, _append_time, log_start = r.take(">ihqqq")
-            for _ in range(r.count()):  # record errors: (batch index, message); the partition's message says it
+            for _ in range(r.count(6)):  # record errors: (batch index, message); the partition's message says it
                 r.int32()
                 r.string()
             out.append(Produced(topic, index, error, base, log_start, r.string()))

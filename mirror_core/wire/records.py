@@ -38,10 +38,10 @@ def split_batches(records: memoryview) -> list[memoryview]:
     at, end = 0, len(records)
     while at + LOG_OVERHEAD <= end:
         size = LOG_OVERHEAD + struct.unpack_from(">i", records, at + 8)[0]
+        if size < BATCH_HEADER:  # (before the end check: a negative length is no partial batch)
+            raise ProtocolError(f"record batch at byte {at} of a fetch is {size} bytes, shorter than its header")
         if at + size > end:
             break
-        if size < BATCH_HEADER:
-            raise ProtocolError(f"record batch at byte {at} of a fetch is {size} bytes, shorter than its header")
         magic = records[at + 16]
         if magic != 2:
             raise ProtocolError(f"record batch of magic {magic} at offset {base_offset(records[at:at + 12])}: only "
@@ -84,22 +84,34 @@ def contiguous(batch: memoryview | bytes | bytearray) -> bool:
     return next_offset(batch) - base_offset(batch) == record_count(batch)
 
 
+#: bytes of the longest varint a record holds (a 64-bit varlong: its timestamp delta)
+MAX_VARINT = 10
+
+
 def read_varint(data: memoryview | bytes, at: int) -> tuple[int, int]:
-    """A zigzag varint at ``at``: its value and where the next field starts."""
-    raw, shift = 0, 0
-    while True:
+    """A zigzag varint at ``at``: its value and where the next field starts. One that runs past ``data``'s end
+    or past ``MAX_VARINT`` bytes is a ProtocolError."""
+    raw, shift, start = 0, 0, at
+    end = min(len(data), at + MAX_VARINT)
+    while 0 <= at < end:
         b = data[at]
         raw |= (b & 0x7F) << shift
         at, shift = at + 1, shift + 7
         if not b & 0x80:
             return (raw >> 1) ^ -(raw & 1), at
+    what = "longer than 10 bytes" if at - start >= MAX_VARINT else f"past the end of {len(data)} bytes"
+    raise ProtocolError(f"a varint at byte {start} runs {what}")
 
 
 def control_type(batch: memoryview) -> int:
-    """A control batch's marker type, from its one record's key (control batches are never compressed)."""
+    """A control batch's marker type, from its one record's key (control batches are never compressed): its key
+    is a version int16 and the type int16; a key shorter than that, or cut by the batch's end, is a ProtocolError."""
     at = read_varint(batch, BATCH_HEADER)[1] + 1  # record length, then its attributes byte
     at = read_varint(batch, read_varint(batch, at)[1])[1]  # timestamp delta, offset delta
-    at = read_varint(batch, at)[1]  # key length
+    key_length, at = read_varint(batch, at)
+    if key_length < 4 or at + 4 > len(batch):
+        raise ProtocolError(f"control batch at offset {base_offset(batch)}: its record's key of {key_length} bytes "
+                            "holds no version and type")
     return int(struct.unpack_from(">h", batch, at + 2)[0])
 
 

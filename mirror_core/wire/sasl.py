@@ -21,6 +21,9 @@ MECHANISMS = ("PLAIN", *SCRAM_HASHES, "OAUTHBEARER", "GSSAPI")
 NO_SECURITY_LAYER = 1
 #: Kafka's own floor (ScramMechanism.minIterations): fewer from a server is a downgrade, refused
 MIN_ITERATIONS = 4096
+#: Kafka's own ceiling (ScramMechanism.maxIterations: kafka-configs refuses to store credentials with more), so no
+#: Kafka broker asks more; a server that does would hold a worker in PBKDF2 for as long as it likes
+MAX_ITERATIONS = 16384
 
 
 class SaslError(MirrorError):
@@ -107,6 +110,9 @@ class ScramClient:
             raise SaslError("SCRAM: the server's first message does not continue this exchange")
         if iterations < MIN_ITERATIONS:
             raise SaslError(f"SCRAM: the server asks for {iterations} iterations, fewer than {MIN_ITERATIONS}")
+        if iterations > MAX_ITERATIONS:
+            raise SaslError(f"SCRAM: the server asks for {iterations} iterations, more than Kafka's maximum of "
+                            f"{MAX_ITERATIONS}")
         salted = hashlib.pbkdf2_hmac(self.hash, self.password, base64.b64decode(salt), iterations)
         client_key = self._hmac(salted, b"Client Key")
         stored_key = hashlib.new(self.hash, client_key).digest()

@@ -9,9 +9,12 @@ import google_crc32c
 from mirror_core.wire.recode import varint
 
 
-def batch(base: int, last_delta: int, records: bytes = b"r" * 10, attributes: int = 0, producer_id: int = -1) -> bytes:
-    """A batch with a valid CRC (restamp corrects a CRC, it does not compute one)."""
-    tail = struct.pack(">hiqqqhii", attributes, last_delta, 1, 1, producer_id, -1, -1, last_delta + 1) + records
+def batch(base: int, last_delta: int, records: bytes = b"r" * 10, attributes: int = 0, producer_id: int = -1,
+          count: int | None = None) -> bytes:
+    """A batch with a valid CRC (restamp corrects a CRC, it does not compute one); ``count``: its record count
+    (``last_delta + 1`` unless given: a compacted batch holds fewer)."""
+    count = last_delta + 1 if count is None else count
+    tail = struct.pack(">hiqqqhii", attributes, last_delta, 1, 1, producer_id, -1, -1, count) + records
     return struct.pack(">qiibI", base, 4 + 1 + 4 + len(tail), 7, 2, google_crc32c.value(tail)) + tail
 
 

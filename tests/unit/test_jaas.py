@@ -130,8 +130,9 @@ def test_oidc_with_librdkafka_names_passes_through_and_the_endpoint_is_not_secre
 
     out = translate_sasl({"sasl.mechanisms": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
                           "sasl.oauthbearer.client.id": "m", "sasl.oauthbearer.client.secret": "s",
-                          "sasl.oauthbearer.token.endpoint.url": "http://idp/token"}, lambda w: None)[0]
-    assert out["sasl.oauthbearer.token.endpoint.url"] == "http://idp/token" and out["sasl.oauthbearer.method"] == "oidc"
+                          "sasl.oauthbearer.token.endpoint.url": "https://idp/token"}, lambda w: None)[0]
+    assert out["sasl.oauthbearer.token.endpoint.url"] == "https://idp/token"
+    assert out["sasl.oauthbearer.method"] == "oidc"
     assert not is_secret("sasl.oauthbearer.token.endpoint.url") and is_secret("sasl.oauthbearer.client.secret")
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from mirror_core.config.sasl import ALLOW_HTTP_MARKER
 from mirror_core.wire.connection import Connection, WireError
 from mirror_core.wire.oauth import USER_AGENT, TokenSource, _lifetime_s
 from mirror_core.wire.sasl import SaslError
@@ -33,7 +34,7 @@ def idp() -> Iterator[TokenServer]:
 def settings(idp: TokenServer, secret: str = SECRET) -> dict[str, str]:
     return {"sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": idp.token_url,
             "sasl.oauthbearer.client.id": "mirror", "sasl.oauthbearer.client.secret": secret,
-            "sasl.oauthbearer.scope": "kafka"}
+            "sasl.oauthbearer.scope": "kafka", ALLOW_HTTP_MARKER: "true"}  # the test endpoint is plain http
 
 
 def test_one_token_is_shared_until_most_of_its_lifetime_has_passed(idp: TokenServer) -> None:

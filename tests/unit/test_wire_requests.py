@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mirror_core.wire.codec import ProtocolError, string
-from mirror_core.wire.connection import SHRINK_AFTER, Connection, WireError
+from mirror_core.wire.connection import MAX_ANSWER, SHRINK_AFTER, Connection, WireError
 from mirror_core.wire.fetch import fetch_request, parse_fetch
 from mirror_core.wire.metadata import NO_LEADER, Broker, parse_metadata
 from mirror_core.wire.produce import parse_produce, produce_request
@@ -130,6 +130,7 @@ def test_an_answer_read_for_reuse_is_never_overwritten_while_a_view_of_it_lives(
     left, right = socket.socketpair()
     conn = Connection.__new__(Connection)
     conn.sock, conn.where, conn._answers, conn._small_answers = left, "test", None, 0
+    conn._set_up, conn.max_answer_bytes = True, MAX_ANSWER
     conn.sent = deque([1, 2, 3])
     for correlation, body in ((1, b"first answer"), (2, b"second"), (3, b"third")):
         right.sendall(struct.pack(">ii", 4 + len(body), correlation) + body)
@@ -149,6 +150,7 @@ def test_the_answer_buffer_is_let_go_after_answers_far_smaller_than_it_and_never
     left, right = socket.socketpair()
     conn = Connection.__new__(Connection)
     conn.sock, conn.where, conn._answers, conn._small_answers = left, "test", None, 0
+    conn._set_up, conn.max_answer_bytes = True, MAX_ANSWER
     conn.sent = deque(range(1, SHRINK_AFTER + 3))
     big = b"x" * 4000
     right.sendall(struct.pack(">ii", 4 + len(big), 1) + big)

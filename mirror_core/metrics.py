@@ -147,6 +147,8 @@ class Metrics:
                                "out of order): the partition pauses at the first", part, registry=r)
         self.skipped = Counter("mirror_skipped_records", "Source offsets skipped by an operator's recorded skip of a "
                                "damaged range", part, registry=r)
+        self.throttled = Counter("mirror_throttled_seconds", "Seconds a flow (topic \"\") or a topic read nothing new "
+                                 "because its bandwidth limit was used up", ("flow", "topic"), registry=r)
         self.map_runs = Gauge("mirror_offset_map_runs", "Offset-map runs kept after the last snapshot round",
                               ("flow",), registry=r)
         self.map_pruned = Counter("mirror_offset_map_pruned_runs", "Offset-map runs pruned below the source "

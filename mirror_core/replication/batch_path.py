@@ -227,6 +227,8 @@ class BatchCopier:
         self._sent: dict[TP, tuple[PartitionState, int]] = {}
         #: target partitions' batches refused as corrupt in a row (BatchDelivery: read again, then pause)
         self.corrupt_refusals: dict[TP, int] = {}
+        #: the flow's bandwidth limit is used up: nothing fetched until this monotonic time (controls.py)
+        self.gated_until = 0.0
 
     def pump(self, timeout: float) -> int:
         """Answers in, fetched batches out (waiting up to ``timeout`` for a fetch); the records handed over."""
@@ -241,7 +243,8 @@ class BatchCopier:
     def full(self) -> bool:
         """As much in flight as the flow takes: nothing more is fetched."""
         return self.in_flight_bytes >= self.max_bytes or (
-            self.max_records is not None and self.in_flight >= self.max_records)
+            self.max_records is not None and self.in_flight >= self.max_records) or (
+            self.gated_until > 0 and time.monotonic() < self.gated_until)
 
     def collect(self, timeout: float) -> None:
         self.answer(self.sender.poll(timeout))

@@ -44,6 +44,7 @@ from mirror_core.replication.assignment import Assignment
 from mirror_core.replication.batch_path import BatchCopier, BatchDelivery, WireReader, wire_clients
 from mirror_core.replication.commit import OffsetMapWriter, ProgressCommitter, advance_idle
 from mirror_core.replication.consuming import IDLE_WAIT_S, Consuming
+from mirror_core.replication.controls import RuntimeControls
 from mirror_core.replication.damage import OperatorActions
 from mirror_core.replication.delivery import AtLeastOnce, Delivery, ExactlyOnce
 from mirror_core.replication.exactly_once import SlotManager
@@ -108,6 +109,8 @@ class FlowReplicator:
         self._denied_topics: set[str | None] = set()  # source topics the source refuses to let us read
         #: operators' resumes and skips of paused partitions, offered by the service's control loop
         self.operator = OperatorActions(flow.name)
+        #: operators' pauses and bandwidth limits, set by the service's control loop
+        self.controls = RuntimeControls(flow.name, metrics)
         #: why another process with this process's --instance-id kept the flow (None: none did)
         self.fenced: str | None = None
         #: how long the last run of the pipeline copied before it ended (None: it never began copying)
@@ -255,6 +258,7 @@ class FlowReplicator:
                                                    self._topic_ids, self._missing_topics)
         acks.request_refresh = assignment.request_refresh
         acks.operator = self.operator
+        acks.count_landed = self.controls.landed
         committer = ProgressCommitter(progress, OffsetMapWriter(offset_syncs_topic(flow.source), self.metrics,
                                                                 flow.name), self.metrics, flow.name,
                                       assignment.topic_ids.get, tgt)
@@ -294,6 +298,7 @@ class FlowReplicator:
         consumer, acks, assignment = self._consumer, self._acks, self._assignment
         delivery, heartbeats, producing = self._delivery, self._heartbeats, self._producing
         copier, reading = self._copier, acks.consumer if acks is not None else None
+        controls = self.controls
         src = self.config.cluster(self.flow.source)
         assert consumer is not None and acks is not None and assignment is not None and delivery is not None
         assert producing is not None and reading is not None
@@ -326,12 +331,18 @@ class FlowReplicator:
                 acks.resume_due(now, assignment.owns)
                 if self.operator.pending:
                     self.operator.apply(assignment.states, acks)
+                gated = False
+                if controls.active:
+                    controls.tick(now, assignment.states, acks, assignment.partition_counts)
+                    gated = now < controls.gated_until
+                    if copier is not None:
+                        copier.gated_until = controls.gated_until
                 delivery.poll()
                 # Parked records (one batch per partition, produce.py) wait for an acknowledgement: the waits
                 # below are short then, so that the next piece goes out soon after it arrives; they grow again
                 # while nothing is released (a target that does not answer must not make the loop spin).
                 parked = producing.parked_records()
-                if delivery.in_flight() + parked >= max_in_flight or (copier is not None and copier.full):
+                if delivery.in_flight() + parked >= max_in_flight or (copier is not None and copier.full) or gated:
                     if copier is not None:  # (its partitions are never fetched by the consumer: nothing piles up)
                         consuming.serve_group()  # a rebalance is not held up while the target is slow or away
                     delivery.poll_producers(parked_wait if parked else 0.05)  # back-pressure

@@ -25,6 +25,9 @@ from mirror_core.wire.metadata import Brokers
 log = logging.getLogger(__name__)
 #: after a failed connection: how long before the next attempt
 RETRY_S = 0.5
+#: an answer may exceed fetch.max.bytes by its first batch (KIP-74): room for it above the cap receive.message.max.bytes
+#: sets (librdkafka asks that setting to be at least fetch.max.bytes + 512)
+FETCH_HEADROOM = 1 << 20
 #: a broker's own fetch.max.bytes by default (55 MiB): it caps an answer below a larger fetch.max.bytes, unsaid
 BROKER_FETCH_MAX_BYTES = 57_671_680
 
@@ -158,7 +161,8 @@ class BatchFetcher:
                     conn = self.brokers.connect(node, limits.max_wait_ms / 1000)
                 parts = parse_fetch(conn.call(API_FETCH, conn.version(API_FETCH, (FETCH_VERSION,)), fetch_request(
                     mine, limits.max_wait_ms, limits.min_bytes, limits.max_bytes, limits.partition_max_bytes,
-                    sizes=sizes), reuse=True), conn.where, limits.check_crcs)
+                    sizes=sizes), reuse=True, limit=max(conn.max_answer_bytes, limits.max_bytes + FETCH_HEADROOM)),
+                    conn.where, limits.check_crcs)
                 outage.succeeded(conn.where)
             except Exception as exc:  # a connection, TLS or SASL failure, an answer that does not parse: again
                 outage.failed(exc, self.brokers.name(node))

@@ -212,7 +212,7 @@ def damaged_copy_of(raw: bytes) -> bytes:
 
 
 def test_a_damaged_batch_pauses_its_partition_at_it_and_what_is_in_flight_before_it_still_lands() -> None:
-    copier, reader, st, fetcher = copier_with_batches_in_flight()
+    copier, _reader, st, fetcher = copier_with_batches_in_flight()
     good, bad = gapped(0, list(range(10)), base=1020), damaged_copy_of(gapped(0, list(range(10)), base=1030))
     part = FetchedPartition("t", 0, 0, 5000, 5000, 0)
     part.batches, part.damaged = intact([memoryview(good), memoryview(bad)], 5000)
@@ -229,7 +229,7 @@ def test_a_damaged_batch_pauses_its_partition_at_it_and_what_is_in_flight_before
 
 
 def test_an_operators_skip_is_checked_against_the_damage_and_taken_only_there() -> None:
-    copier, reader, st, fetcher = copier_with_batches_in_flight()
+    copier, _reader, st, fetcher = copier_with_batches_in_flight()
     acks, operator = copier.acks, copier.acks.operator
     bad = damaged_copy_of(gapped(0, list(range(10)), base=1020))
     part = FetchedPartition("t", 0, 0, 5000, 5000, 0)
@@ -257,7 +257,7 @@ def test_an_operators_skip_is_checked_against_the_damage_and_taken_only_there() 
 
 
 def test_a_batch_the_target_finds_corrupt_is_read_again_then_pauses_with_what_to_look_at() -> None:
-    copier, reader, st, fetcher = copier_with_batches_in_flight()
+    copier, _reader, st, _fetcher = copier_with_batches_in_flight()
     delivery = BatchDelivery.__new__(BatchDelivery)  # (only what a failure needs: the copier and acks)
     delivery.copier, delivery.acks = copier, copier.acks
     for attempt in range(CORRUPT_RETRIES):

@@ -225,6 +225,7 @@ class ScriptedConnection:
     (see the test) so that each request is recorded and each answer comes from the script."""
 
     where = "dc1 broker 1"
+    max_answer_bytes = 100_000_000
 
     def version(self, api: int, versions: tuple[int, ...]) -> int:
         return versions[0]
@@ -235,7 +236,7 @@ class ScriptedConnection:
     def close(self) -> None:
         pass
 
-    def call(self, api: int, version: int, body: bytes, reuse: bool = False) -> memoryview:
+    def call(self, api: int, version: int, body: bytes, reuse: bool = False, limit: int | None = None) -> memoryview:
         return memoryview(body)
 
 

@@ -208,6 +208,28 @@ class FlowInstance(Base):
     flow: Mapped[str] = mapped_column(String(300), primary_key=True)
     state: Mapped[str] = mapped_column(String(16))  # running | stopped
     seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    #: the instance's paused source partitions of the flow: [{"topic", "partition", "reason", "since"}]
+    #: ("since": ISO 8601, when this pause was first reported); NULL in rows written before migration 0006
+    paused: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+
+
+@dataclass(frozen=True)
+class PausedPartition:
+    """A source partition a live mirror instance reports paused (damaged batch, record refused by the
+    target), with the one-line reason naming what to do; times timezone-aware, UTC."""
+
+    flow: str
+    topic: str
+    partition: int
+    reason: str
+    instance: str
+    seen_at: datetime  # the instance's last report
+    since: datetime  # when the instance first reported this pause (same partition, same reason)
+
+    @property
+    def where(self) -> str:
+        """``dc1->dc2 orders[0]``"""
+        return f"{self.flow} {self.topic}[{self.partition}]"
 
 
 class PartitionAction(Base):

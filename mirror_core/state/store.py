@@ -31,6 +31,7 @@ from mirror_core.state.models import (
     FlowInstance,
     PartitionAction,
     PartitionActionRecord,
+    PausedPartition,
     ReconciliationReport,
     SyncRun,
     utcnow,
@@ -189,16 +190,37 @@ class StateStore:
         with self.session() as s:
             return {r.flow: r for r in s.scalars(select(FlowControl))}
 
-    def report_flow_states(self, instance: str, states: dict[str, str]) -> None:
-        """A mirror instance's heartbeat: the state it applies to each of its flows."""
+    def report_flow_states(self, instance: str, states: dict[str, str],
+                           paused: dict[str, list[dict[str, Any]]] | None = None) -> None:
+        """A mirror instance's heartbeat: the state it applies to each of its flows and, in ``paused[flow]``,
+        its paused source partitions of the flow, each ``{"topic": str, "partition": int, "reason": str}``
+        (``reason`` one line; a flow absent from ``paused``, or ``paused`` None: none paused). A pause
+        reported again (same partition, same reason) keeps the time it was first reported (``since``)."""
         now = utcnow()
         with self.session() as s:
             for flow, state in states.items():
                 row = s.get(FlowInstance, (instance, flow))
+                entries = _paused_entries((paused or {}).get(flow) or [], row.paused if row else None, now)
                 if row is None:
-                    s.add(FlowInstance(instance=instance, flow=flow, state=state, seen_at=now))
+                    s.add(FlowInstance(instance=instance, flow=flow, state=state, seen_at=now, paused=entries))
                 else:
-                    row.state, row.seen_at = state, now
+                    row.state, row.seen_at, row.paused = state, now, entries
+
+    def paused_partitions(self, fresh_s: float = 20.0, flow: str | None = None) -> list[PausedPartition]:
+        """The source partitions paused on instances that reported within the last ``fresh_s`` seconds
+        (of ``flow``, if given), by flow, topic, partition and instance."""
+        since = utcnow() - timedelta(seconds=fresh_s)
+        with self.session() as s:
+            q = select(FlowInstance)
+            if flow:
+                q = q.where(FlowInstance.flow == flow)
+            rows = [r for r in s.scalars(q) if r.paused and _aware(r.seen_at) >= since]
+        out = [PausedPartition(flow=r.flow, topic=p["topic"], partition=p["partition"], reason=p["reason"],
+                               instance=r.instance, seen_at=_aware(r.seen_at),
+                               since=_aware(datetime.fromisoformat(p["since"])) if p.get("since")
+                               else _aware(r.seen_at))
+               for r in rows for p in r.paused or []]
+        return sorted(out, key=lambda p: (p.flow, p.topic, p.partition, p.instance))
 
     def flow_instances(self, flow: str, fresh_s: float = 20.0) -> list[FlowInstance]:
         """Instances that reported on ``flow`` within the last ``fresh_s`` seconds."""
@@ -355,6 +377,20 @@ class StateStore:
             if flow:
                 q = q.where(PartitionAction.flow == flow)
             return [r.record() for r in s.scalars(q)]
+
+
+def _paused_entries(reported: list[dict[str, Any]], before: list[Any] | None,
+                    now: datetime) -> list[dict[str, Any]]:
+    """The JSON kept for one flow's paused partitions: topic, partition, reason (one line) and since (kept
+    from the previous heartbeat for the same partition and reason, else now)."""
+    earlier = {(p.get("topic"), p.get("partition"), p.get("reason")): p.get("since") for p in before or []
+               if isinstance(p, dict)}
+    out = []
+    for p in reported:
+        topic, partition, reason = str(p["topic"]), int(p["partition"]), " ".join(str(p["reason"]).split())
+        out.append({"topic": topic, "partition": partition, "reason": reason,
+                    "since": earlier.get((topic, partition, reason)) or now.isoformat()})
+    return out
 
 
 def _pending_on(flow: str, topic: str, partition: int) -> Any:

@@ -11,7 +11,9 @@ What it shows, and where it comes from:
   one deadline per page load (status_lag.py, :class:`LagBoard`), so the page stays fast while a cluster is down.
   Every finished measurement is also a sample of the flow's lag history: a ring of the last
   ``HISTORY_SAMPLES`` per flow, in this process's memory (status_lag.py says why).
-* **Needs attention**: unreachable clusters, flows whose desired state is not applied, instances that
+* **Paused partitions** (what the live instances report: a damaged batch or a record the target refused,
+  the reason naming what to do) and the operators' **partition actions** (resume, skip): status_partitions.py.
+* **Needs attention**: paused partitions, unreachable clusters, flows whose desired state is not applied, instances that
   stopped reporting, failed workflows, approvals waiting (failover records and Airflow's own
   human-in-the-loop tasks).
 * The state store's records: failovers, cutovers, DR drills (RPO/RTO trend charts), registry,
@@ -38,6 +40,7 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy import desc, select
 
 from mirror_airflow.status_lag import LAG_DEADLINE_S, LAGS, LagBoard, LagReading, LagSample, PartitionLag, epoch_iso
+from mirror_airflow.status_partitions import partition_records, paused_attention
 from mirror_core.state.models import Cutover, DrDrill, Failover, FlowInstance
 from mirror_core.state.store import StateStore
 
@@ -200,6 +203,8 @@ def attention(flows: list[FlowView], lost: list[FlowInstance], approvals: list[A
               records: dict[str, list[dict[str, Any]]]) -> list[Attention]:
     """What an operator should look at first, the most serious first."""
     items: list[Attention] = []
+    for what, detail, flow in paused_attention(records.get("paused_partitions", [])):
+        items.append(Attention("critical", what, detail, flow))
     for f in flows:
         if f.unreachable_cluster:
             items.append(Attention("critical", f"cluster {f.unreachable_cluster} unreachable",
@@ -354,7 +359,7 @@ def summary(store: StateStore, with_lag: bool = True, lag_deadline_s: float = LA
 
     flows, lost = collect_flows(store, lags, board.history if with_lag else lambda _: [])
     approvals, approvals_error = pending_approvals()
-    recs = records(store)
+    recs = {**records(store), **partition_records(store, INSTANCE_FRESH_S)}
     return {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "refresh_seconds": REFRESH_S,

@@ -20,7 +20,8 @@ Row = dict[str, Any]
 
 _GOOD = {"running", "done", "passed", "ok", "applied", "approved", "success"}
 _BAD = {"failed", "error", "refused", "discrepancies", "drift", "critical"}
-_BUSY = {"stopping", "no live instance", "awaiting-approval", "proposed", "warning", "rolled-back", "rejected"}
+_BUSY = {"pending", "stopping", "no live instance", "awaiting-approval", "proposed", "warning", "rolled-back",
+         "rejected"}
 
 
 def esc(v: object) -> str:
@@ -198,6 +199,9 @@ def render_page(data: Row) -> str:
         "<div class='grid'>" + "".join(flow_card(f) for f in flows) + "</div>" if flows else
         "<p class='card note'>No flow known yet: no mirror instance has reported to the state store "
         "(run it with --state-db), no workflow controls one and no config is recorded.</p>") + "</section>")
+    from mirror_airflow.status_partitions import ACTIONS_NOTE, actions_html, paused_html  # uses this module
+
+    parts.append(paused_html(data["paused_partitions"]))
     empty: list[str] = []
 
     def add(key: str, title: str, rows: list[Row], body: Callable[[], str], note: str = "") -> None:
@@ -206,6 +210,8 @@ def render_page(data: Row) -> str:
         else:
             empty.append(title.lower())
 
+    add("partition-actions", "Partition actions", data["partition_actions"],
+        lambda: actions_html(data["partition_actions"]), ACTIONS_NOTE)
     add("approvals", "Approvals waiting", data["approvals"],
         lambda: table(data["approvals"], (("since", "since"), ("dag_id", "DAG"), ("task_id", "gate"),
                                           ("subject", "subject"), ("run_id", "run"))),
@@ -301,6 +307,7 @@ white-space:nowrap}
 td{border-bottom:1px solid var(--border);padding:5px 8px;vertical-align:top}
 tbody tr:hover{background:var(--row)}.num{text-align:right;font-variant-numeric:tabular-nums}
 details summary{cursor:pointer;color:var(--brand);margin:4px 0}
+td.why{min-width:22em;overflow-wrap:anywhere;white-space:normal}td.nw{white-space:nowrap}
 .flow table{font-size:12px}.flow th,.flow td{padding:3px 6px}.flow th{white-space:normal}
 """
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import html
 import re
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from mirror_core.config.loader import load_config, parse_text
 from mirror_core.devcluster.local_cluster import free_port
-from mirror_core.state.models import DrDrill, DriftEvent, Failover
+from mirror_core.state.models import DrDrill, DriftEvent, Failover, FlowInstance
 from mirror_core.state.store import StateStore
 from tests.kafka_harness import create_topic, write_config
 
@@ -201,3 +202,74 @@ def test_runbook_documents_the_summary_fields(tmp_path: Path, auth_headers: dict
     flows_row = next(r for r in table.splitlines() if r.startswith("| `flows[]`"))
     for name in FlowView.__dataclass_fields__:
         assert f"`{name}`" in flows_row or f"`{name}[]`" in flows_row, name
+
+
+PAUSE = ("source cluster dc1: record batch at offsets 40-79 (1234 bytes) is damaged: its CRC32C does not match. "
+         "Make a replica the leader, then `mirror-core partitions resume --flow dc1->dc2 --topic orders "
+         "--partition 0 --reason \"leader moved\"` or `mirror-core partitions skip ... --offsets 40-79`")
+
+
+def test_paused_partitions_and_partition_actions(tmp_path: Path, auth_headers: dict[str, str]) -> None:
+    """What the live instances report paused, and why (escaped, whole), with a pending action beside it; the
+    history of the actions with their outcome; both in the JSON; a paused partition needs attention."""
+    from mirror_airflow.status_app import create_app
+
+    store = StateStore(f"sqlite:///{tmp_path / 's.db'}")
+    store.migrate()
+    skip = store.request_partition_action("dc1->dc2", "orders", 1, "skip", "alice", "CRC <mismatch> at 40", 40, 79)
+    store.complete_partition_action(skip.id, "m-0", "skipped offsets 40-79 of orders[1]", ok=True)
+    bad = store.request_partition_action("dc1->dc2", "orders", 2, "skip", "bob", "wrong range", 10, 12)
+    store.complete_partition_action(bad.id, "m-0", "refused: offsets 10-12 are not the damaged batch", ok=False)
+    resume = store.request_partition_action("dc1->dc2", "orders", 0, "resume", "carol", "leader moved")
+    store.report_flow_states("m-0", {"dc1->dc2": "running"},
+                             paused={"dc1->dc2": [{"topic": "orders", "partition": 0, "reason": PAUSE}]})
+    store.report_flow_states("m-gone", {"dc1->dc2": "stopped"},
+                             paused={"dc1->dc2": [{"topic": "orders", "partition": 9, "reason": "old news"}]})
+    with store.session() as s:  # an instance that stopped reporting: its pauses are not shown
+        gone = s.get(FlowInstance, ("m-gone", "dc1->dc2"))
+        assert gone is not None
+        gone.seen_at = datetime.now(UTC) - timedelta(minutes=5)
+
+    client = TestClient(create_app(store, with_lag=False), headers=auth_headers)
+    data = client.get("/api/summary").json()
+    [paused] = data["paused_partitions"]
+    assert {k: paused[k] for k in ("flow", "topic", "partition", "reason", "instance")} == {
+        "flow": "dc1->dc2", "topic": "orders", "partition": 0, "reason": PAUSE, "instance": "m-0"}
+    assert paused["since"] and paused["seen_at"]
+    assert paused["pending_action"] == {"id": resume.id, "action": "resume", "offsets": "", "requested_by": "carol",
+                                        "requested_at": resume.requested_at.isoformat(timespec="seconds")}
+    actions = data["partition_actions"]
+    assert [(a["id"], a["action"], a["offsets"], a["status"]) for a in actions] == [
+        (resume.id, "resume", "", "pending"), (bad.id, "skip", "10-12", "failed"),
+        (skip.id, "skip", "40-79", "applied")]
+    assert actions[2]["outcome"] == "skipped offsets 40-79 of orders[1]" and actions[2]["applied_by"] == "m-0"
+    assert ("critical", "1 partition paused", f"orders[0]: {PAUSE}", "dc1->dc2") in {
+        (a["severity"], a["what"], a["detail"], a["flow"]) for a in data["attention"]}
+
+    page = client.get("/").text
+    paused_html = page.split("id='paused-partitions'", 1)[1].split("</section>", 1)[0]
+    assert "Paused partitions (1)" in paused_html and "orders[0]" in paused_html and "m-0" in paused_html
+    assert html.escape(PAUSE) in paused_html and "`mirror-core partitions resume" in paused_html
+    assert "&quot;leader moved&quot;" in paused_html and "dc1-&gt;dc2" in paused_html
+    assert "pending" in paused_html and "carol" in paused_html and "old news" not in page
+    actions_html = page.split("id='partition-actions'", 1)[1].split("</section>", 1)[0]
+    for text in ("40-79", "alice", "CRC &lt;mismatch&gt; at 40", "applied", "failed", "refused: offsets 10-12",
+                 "leader moved", "pending"):
+        assert text in actions_html, text
+    assert "<mismatch>" not in page
+
+
+def test_no_paused_partition_and_no_action_is_said_in_a_line(tmp_path: Path, auth_headers: dict[str, str]) -> None:
+    from mirror_airflow.status_app import create_app
+
+    store = StateStore(f"sqlite:///{tmp_path / 's.db'}")
+    store.migrate()
+    store.report_flow_states("m-0", {"dc1->dc2": "running"})  # as instances report without pauses
+    client = TestClient(create_app(store, with_lag=False), headers=auth_headers)
+    data = client.get("/api/summary").json()
+    assert data["paused_partitions"] == [] and data["partition_actions"] == []
+    assert not [a for a in data["attention"] if "paused" in a["what"]]
+    page = client.get("/").text
+    assert "Nothing paused: no live mirror instance reports a paused partition." in page
+    assert "id='partition-actions'" not in page
+    assert "partition actions" in page.split("Nothing recorded yet:", 1)[1]

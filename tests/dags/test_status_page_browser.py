@@ -137,6 +137,15 @@ def test_status_page_in_a_browser(dc1: str, dc2: str, name: str, tmp_path: Path,
             assert re.search(r"\d\d:\d\d:\d\d UTC\s+—\s+—\s+failover\s+primary->backup\s+planned\s+done\s+carol",
                              failovers), failovers
 
+            # A paused partition an instance reports: the reason is shown whole (quotes and backticks as is).
+            why = (f"source cluster primary: record batch at offsets 40-79 (1234 bytes) of {name}.orders[1] is "
+                   "damaged: `mirror-core partitions skip --flow primary->backup --offsets 40-79 --reason \"x\"`")
+            store.report_flow_states("page-mirror-9", {"primary->backup": "running"}, paused={
+                "primary->backup": [{"topic": f"{name}.orders", "partition": 1, "reason": why}]})
+            wait_until(lambda: why in browser.execute_script(
+                "const s = document.getElementById('paused-partitions'); return s ? s.innerText : ''"),
+                15, what="the paused partition's reason")
+
             # A burst: some sample sees it replicated (throughput) and the lag is back to 0.
             produce_sequence(dc1, f"{name}.orders", 3, 30_000, start=RECORDS)
 

@@ -305,3 +305,81 @@ class PartitionActionRecord:
         if self.first_offset == self.last_offset:
             return str(self.first_offset)
         return f"{self.first_offset}-{self.last_offset}"
+
+
+class TopicControl(Base):
+    """An operator's desired control of part of a flow, applied by every mirror instance running it:
+    ``pause`` a source topic (``partition`` NULL) or one partition of it; ``limit`` the bytes per second
+    copied for the whole flow (``topic`` NULL) or one topic (``limit_bytes_per_s``). Who, when and why it
+    was set and cleared. Active while ``cleared_at`` is NULL.
+
+    Invariant: at most one active row per (flow, kind, scope) — a partial unique index over ``scope``
+    (``""`` the whole flow, ``orders`` a topic, ``orders[3]`` a partition: never NULL, so the index holds
+    where topic or partition are), also against two operators changing the same thing at once."""
+
+    __tablename__ = "topic_controls"
+    __table_args__ = (
+        Index("ix_topic_controls_flow_cleared_at", "flow", "cleared_at"),
+        Index("uq_topic_controls_active", "flow", "kind", "scope", unique=True,
+              sqlite_where=text("cleared_at IS NULL"), postgresql_where=text("cleared_at IS NULL")),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    flow: Mapped[str] = mapped_column(String(300))
+    kind: Mapped[str] = mapped_column(String(16))  # pause | limit
+    topic: Mapped[str | None] = mapped_column(String(300))  # None: the whole flow ("limit" only)
+    partition: Mapped[int | None] = mapped_column(Integer)  # None: the whole topic; set for "pause" only
+    scope: Mapped[str] = mapped_column(String(320))  # "" | topic | topic[partition]: the unique key
+    limit_bytes_per_s: Mapped[int | None] = mapped_column(BigInteger)  # "limit" only, > 0
+    reason: Mapped[str] = mapped_column(Text)
+    set_by: Mapped[str] = mapped_column(String(250))
+    set_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    cleared_by: Mapped[str | None] = mapped_column(String(250))
+    cleared_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    clear_reason: Mapped[str | None] = mapped_column(Text)
+
+    def record(self) -> TopicControlRecord:
+        return TopicControlRecord(
+            id=self.id, flow=self.flow, kind=self.kind, topic=self.topic, partition=self.partition,
+            limit_bytes_per_s=self.limit_bytes_per_s, reason=self.reason, set_by=self.set_by,
+            set_at=aware(self.set_at), cleared_by=self.cleared_by,
+            cleared_at=aware(self.cleared_at) if self.cleared_at is not None else None,
+            clear_reason=self.clear_reason)
+
+
+@dataclass(frozen=True)
+class TopicControlRecord:
+    """A :class:`TopicControl` as a plain value (times timezone-aware, UTC)."""
+
+    id: int
+    flow: str
+    kind: str  # pause | limit
+    topic: str | None  # None: the whole flow (a limit)
+    partition: int | None  # None: the whole topic
+    limit_bytes_per_s: int | None  # a limit's bytes per second; None for a pause
+    reason: str
+    set_by: str
+    set_at: datetime
+    cleared_by: str | None
+    cleared_at: datetime | None
+    clear_reason: str | None
+
+    @property
+    def active(self) -> bool:
+        return self.cleared_at is None
+
+    @property
+    def scope(self) -> str:
+        """``orders[3]``, ``orders``, or ``""`` for the whole flow."""
+        return control_scope(self.topic, self.partition)
+
+    @property
+    def where(self) -> str:
+        """``dc1->dc2 orders[3]``, ``dc1->dc2 orders``, ``dc1->dc2 (whole flow)``"""
+        return f"{self.flow} {self.scope or '(whole flow)'}"
+
+
+def control_scope(topic: str | None, partition: int | None) -> str:
+    """The key a :class:`TopicControl` is unique on within its flow and kind."""
+    if topic is None:
+        return ""
+    return topic if partition is None else f"{topic}[{partition}]"

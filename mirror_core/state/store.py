@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from mirror_core.config.model import MirrorConfig
+from mirror_core.state import topic_controls as tc
 from mirror_core.state.errors import StateStoreError
 from mirror_core.state.models import (
     ActiveCluster,
@@ -34,6 +35,9 @@ from mirror_core.state.models import (
     PausedPartition,
     ReconciliationReport,
     SyncRun,
+    TopicControl,
+    TopicControlRecord,
+    control_scope,
     utcnow,
 )
 
@@ -377,6 +381,117 @@ class StateStore:
             if flow:
                 q = q.where(PartitionAction.flow == flow)
             return [r.record() for r in s.scalars(q)]
+
+    # -- operators' topic controls: pauses and bandwidth limits ----------------------------------------
+    def pause_topic(self, flow: str, topic: str, set_by: str, reason: str,
+                    partition: int | None = None) -> TopicControlRecord:
+        """Ask every mirror instance running ``flow`` to stop copying source ``topic`` (or only its
+        ``partition``) until resumed. Refused (one line, nothing written) if that exact scope is paused
+        already, also when two operators pause it at once (the active index is unique)."""
+        tc.check("pause", flow, topic, partition, set_by, reason)
+        row = TopicControl(flow=flow, kind="pause", topic=topic, partition=partition,
+                           scope=control_scope(topic, partition), reason=tc.one_line(reason),
+                           set_by=set_by.strip(), set_at=utcnow())
+        try:
+            with self.session() as s:
+                current = s.scalars(tc.active_on(flow, "pause", topic, partition)).first()
+                if current is not None:
+                    raise tc.already_paused(current.record())
+                s.add(row)
+                s.flush()
+                return row.record()
+        except IntegrityError as exc:  # a concurrent pause came first
+            with self.session() as s:
+                current = s.scalars(tc.active_on(flow, "pause", topic, partition)).first()
+            if current is None:
+                raise tc.refusal("pause", tc.where(flow, topic, partition), str(exc.orig)) from exc
+            raise tc.already_paused(current.record()) from None
+
+    def resume_topic(self, flow: str, topic: str, cleared_by: str, reason: str,
+                     partition: int | None = None) -> TopicControlRecord:
+        """Clear the operator's pause of exactly this scope (the cleared record is returned); refused if
+        there is none (an automatic pause is resumed through :meth:`request_partition_action`)."""
+        tc.check("resume", flow, topic, partition, cleared_by, reason)
+        return self._clear_control("resume", flow, "pause", topic, partition, cleared_by, reason)
+
+    def limit_bandwidth(self, flow: str, set_by: str, reason: str, bytes_per_s: int,
+                        topic: str | None = None) -> TopicControlRecord:
+        """Limit the bytes per second copied for ``flow`` (``topic`` None) or one source topic of it, across
+        all its processes; an active limit of the same scope is replaced in the same transaction."""
+        tc.check("limit", flow, topic, None, set_by, reason, bytes_per_s, needs_rate=True)
+        at = tc.where(flow, topic, None)
+        now = utcnow()
+        row = TopicControl(flow=flow, kind="limit", topic=topic, partition=None, scope=control_scope(topic, None),
+                           limit_bytes_per_s=bytes_per_s, reason=tc.one_line(reason), set_by=set_by.strip(),
+                           set_at=now)
+        try:
+            with self.session() as s:
+                current = s.scalars(tc.active_on(flow, "limit", topic, None)).first()
+                if current is not None and not self._cleared(
+                        s, current.id, set_by, f"replaced by {bytes_per_s} bytes/s: {reason}", now):
+                    raise tc.changed_meanwhile("limit", at, self._active_record(s, flow, "limit", topic, None))
+                s.add(row)
+                s.flush()
+                return row.record()
+        except IntegrityError as exc:  # a concurrent limit came first
+            with self.session() as s:
+                winner = self._active_record(s, flow, "limit", topic, None)
+            if winner is None:
+                raise tc.refusal("limit", at, str(exc.orig)) from exc
+            raise tc.changed_meanwhile("limit", at, winner) from None
+
+    def unlimit_bandwidth(self, flow: str, cleared_by: str, reason: str,
+                          topic: str | None = None) -> TopicControlRecord:
+        """Lift the bandwidth limit of ``flow`` (``topic`` None) or of one topic (the cleared record is
+        returned); refused if there is none."""
+        tc.check("unlimit", flow, topic, None, cleared_by, reason)
+        return self._clear_control("unlimit", flow, "limit", topic, None, cleared_by, reason)
+
+    def active_topic_controls(self, flows: Iterable[str]) -> list[TopicControlRecord]:
+        """The active pauses and limits of ``flows`` (what the mirrors must apply), by flow, kind and scope."""
+        names = list(flows)
+        if not names:
+            return []
+        with self.session() as s:
+            q = (select(TopicControl).where(TopicControl.flow.in_(names), TopicControl.cleared_at.is_(None))
+                 .order_by(TopicControl.flow, TopicControl.kind, TopicControl.scope))
+            return [r.record() for r in s.scalars(q)]
+
+    def topic_control_history(self, flow: str | None = None, limit: int = 100) -> list[TopicControlRecord]:
+        """Every control set (of ``flow``, if given), active or cleared, newest first."""
+        with self.session() as s:
+            q = select(TopicControl).order_by(desc(TopicControl.id)).limit(limit)
+            if flow:
+                q = q.where(TopicControl.flow == flow)
+            return [r.record() for r in s.scalars(q)]
+
+    def _clear_control(self, verb: str, flow: str, kind: str, topic: str | None, partition: int | None,
+                       cleared_by: str, reason: str) -> TopicControlRecord:
+        at = tc.where(flow, topic, partition)
+        nothing = tc.not_paused if kind == "pause" else tc.not_limited
+        with self.session() as s:
+            current = s.scalars(tc.active_on(flow, kind, topic, partition)).first()
+            if current is None:
+                raise nothing(at)
+            if not self._cleared(s, current.id, cleared_by, reason, utcnow()):  # another operator came first
+                s.expire_all()
+                raise nothing(at, s.get_one(TopicControl, current.id).record())
+            s.refresh(current)
+            return current.record()
+
+    @staticmethod
+    def _cleared(s: Session, control_id: int, who: str, reason: str, at: datetime) -> bool:
+        """Clear an active control: False if it was no longer active (cleared concurrently)."""
+        q = (update(TopicControl).where(TopicControl.id == control_id, TopicControl.cleared_at.is_(None))
+             .values(cleared_at=at, cleared_by=who.strip(), clear_reason=tc.one_line(reason))
+             .execution_options(synchronize_session=False))
+        return bool(s.execute(q).rowcount == 1)  # type: ignore[attr-defined]
+
+    @staticmethod
+    def _active_record(s: Session, flow: str, kind: str, topic: str | None,
+                       partition: int | None) -> TopicControlRecord | None:
+        row = s.scalars(tc.active_on(flow, kind, topic, partition)).first()
+        return row.record() if row is not None else None
 
 
 def _paused_entries(reported: list[dict[str, Any]], before: list[Any] | None,

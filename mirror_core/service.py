@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import signal
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +21,8 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from mirror_core import gc_tuning
+from mirror_core.config import reload
+from mirror_core.config.loader import load_config
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.metrics import Metrics
 from mirror_core.offsets.checkpoints import CheckpointEmitter
@@ -116,6 +119,7 @@ class Service:
         self._state_db = state_db
         self._control_interval_s = control_interval_s
         self._control: threading.Thread | None = None
+        self._reload = threading.Event()  # SIGHUP: read the filters from the file again
         self._state: Any = None
         self._http: ThreadingHTTPServer | None = None
         self._metrics_addr = (metrics_host, metrics_port) if metrics_port is not None else None
@@ -179,6 +183,8 @@ class Service:
         if self._state_db:
             self._control = threading.Thread(target=self._control_loop, name="control", daemon=True)
             self._control.start()
+        if self.config.source_path is not None:
+            threading.Thread(target=self._watch_config, name="config-watch", daemon=True).start()
 
     def _defaults(self) -> dict[str, str]:
         return {name: "running" if name in self._enabled else "stopped" for name in self.runners}
@@ -253,6 +259,57 @@ class Service:
             for outcome in replicator.operator.outcomes():
                 store.complete_partition_action(outcome.id, self.instance, outcome.line, outcome.ok)
 
+    # -- configuration reload ------------------------------------------------------------------------
+    def reload_config(self) -> None:
+        """Take the flows' filters from the configuration file again (config/reload.py): applied at once, each flow
+        discovering its topics again within seconds; anything else changed is named and waits for a restart. A
+        file that does not load changes nothing."""
+        path = self.config.source_path
+        if path is None:
+            return
+        try:
+            fresh = load_config(path)
+        except Exception as exc:  # (any: a half-written file must never stop the flows)
+            log.error("configuration %s not reloaded: %s; the flows keep their filters", path, exc)
+            return
+        apply, later = reload.changes(self.config, fresh)
+        for change in apply:
+            line = change.describe()
+            change.apply()
+            runner = self.runners.get(change.flow.name)
+            replicator = runner.replicator if runner is not None else None
+            if replicator is not None:
+                replicator.refresh_topics_soon()
+            log.info("configuration reloaded: %s (a topic no longer matched stops with its progress kept; a new one "
+                     "starts at the flow's start position)", line)
+        for line in later:
+            log.warning("configuration reloaded: %s", line)
+        if not apply and not later:
+            log.info("configuration %s reloaded: nothing changed", path)
+
+    def _watch_config(self) -> None:
+        """Reload on SIGHUP or when the file's modification time or size changes (checked every second)."""
+        path = self.config.source_path
+        assert path is not None
+
+        def stamp() -> tuple[float, int] | None:
+            try:
+                st = os.stat(path)
+                return st.st_mtime, st.st_size
+            except OSError:
+                return None
+
+        last = stamp()
+        while not self.stop_event.is_set():
+            asked = self._reload.wait(1.0)
+            if self.stop_event.is_set():
+                return
+            now = stamp()
+            if asked or (now is not None and now != last):
+                self._reload.clear()
+                last = now
+                self.reload_config()
+
     def request_stop(self, *_: object) -> None:
         if not self.stop_event.is_set():
             log.info("stopping: finishing in-flight records and committing progress")
@@ -280,6 +337,7 @@ class Service:
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGHUP, lambda signum, frame: self._reload.set())
         # Before the flows start: what is frozen is the start-up state, never a flow's (a replicator frozen
         # in a reference cycle would outlive a restart of its flow).
         gc_tuning.tune([f.batch_max_records for f in self.config.flows])

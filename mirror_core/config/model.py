@@ -88,6 +88,17 @@ class FlowConfig:
     data_path: str = "records"
     #: replication.max.in.flight.bytes: what the batches path holds in flight (its batches' bytes and bookkeeping)
     max_in_flight_bytes: int = IN_FLIGHT_BYTES
+    #: sync.topic.acls.*: converge topic and group ACLs on the source's (replication/acls.py, AclSync)
+    sync_topic_acls: bool = True
+    sync_topic_acls_interval_s: float = 600.0
+    #: mirror.principals: the mirror's own principals, besides what its client settings say
+    mirror_principals: tuple[str, ...] = ()
+    #: remote.topics.read.only: a DENY WRITE for User:* on every remote topic the flow owns
+    remote_topics_read_only: bool = False
+    #: sync.topic.deletions.*: a remote topic deleted after its source topic (topic_sync.py)
+    sync_topic_deletions: bool = False
+    sync_topic_deletions_grace_s: float = 86400.0
+    sync_topic_deletions_dry_run: bool = False
     consumer_overrides: Mapping[str, str] = field(default_factory=_frozen, repr=False)
     producer_overrides: Mapping[str, str] = field(default_factory=_frozen, repr=False)
 
@@ -114,6 +125,13 @@ class FlowConfig:
 
     def remote_topic(self, topic: str) -> str:
         return self.policy.format_remote_topic(self.source, topic)
+
+    def refilter(self, topics: NameFilter, groups: NameFilter) -> None:
+        """The one change a running flow's configuration takes: its topic and group filters, read again from its
+        file (config/reload.py). Whatever holds the flow reads them through it, so the topic discovery and the
+        checkpoint emitter follow at their next round."""
+        object.__setattr__(self, "topics", topics)
+        object.__setattr__(self, "groups", groups)
 
     def should_replicate(self, topic: str) -> bool:
         """MM2's rule: (filter or heartbeats) and not internal and not a cycle back to the target."""

@@ -114,6 +114,10 @@ class Assignment:
             ids = {}
         self._note_topic_ids(ids)
         for gone in sorted(self.subscribed - set(wanted)):
+            if not self.flow.should_replicate(gone):  # the filters changed (config/reload.py): not a loss
+                log.info("flow %s: topic %s no longer matches the flow's filters: it is no longer mirrored (its "
+                         "progress is kept: matched again, it goes on from there)", self.flow.name, gone)
+                continue
             if gone not in self.missing_topics:
                 self.missing_topics[gone] = time.time()
                 self.metrics.errors.labels(self._lbl, "source_topic_missing").inc()

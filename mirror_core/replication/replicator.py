@@ -111,6 +111,7 @@ class FlowReplicator:
         self.operator = OperatorActions(flow.name)
         #: operators' pauses and bandwidth limits, set by the service's control loop
         self.controls = RuntimeControls(flow.name, metrics)
+        self._refresh_soon = False  # the flow's filters changed (another thread): discover its topics again
         #: why another process with this process's --instance-id kept the flow (None: none did)
         self.fenced: str | None = None
         #: how long the last run of the pipeline copied before it ended (None: it never began copying)
@@ -188,6 +189,10 @@ class FlowReplicator:
         log.log(level, "%s%.0fs", says, delay, exc_info=exc_info)
         self._close(graceful=False)
         self.stop.wait(delay)
+
+    def refresh_topics_soon(self) -> None:
+        """The flow's topic filter changed: its topics are discovered again at the loop's next pass (any thread)."""
+        self._refresh_soon = True
 
     def status(self) -> dict[str, Any]:
         """A snapshot for the /status endpoint (safe to call from another thread). Reachability and how long
@@ -324,7 +329,8 @@ class FlowReplicator:
         try:
             while not self.stop.is_set():
                 now = time.monotonic()
-                if now >= assignment.next_refresh:
+                if now >= assignment.next_refresh or self._refresh_soon:
+                    self._refresh_soon = False
                     assignment.refresh(now, on_topics)
                 if heartbeats is not None:
                     self._emit_heartbeat(heartbeats, now, src)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -160,6 +162,20 @@ class Failover(Base):
             return None
         return round((aware(self.finished_at) - aware(self.triggered_at)).total_seconds(), 1)
 
+    @property
+    def rto_from_approval_seconds(self) -> float | None:
+        """From the approval to the end of a completed workflow (the time a human took is not in it)."""
+        if self.status != "done" or self.finished_at is None or self.approved_at is None:
+            return None
+        return round((aware(self.finished_at) - aware(self.approved_at)).total_seconds(), 1)
+
+    @property
+    def rpo_measured(self) -> int | None:
+        """Records on the old primary not on the standby when the forward flow stopped (None: not measured,
+        e.g. the primary was unreachable at the switch); the estimate at approval is ``details["rpo_records"]``."""
+        value = (self.details or {}).get("rpo_measured")
+        return value if isinstance(value, int) else None
+
 
 class ActiveCluster(Base):
     """Which cluster an application alias uses now; changed only by failover/failback/cutover."""
@@ -305,6 +321,88 @@ class PartitionActionRecord:
         if self.first_offset == self.last_offset:
             return str(self.first_offset)
         return f"{self.first_offset}-{self.last_offset}"
+
+
+def plan_digest(plan: Any) -> str:
+    """sha256 of the plan as canonical JSON (keys sorted, no spaces, UTF-8): what an approver approves."""
+    canonical = json.dumps(plan, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class BoundPlan(Base):
+    """The plan a failover, failback or cutover run assessed, bound to its run: the later steps read it from
+    here (never from an XCom) and run it only if its digest is the one the approvers approved.
+
+    Invariant: ``digest == plan_digest(plan)``, written once at assessment (one row per DAG run)."""
+
+    __tablename__ = "bound_plans"
+    __table_args__ = (UniqueConstraint("dag_id", "run_id", name="uq_bound_plans_run"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dag_id: Mapped[str] = mapped_column(String(250))
+    run_id: Mapped[str] = mapped_column(String(250))
+    kind: Mapped[str] = mapped_column(String(16))  # failover | failback | cutover
+    record_id: Mapped[int] = mapped_column(Integer)  # failovers.id or cutovers.id
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON)
+    digest: Mapped[str] = mapped_column(String(64))
+    triggered_by: Mapped[str | None] = mapped_column(String(250))  # the Airflow user id who triggered the run
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class PlanApproval(Base):
+    """One gate of a bound plan: the digest it showed (``asked_at``), then who answered what and when.
+    ``refused``: the one-line reason the answer was not accepted (a self-approval, a changed plan)."""
+
+    __tablename__ = "plan_approvals"
+    __table_args__ = (UniqueConstraint("plan_id", "gate", name="uq_plan_approvals_gate"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    plan_id: Mapped[int] = mapped_column(ForeignKey("bound_plans.id", ondelete="CASCADE"), index=True)
+    gate: Mapped[str] = mapped_column(String(250))  # the gate's task id
+    digest: Mapped[str] = mapped_column(String(64))  # the plan digest the gate showed
+    asked_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    chosen: Mapped[str | None] = mapped_column(Text)
+    approver_id: Mapped[str | None] = mapped_column(String(250))  # the Airflow user id
+    approver_name: Mapped[str | None] = mapped_column(String(250))  # its display name, beside it
+    answered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    refused: Mapped[str | None] = mapped_column(Text)
+
+
+@dataclass(frozen=True)
+class GateAnswer:
+    """A :class:`PlanApproval` as a plain value (times timezone-aware, UTC)."""
+
+    gate: str
+    digest: str
+    chosen: str | None
+    approver_id: str | None
+    approver_name: str | None
+    answered_at: datetime | None
+    refused: str | None
+
+    @property
+    def approver(self) -> str:
+        """``dana (Dana Scully)``: the user id, the display name beside it when it differs."""
+        who = self.approver_id or "nobody"
+        return f"{who} ({self.approver_name})" if self.approver_name and self.approver_name != who else who
+
+
+@dataclass(frozen=True)
+class BoundPlanRecord:
+    """A :class:`BoundPlan` and its gates' answers as plain values."""
+
+    dag_id: str
+    run_id: str
+    kind: str
+    record_id: int
+    plan: dict[str, Any]
+    digest: str
+    triggered_by: str | None
+    created_at: datetime
+    gates: dict[str, GateAnswer]
+
+    @property
+    def intact(self) -> bool:
+        """The stored plan still hashes to the digest recorded with it."""
+        return plan_digest(self.plan) == self.digest
 
 
 class TopicControl(Base):

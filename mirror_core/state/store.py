@@ -22,6 +22,8 @@ from mirror_core.state.errors import StateStoreError
 from mirror_core.state.models import (
     ActiveCluster,
     ActiveClusterChange,
+    BoundPlan,
+    BoundPlanRecord,
     Cluster,
     Cutover,
     DrDrill,
@@ -30,14 +32,17 @@ from mirror_core.state.models import (
     Flow,
     FlowControl,
     FlowInstance,
+    GateAnswer,
     PartitionAction,
     PartitionActionRecord,
     PausedPartition,
+    PlanApproval,
     ReconciliationReport,
     SyncRun,
     TopicControl,
     TopicControlRecord,
     control_scope,
+    plan_digest,
     utcnow,
 )
 
@@ -286,6 +291,92 @@ class StateStore:
     def cutovers(self, limit: int = 20) -> list[Cutover]:
         with self.session() as s:
             return list(s.scalars(select(Cutover).order_by(desc(Cutover.id)).limit(limit)))
+
+    def failover_record(self, failover_id: int) -> Failover | None:
+        with self.session() as s:
+            return s.get(Failover, failover_id)
+
+    def cutover_record(self, cutover_id: int) -> Cutover | None:
+        with self.session() as s:
+            return s.get(Cutover, cutover_id)
+
+    def note_failover(self, failover_id: int, **details: Any) -> None:
+        """Merge ``details`` into a failover/failback record as a step finishes (its status unchanged)."""
+        with self.session() as s:
+            row = s.get(Failover, failover_id, with_for_update=True)
+            if row is None:
+                raise StateStoreError(f"no failover record {failover_id}")
+            row.details = {**row.details, **details}
+
+    def note_cutover(self, cutover_id: int, **details: Any) -> None:
+        """Merge ``details`` into a cutover record as a step finishes (its status unchanged)."""
+        with self.session() as s:
+            row = s.get(Cutover, cutover_id, with_for_update=True)
+            if row is None:
+                raise StateStoreError(f"no cutover record {cutover_id}")
+            row.details = {**row.details, **details}
+
+    # -- bound plans: what was approved is what runs ----------------------------------------------------
+    def bind_plan(self, dag_id: str, run_id: str, kind: str, record_id: int, plan: dict[str, Any],
+                  triggered_by: str | None) -> BoundPlanRecord:
+        """Write the plan a run assessed with its digest (once per run: a second one is refused)."""
+        digest = plan_digest(plan)
+        try:
+            with self.session() as s:
+                s.add(BoundPlan(dag_id=dag_id, run_id=run_id, kind=kind, record_id=record_id, plan=plan,
+                                digest=digest, triggered_by=triggered_by, created_at=utcnow()))
+        except IntegrityError:
+            raise StateStoreError(f"{dag_id} run {run_id} has a plan bound already: a run assesses once; "
+                                  "trigger a new run") from None
+        bound = self.bound_plan(dag_id, run_id)
+        assert bound is not None
+        return bound
+
+    def bound_plan(self, dag_id: str, run_id: str) -> BoundPlanRecord | None:
+        """The plan bound to a run and its gates' answers (None: the run bound none)."""
+        with self.session() as s:
+            row = s.scalars(select(BoundPlan).where(BoundPlan.dag_id == dag_id, BoundPlan.run_id == run_id)).first()
+            if row is None:
+                return None
+            gates = {a.gate: GateAnswer(a.gate, a.digest, a.chosen, a.approver_id, a.approver_name,
+                                        _aware(a.answered_at) if a.answered_at else None, a.refused)
+                     for a in s.scalars(select(PlanApproval).where(PlanApproval.plan_id == row.id))}
+            return BoundPlanRecord(row.dag_id, row.run_id, row.kind, row.record_id, dict(row.plan), row.digest,
+                                   row.triggered_by, _aware(row.created_at), gates)
+
+    def ask_gate(self, dag_id: str, run_id: str, gate: str, digest: str) -> None:
+        """A gate of the run shows the plan with ``digest`` (asked again: the newer digest is kept)."""
+        with self.session() as s:
+            plan = s.scalars(select(BoundPlan).where(BoundPlan.dag_id == dag_id, BoundPlan.run_id == run_id)).first()
+            if plan is None:
+                raise StateStoreError(f"{dag_id} run {run_id} has no bound plan: its assessment did not record one")
+            row = s.scalars(select(PlanApproval).where(PlanApproval.plan_id == plan.id,
+                                                       PlanApproval.gate == gate)).first()
+            if row is None:
+                s.add(PlanApproval(plan_id=plan.id, gate=gate, digest=digest, asked_at=utcnow()))
+            elif row.answered_at is None:
+                row.digest, row.asked_at = digest, utcnow()
+            else:
+                raise StateStoreError(f"gate {gate} of {dag_id} run {run_id} was answered already")
+
+    def answer_gate(self, dag_id: str, run_id: str, gate: str, chosen: str | None, approver_id: str | None,
+                    approver_name: str | None, answered_at: datetime | None, refused: str | None = None) -> GateAnswer:
+        """Record who answered a gate (user id and display name), what and when; ``refused``: why the answer
+        was not accepted. A gate is answered once."""
+        with self.session() as s:
+            plan = s.scalars(select(BoundPlan).where(BoundPlan.dag_id == dag_id, BoundPlan.run_id == run_id)).first()
+            row = None if plan is None else s.scalars(
+                select(PlanApproval).where(PlanApproval.plan_id == plan.id, PlanApproval.gate == gate)
+                .with_for_update()).first()
+            if row is None:
+                raise StateStoreError(f"gate {gate} of {dag_id} run {run_id} was never asked with a bound plan")
+            if row.answered_at is not None:
+                raise StateStoreError(f"gate {gate} of {dag_id} run {run_id} was answered already (by "
+                                      f"{row.approver_id}); an answer is recorded once")
+            row.chosen, row.approver_id, row.approver_name = chosen, approver_id, approver_name
+            row.answered_at, row.refused = answered_at or utcnow(), refused
+            return GateAnswer(row.gate, row.digest, chosen, approver_id, approver_name, _aware(row.answered_at),
+                              refused)
 
     # -- checkpoint reconciliation ------------------------------------------------------------------
     def last_reconciliation(self, flow: str, status: str | None = "ok") -> ReconciliationReport | None:

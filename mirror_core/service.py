@@ -234,7 +234,8 @@ class Service:
             if self.stop_event.is_set():
                 return
             try:
-                store.report_flow_states(self.instance, {n: r.state for n, r in self.runners.items()})
+                store.report_flow_states(self.instance, {n: r.state for n, r in self.runners.items()},
+                                         self._paused_partitions())
             except Exception as exc:
                 log.warning("control plane: could not report flow states: %s", exc)
             try:
@@ -243,6 +244,12 @@ class Service:
                 log.warning("control plane: operators' partition actions not read: %s", exc)
             if self.stop_event.wait(self._control_interval_s):
                 return
+
+    def _paused_partitions(self) -> dict[str, list[dict[str, Any]]]:
+        """Each running flow's paused partitions and why, for the status page (from the flows' /status)."""
+        return {name: [{"topic": p["topic"], "partition": p["partition"], "reason": p["paused"]}
+                       for p in runner.status().get("partitions", []) if p.get("paused")]
+                for name, runner in self.runners.items() if runner.replicator is not None}
 
     def _partition_actions(self, store: Any) -> None:
         """Hand each running flow the operators' pending resumes and skips (replication/damage.py), and record

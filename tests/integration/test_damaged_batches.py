@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from mirror_core.state.store import StateStore
 from tests.integration.conftest import flow_lines
 from tests.kafka_harness import REPO, create_topic, metric, mirror_env, producer, read_all, wait_until
 
@@ -87,6 +88,9 @@ def test_a_damaged_source_batch_pauses_its_partition_and_a_recorded_skip_goes_pa
         assert "mirror-core partitions skip" in reasons[part], reasons[part]
         assert (metric(m, "mirror_damaged_batches_total", topic=topic, partition=str(part)) or 0) >= 1
     assert f"{topic}[0] paused: source cluster dc1" in m.log()
+    # The status page reads them from the state store, as the instance reports them.
+    wait_until(lambda: {(q.topic, q.partition) for q in StateStore(db).paused_partitions()} ==
+               {(topic, part) for part in DAMAGE}, 30, what="the paused partitions reported to the store")
 
     # The intact partition is copied whole and goes on; the damaged ones hold exactly what precedes the damage.
     p.produce(topic, value=b"3-late", partition=3)

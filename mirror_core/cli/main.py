@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from mirror_core import __version__
 from mirror_core.cli.common import EXIT_CONFIG, flow_names, load_logged, log
+from mirror_core.cli.control import add_control_parser
 from mirror_core.cli.partitions import add_partitions_parser
 from mirror_core.cli.tools import cmd_clusters, cmd_offsets, cmd_topics
 from mirror_core.config.errors import ConfigError
@@ -261,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     cl.set_defaults(func=cmd_clusters)
 
     add_partitions_parser(sub)
+    add_control_parser(sub)
 
     dev = sub.add_parser("dev", help="local single-node KRaft clusters for development")
     dev.add_argument("action", choices=("up", "down", "status", "fetch"))

@@ -13,18 +13,9 @@ import sys
 from typing import Any
 
 from mirror_core.cli.common import EXIT_CONFIG, flow_names, load_logged
+from mirror_core.workflows.topic_control import parse_offsets
 
 _FLOW = re.compile(r"[A-Za-z0-9_\-]+->[A-Za-z0-9_\-]+")  # cluster aliases as the config allows them
-_OFFSETS = re.compile(r"(\d+)(?:-(\d+))?")
-
-
-def parse_offsets(text: str) -> tuple[int, int] | None:
-    """``3061-3263`` (inclusive) or ``3061`` -> (first, last); None if it is neither."""
-    m = _OFFSETS.fullmatch(text.strip())
-    if m is None:
-        return None
-    first = int(m.group(1))
-    return first, int(m.group(2)) if m.group(2) is not None else first
 
 
 def _refuse(args: argparse.Namespace, message: str) -> int:

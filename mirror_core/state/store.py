@@ -538,14 +538,17 @@ class StateStore:
         tc.check("unlimit", flow, topic, None, cleared_by, reason)
         return self._clear_control("unlimit", flow, "limit", topic, None, cleared_by, reason)
 
-    def active_topic_controls(self, flows: Iterable[str]) -> list[TopicControlRecord]:
-        """The active pauses and limits of ``flows`` (what the mirrors must apply), by flow, kind and scope."""
-        names = list(flows)
-        if not names:
+    def active_topic_controls(self, flows: Iterable[str] | None) -> list[TopicControlRecord]:
+        """The active pauses and limits of ``flows`` (None: of every flow) — what the mirrors must apply — by
+        flow, kind and scope."""
+        names = list(flows) if flows is not None else None
+        if names == []:
             return []
+        q = (select(TopicControl).where(TopicControl.cleared_at.is_(None))
+             .order_by(TopicControl.flow, TopicControl.kind, TopicControl.scope))
+        if names is not None:
+            q = q.where(TopicControl.flow.in_(names))
         with self.session() as s:
-            q = (select(TopicControl).where(TopicControl.flow.in_(names), TopicControl.cleared_at.is_(None))
-                 .order_by(TopicControl.flow, TopicControl.kind, TopicControl.scope))
             return [r.record() for r in s.scalars(q)]
 
     def topic_control_history(self, flow: str | None = None, limit: int = 100) -> list[TopicControlRecord]:

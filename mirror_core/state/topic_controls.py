@@ -96,3 +96,12 @@ def changed_meanwhile(verb: str, at: str, now: TopicControlRecord | None) -> Sta
     state = describe(now) if now is not None else "changed"
     return refusal(verb, at, f"another operator changed it at the same moment: it is now {state}; check "
                              "`mirror-core control list` and retry if still needed")
+
+
+def control_json(c: TopicControlRecord) -> dict[str, object]:
+    """A control as JSON (the CLI's ``--json``, the status page's API): times ISO 8601, UTC."""
+    return {"id": c.id, "flow": c.flow, "kind": c.kind, "topic": c.topic, "partition": c.partition,
+            "limit_bytes_per_s": c.limit_bytes_per_s, "reason": c.reason, "set_by": c.set_by,
+            "set_at": c.set_at.isoformat(), "cleared_by": c.cleared_by,
+            "cleared_at": c.cleared_at.isoformat() if c.cleared_at else None, "clear_reason": c.clear_reason,
+            "active": c.active}

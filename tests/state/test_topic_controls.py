@@ -73,6 +73,7 @@ def test_pause_resume_a_topic_and_a_partition(store: StateStore) -> None:
     other = store.pause_topic(flow(), "orders", "carol", "elsewhere")
     assert [c.id for c in store.active_topic_controls([f])] == [topic.id, zero.id, part.id]  # by scope
     assert store.active_topic_controls([]) == []
+    assert {c.id for c in store.active_topic_controls(None)} >= {topic.id, part.id, zero.id, other.id}
     assert store.active_topic_controls(iter([other.flow])) == [other]
 
     resumed = store.resume_topic(f, "orders", "dave", "backfill done")

@@ -8,6 +8,7 @@ The exact settings are written into the results.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -76,3 +77,8 @@ def start_mm2(src: str, dst: str, alias: str, topics: str, workdir: Path,
          f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath(),
          "org.apache.kafka.connect.mirror.MirrorMaker", str(conf), "--clusters", "target"],
         stdout=out, stderr=subprocess.STDOUT)
+
+
+def mm2_checkpointing_starter(src: str, dst: str, alias: str) -> Callable[[str, Path], list[subprocess.Popen[bytes]]]:
+    """One MirrorMaker 2 process per call, emitting checkpoints every second (the latency and failover parts)."""
+    return lambda topic, wd: [start_mm2(src, dst, alias, topic, wd, {"emit.checkpoints.interval.seconds": "1"})]

@@ -14,22 +14,19 @@ from __future__ import annotations
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
-
-from bench.scenarios import PARTITIONS, create_topic, stop
-from mirror_core.kafka_io import log_ends_batch
+from bench.harness import PARTITIONS, RATE, REPO, SteadyLoad, TargetEnds, as_rows, create_topic, stop
+from bench.mm2 import start_mm2
+from mirror_core.devcluster.local_cluster import free_port
 
 # (topic, workdir, process number) -> the process; number 0 is the one killed and restarted.
 ProcessStarter = Callable[[str, Path, int], subprocess.Popen[bytes]]
 EVENTS = ("SIGKILL, restart", "SIGTERM, restart", "second process joins", "second process stops for good")
-RATE = 2000  # records/s of the steady load (250 per partition)
 
 
 @dataclass
@@ -41,88 +38,6 @@ class RestartResult:
     @property
     def median(self) -> float:
         return statistics.median(self.runs)
-
-
-class SteadyLoad:
-    """A steady load on every partition for as long as the measurement lasts."""
-
-    def __init__(self, bootstrap: str, topic: str, partitions: int = PARTITIONS, rate: int = RATE,
-                 value: bytes = b"x" * 100, keys: list[tuple[str, int]] | None = None) -> None:
-        """``keys``: (topic, partition) pairs over several topics, in place of ``topic``'s partitions."""
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-        self.keys = keys if keys is not None else [(topic, p) for p in range(partitions)]
-        self.rate, self.value = rate, value
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        start, sent = time.monotonic(), 0
-        while not self.stopped.is_set():
-            due = int((time.monotonic() - start) * self.rate)
-            while sent < due:
-                try:
-                    topic, partition = self.keys[sent % len(self.keys)]
-                    self.producer.produce(topic, value=self.value, partition=partition)
-                except BufferError:  # the broker is behind: slow down rather than die
-                    break
-                sent += 1
-            self.producer.poll(0)
-            time.sleep(0.005)
-        self.producer.flush(30)
-
-    def __enter__(self) -> SteadyLoad:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopped.set()
-        self.thread.join(60)
-
-
-class TargetEnds:
-    """The end offset of every partition of ``remote``, -1 where the cluster does not know it (yet): one
-    batched ListOffsets per sample, cheap enough every 50 ms at 2,000 partitions. A client that asked
-    before the topic existed keeps answering "unknown", so a fresh one until one answers. ``committed``: the
-    last stable offsets, for a copier whose records count once their transaction commits."""
-
-    def __init__(self, bootstrap: str, remote: str, partitions: int = PARTITIONS, committed: bool = False,
-                 keys: list[tuple[str, int]] | None = None) -> None:
-        """``keys``: (topic, partition) pairs over several topics, in place of ``remote``'s partitions."""
-        self.bootstrap, self.committed = bootstrap, committed
-        self.keys = keys if keys is not None else [(remote, p) for p in range(partitions)]
-        self.admin: AdminClient | None = None
-
-    def now(self) -> list[int]:
-        admin = self.admin or AdminClient({"bootstrap.servers": self.bootstrap, "log_level": "0"})
-        try:
-            ends = log_ends_batch(admin, self.keys, committed=self.committed)
-        except Exception:  # the remote topic does not exist yet
-            ends = {}
-        if len(ends) == len(self.keys):  # kept once it knows them all (a topic it met too early stays unknown)
-            self.admin = admin
-        return [ends.get(k, -1) for k in self.keys]
-
-    def wait_all_past(self, marks: list[int], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while any(e <= m for e, m in zip(self.now(), marks, strict=True)):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the mirror did not copy every partition in time")
-            time.sleep(0.05)
-
-    def longest_stall(self, seconds: float) -> float:
-        """The longest time any partition made no progress during the next ``seconds``."""
-        n = len(self.keys)
-        last, since = self.now(), [time.monotonic()] * n
-        worst = [0.0] * n
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            time.sleep(0.05)
-            now, t = self.now(), time.monotonic()
-            for p in range(n):
-                if now[p] > last[p]:
-                    last[p], since[p] = now[p], t
-                worst[p] = max(worst[p], t - since[p])
-        return max(worst)
 
 
 def restart_run(system: str, start: ProcessStarter, src: str, dst: str, alias: str, workdir: Path,
@@ -186,9 +101,6 @@ def restart_markdown(rows: list[dict[str, object]]) -> str:
 
 
 def mirror_core_starter(src: str, dst: str, alias: str, static: bool) -> ProcessStarter:
-    from bench.run import REPO
-    from mirror_core.devcluster.local_cluster import free_port
-
     def start(topic: str, workdir: Path, n: int) -> subprocess.Popen[bytes]:
         config = workdir / f"{alias}.properties"
         config.write_text("\n".join([
@@ -204,8 +116,18 @@ def mirror_core_starter(src: str, dst: str, alias: str, static: bool) -> Process
 
 
 def mm2_starter(src: str, dst: str, alias: str) -> ProcessStarter:
-    from bench.mm2 import start_mm2
-
     def start(topic: str, workdir: Path, n: int) -> subprocess.Popen[bytes]:
         return start_mm2(src, dst, alias, topic, workdir)
     return start
+
+
+def run_part(src: str, dst: str, work: Path, args: Any) -> list[dict[str, Any]]:
+    """Each event ``args.restart_runs`` times: MirrorMaker 2 (unless ``--no-mm2``), mirror_core with a static
+    instance id and without."""
+    systems = [("MirrorMaker 2", "mm2rs", mm2_starter(src, dst, "mm2rs"))] if args.mm2 else []
+    systems += [("mirror_core static", "ours", mirror_core_starter(src, dst, "ours", static=True)),
+                ("mirror_core dynamic", "ourd", mirror_core_starter(src, dst, "ourd", static=False))]
+    rows = []
+    for label, alias, starter in systems:
+        rows += restart_run(label, starter, src, dst, alias, work, args.restart_runs)
+    return as_rows(rows)

@@ -20,6 +20,7 @@ share a source batch, which the target broker's work per record follows (each ro
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -36,9 +37,18 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.restart import SteadyLoad, TargetEnds
-from bench.run import cpu_seconds, start_mirror_core
-from bench.scenarios import stop
+from bench.harness import (
+    SteadyLoad,
+    TargetEnds,
+    cpu_seconds,
+    describe_place,
+    rss_mb,
+    start_mirror_core,
+    stop,
+    utc_stamp,
+    write_result,
+)
+from bench.mm2 import start_mm2
 from mirror_core.kafka_io import log_ends_batch, log_starts_batch
 from mirror_core.wire.fetcher import BatchFetcher
 from mirror_core.wire.metadata import Brokers
@@ -100,18 +110,6 @@ class Shape:
         """Every partition, the topics taking turns (consecutive records go to different topics);
         ``prefix``: the remote names (``alias.``)."""
         return [(t, p) for p in range(self.per_topic) for t in self.names(base, prefix)]
-
-
-def rss_mb(pid: int) -> float:
-    """Resident memory of ``pid``; 0 once it is gone (the caller says why)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return 0.0
-    for line in status.splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 class Cluster:
@@ -263,9 +261,10 @@ def restart_time(src: Cluster, dst: Cluster, shape: Shape, topic: str, alias: st
     """SIGKILL; one new record per partition written while the mirror is down; start again, and the
     seconds until all of them are on the target. The probes are on the source before the clock starts:
     a producer's first record to each of 2,000 partitions took it 7-60 s here (one produce request per
-    partition on one connection, each a first append the broker pays for: bench/first_append.py), which
-    had been counted as the mirror's restart. The kill waits until the target stops growing and two
-    progress commits have passed, so a re-copy of uncommitted records cannot stand in for the probes.
+    partition on one connection, each a first append the broker pays for:
+    bench/results/archive/first-append-2026-11-25.md), which had been counted as the mirror's restart. The kill
+    waits until the target stops growing and two progress commits have passed, so a re-copy of uncommitted
+    records cannot stand in for the probes.
     The target is sampled through one kept admin client, log ends only (a fresh client per sample took
     up to ~1 s at 2,000 partitions: the clock's resolution)."""
     # Fresh remote topics start at 0: their ends are the records copied.
@@ -375,8 +374,6 @@ def _row(system: str, shape: Shape, records: int, per_batch: float) -> dict[str,
 def mm2_partitions_run(src: Cluster, dst: Cluster, work: Path, size: int | Shape, records: int, rep: int,
                        linger_ms: int = 20) -> dict[str, Any]:
     """MirrorMaker 2 (tuned as in the backlog benchmark, bench/mm2.py) on the same backlog shape."""
-    from bench.mm2 import start_mm2
-
     shape = Shape.of(size)
     topic, alias = f"mm2scale{shape.label}r{rep}", f"mp{shape.label}r{rep}"
     work.mkdir(parents=True, exist_ok=True)
@@ -603,8 +600,27 @@ def merge(files: list[Path]) -> str:
         " (`python -m bench.scale --merge <json>...`), one `--only scale` run each.\n"
 
 
+def run_part(src: str, dst: str, work: Path, args: Any) -> None:
+    """The part (``--only scale``): its own results files, rewritten after each row (a long run keeps what it
+    measured): ``scale-<UTC time>.json`` and ``scale-<date>[-<broker dir>].md``."""
+    load_before = Path("/proc/loadavg").read_text().strip()
+    began = time.gmtime()
+    out = Path(args.out)
+
+    def write(data: dict[str, Any]) -> None:
+        meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", began), "load_before": load_before,
+                "load_after": Path("/proc/loadavg").read_text().strip(), "broker_dir": describe_place(work),
+                "source_linger_ms": str(args.scale_source_linger_ms)}
+        write_result(out, f"scale-{utc_stamp(began)}.json", json.dumps({"meta": meta, **data}, indent=2))
+        place = f"-{Path(args.broker_dir).name}" if args.broker_dir else ""  # a disk run's file stays
+        write_result(out, f"scale-{time.strftime('%Y-%m-%d', began)}{place}.md", scale_markdown(data, meta))
+
+    write(run_scale(src, dst, work, args, write))
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--merge":
         sys.stdout.write(merge([Path(a) for a in sys.argv[2:]]))
     else:
         sys.exit("usage: python -m bench.scale --merge <scale-*.json>... (runs: make bench BENCH_ARGS='--only scale')")
+

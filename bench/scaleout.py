@@ -1,7 +1,7 @@
 """Scale-out benchmark on three-node clusters (RF 3, min.insync.replicas 2): mirror_core with 1, 2 and 3
 processes sharing one flow, and MirrorMaker 2 (one dedicated process) on the same brokers in the same run.
 
-Throughput and CPU-s per million records come from bench/run.py's backlog measurement (10%-90% of the
+Throughput and CPU-s per million records come from bench/backlog.py's measurement (10%-90% of the
 backlog on the target). The rebalance pause reuses bench/restart.py's sampling of the target end offsets
 every 50 ms under a steady load: the longest time any partition made no progress after a process joins
 (1 -> 2 -> 3) and after one dies (SIGKILL, not restarted: a static member's partitions wait for its
@@ -10,7 +10,6 @@ session timeout) and after one leaves (SIGTERM).
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
 import time
@@ -20,8 +19,9 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.restart import SteadyLoad, TargetEnds, mirror_core_starter
-from bench.scenarios import PARTITIONS, stop
+from bench.backlog import mirror_run, mm2_run, raw_produce
+from bench.harness import PARTITIONS, SteadyLoad, TargetEnds, load_average, stop
+from bench.restart import mirror_core_starter
 from mirror_core.devcluster.multi_node import MultiNodeCluster
 
 PAUSE_EVENTS = ("2nd process joins", "3rd process joins", "3rd process SIGKILLed (not restarted)",
@@ -37,10 +37,6 @@ class ScaleRow:
     runs: list[float]
     cpu_per_million: list[float]
     loads: list[str]
-
-
-def _load_average() -> str:
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def _create(bootstrap: str, topic: str) -> None:
@@ -78,9 +74,7 @@ def _pauses(src: str, dst: str, work: Path, rep: int) -> dict[str, float]:
     return out
 
 
-def run_scaleout(work: Path, args: Any) -> list[dict[str, Any]]:
-    from bench.run import mirror_run, mm2_run, raw_produce
-
+def run_part(work: Path, args: Any) -> list[dict[str, Any]]:
     root = work / "scaleout"
     clusters = {name: MultiNodeCluster.create(name, root, 3, heap="512m") for name in ("src3", "dst3")}
     rows: dict[tuple[str, str, str], ScaleRow] = {}
@@ -90,7 +84,7 @@ def run_scaleout(work: Path, args: Any) -> list[dict[str, Any]]:
         row.runs.append(round(value, 2))
         if cpu is not None:
             row.cpu_per_million.append(round(cpu, 1))
-        row.loads.append(_load_average())
+        row.loads.append(load_average(" "))
 
     try:
         for c in clusters.values():

@@ -19,8 +19,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.run import REPO, start_mirror_core
-from bench.scenarios import stop
+from bench.harness import REPO, start_mirror_core, stop
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 
 TOPIC, PARTITIONS = "soak", 6

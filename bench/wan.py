@@ -16,10 +16,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
-from bench.run import PARTITIONS, mirror_run
-from bench.scenarios import create_topic, latency_run
+from bench.backlog import measure_backlog, mirror_run
+from bench.harness import PARTITIONS, create_topic, end_total, load_average, names, start_mirror_core
+from bench.latency import latency_run
+from bench.mm2 import start_mm2
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 from mirror_core.devcluster.toxiproxy import Stream, Toxic, Toxiproxy, ToxiproxyServer
 
@@ -136,8 +138,6 @@ def endpoints(placement: str, clusters: list[LocalCluster]) -> tuple[str, str]:
 
 
 def _mm2_starter(src: str, dst: str, alias: str, extra: dict[str, str] | None = None) -> Any:
-    from bench.mm2 import start_mm2
-
     return lambda topic, wd: [start_mm2(src, dst, alias, topic, wd, extra)]
 
 
@@ -155,9 +155,7 @@ def allow_target_batches(target: LocalCluster, limit: int) -> dict[str, str]:
     return {"target.producer.batch.size": str(limit), "target.producer.max.request.size": str(limit)}
 
 
-def _ours_starter(src: str, dst: str, alias: str, extra: list[str]) -> Any:
-    from bench.run import start_mirror_core
-
+def ours_starter(src: str, dst: str, alias: str, extra: list[str]) -> Any:
     return lambda topic, wd: start_mirror_core(src, dst, topic, 1, alias, wd, extra)[0]
 
 
@@ -165,15 +163,8 @@ def backlog_once(system: str, extra: list[str] | None, src: str, dst: str, direc
                  size: int, alias: str, work: Path, link: Link,
                  mm2_extra: dict[str, str] | None = None) -> tuple[float, float, float, float]:
     """(records/s, payload MB/s, wire MB/s, CPU-s per million) of one backlog run."""
-    from bench.run import measure_backlog
-
     before = link.wire_bytes()
     if extra is None:
-        from confluent_kafka import Consumer
-
-        from bench.mm2 import start_mm2
-        from bench.run import end_total
-
         proc = start_mm2(src, dst, alias, topic, work, mm2_extra)
         watcher = Consumer({"bootstrap.servers": direct_dst, "group.id": f"w-{alias}", "log_level": "0"})
         try:
@@ -231,7 +222,7 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
                                                  statistics.median(r[2] for r in rows),
                                                  statistics.median(r[3] for r in rows)))
                     # p99 at a steady load: MM2 and mirror_core (next to the source: each chosen variant),
-                    # 100-byte records (bench.scenarios).
+                    # 100-byte records (bench.latency).
                     if size == sizes[0]:
                         tag = f"l{rtt}{placement[7]}"
                         ours = chosen if placement == "remote-produce" else {"mirror_core": []}
@@ -242,7 +233,7 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
                             systems_l["MirrorMaker 2"] = (f"{tag}m", None)
                         if not warmed and latency_runs > 0:
                             warm = f"{tag}warm"
-                            latency_run("warm-up", _ours_starter(src, dst, warm, []), clusters[0].bootstrap,
+                            latency_run("warm-up", ours_starter(src, dst, warm, []), clusters[0].bootstrap,
                                         clusters[1].bootstrap, warm, work, rate, WAN_LATENCY_WARMUP_S - WAN_WARMUP_S,
                                         warmup_s=WAN_WARMUP_S)
                             warmed = True
@@ -250,7 +241,7 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
                             for system, (base, extra) in systems_l.items():
                                 alias = f"{base}n{i}"
                                 start = (_mm2_starter(src, dst, alias, mm2_extra) if extra is None
-                                         else _ours_starter(src, dst, alias, extra))
+                                         else ours_starter(src, dst, alias, extra))
                                 lat = latency_run(system, start, clusters[0].bootstrap, clusters[1].bootstrap,
                                                   alias, work, rate, seconds, warmup_s=WAN_WARMUP_S)
                                 print(f"wan latency {placement} rtt={rtt} {system}: {lat}", flush=True)
@@ -274,7 +265,7 @@ def wan_markdown(rows: list[dict[str, Any]], meta: dict[str, str]) -> str:
              "remote cluster's WAN listener. Records: text values of key=number pairs (compressible), the same "
              "records for every system. records/s: median of the runs (min-max), 10%-90% of the backlog on "
              "the target. Wire MB/s: bytes that crossed the proxy (both directions, whole run) per record, at "
-             f"that rate. p99: steady load of 100-byte records (bench.scenarios.latency_run), the first "
+             f"that rate. p99: steady load of 100-byte records (bench.latency.latency_run), the first "
              f"{WAN_WARMUP_S:.0f} s of it not counted, after one unmeasured run of {WAN_LATENCY_WARMUP_S:.0f} s "
              "that warms the brokers up; with several latency runs: the median (min-max). Bandwidth cap "
              f"(KB/s each way): {(rows[0].get('bandwidth_kb_s') if rows else None) or 'none'}. Target broker's "
@@ -304,3 +295,15 @@ def wan_markdown(rows: list[dict[str, Any]], meta: dict[str, str]) -> str:
                      f"{min(r['runs']):,.0f}-{max(r['runs']):,.0f} | {r['payload_mb_s']:.1f} | {r['wire_mb_s']:.1f} | "
                      f"{r['cpu_s_per_million']:.1f} | {p99} | {vs_mm2} | {vs_base} |")
     return "\n".join(lines) + "\n"
+
+
+def run_part(clusters: list[LocalCluster], work: Path, args: Any) -> list[dict[str, Any]]:
+    """The part (``--only wan``) with the command line's choices; ``args.wan_load``: the load before it."""
+    placements = names(args.wan_placements)
+    if not placements or set(placements) - set(PLACEMENTS):
+        raise SystemExit(f"--wan-placements: choose among {', '.join(PLACEMENTS)}")
+    ints = [[int(x) for x in v.split(",") if x.strip()] for v in (args.wan_rtts, args.wan_sizes)]
+    args.wan_load = load_average()
+    return run_wan(clusters, work, ints[0], ints[1], placements, args.wan_runs, args.wan_records, 2000,
+                   args.seconds, args.mm2, args.wan_bandwidth,
+                   names(args.wan_variants) or None, args.latency_runs, args.wan_target_batch_bytes)

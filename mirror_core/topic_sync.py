@@ -3,7 +3,10 @@
 Per flow: existence, partition count (never decreased: a remote topic with *more* partitions than
 its source is drift that fails the run loudly), explicitly-set topic configs (minus
 ``config.properties.exclude``; a config set on the remote topic but default on the source is reset
-to the target's default), and topic ACLs (read-only, as MirrorMaker 2 copies them). Applied
+to the target's default), topic and group ACLs (read-only, as MirrorMaker 2 copies them, and converged:
+what the source revoked goes from the target; ``sync.topic.acls.enabled``, :class:`~.acls.AclSync`), the
+read-only guard of the remote topics (``remote.topics.read.only``) and deletion propagation
+(``sync.topic.deletions.enabled``, :mod:`.topic_deletions`). Applied
 idempotently with incremental config changes; ``dry_run`` only reports. A config or a topic the
 target rejects is refused drift for that topic only: the other topics are synced, and the run fails
 loudly at the end. Every run, with what it found and did, is recorded in the state store when one is
@@ -16,12 +19,12 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
-from mirror_core.clients import make_admin
+from mirror_core.clients import error_code, make_admin
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.errors import ClusterUnavailable, MirrorError
-from mirror_core.replication.acls import create_acls, missing_remote_acls, topic_acls
+from mirror_core.replication.acls import AclRule, AclSync, AclSyncError, acl_changes, no_authorizer, own_principals
 from mirror_core.replication.topic_changes import TopicChange
 from mirror_core.replication.topics import TopicManager
 from mirror_core.state.models import DriftEvent, TopicSnapshot
@@ -42,6 +45,8 @@ class FlowSyncResult:
     refused: list[TopicChange] = field(default_factory=list)
     topics: int = 0
     sync_run_id: int | None = None
+    #: the source ACLs (mapped) an applied ACL sync converged on: kept in the run's summary (``previous``)
+    acl_snapshot: list[AclRule] | None = None
 
     @property
     def status(self) -> str:
@@ -76,9 +81,13 @@ def sync_flow(config: MirrorConfig, flow: FlowConfig, dry_run: bool = False, sto
         result.changes += manager.configs.sync(sorted(t for t in wanted if t not in manager.uncreatable),
                                                dry_run=dry_run)
         result.refused += manager.take_problems()  # configs or topics the target rejected
-        if sync_acls:
-            result.changes += _sync_acls(flow, {t: n for t, n in wanted.items() if t not in manager.uncreatable},
-                                         src_admin, tgt_admin, dry_run)
+        guard = flow.remote_topics_read_only and _flow_running(store, flow)
+        if (sync_acls and flow.sync_topic_acls) or guard:
+            acl_sync = AclSync(flow, src_admin, tgt_admin,
+                               own_principals(flow, config.cluster(flow.source), config.cluster(flow.target)))
+            acl_sync.previous = _previous_acls(store, flow)
+            result.changes += _sync_acls(acl_sync, [t for t in wanted if t not in manager.uncreatable],
+                                         sync_acls and flow.sync_topic_acls, guard, dry_run, result)
     except (KafkaException, MirrorError) as exc:
         if store and sync_id is not None:
             store.finish_sync_run(sync_id, "failed", {"error": str(exc)})
@@ -91,22 +100,40 @@ def sync_flow(config: MirrorConfig, flow: FlowConfig, dry_run: bool = False, sto
     return result
 
 
-def _sync_acls(flow: FlowConfig, wanted: dict[str, int], src_admin: Any, tgt_admin: Any,
-               dry_run: bool) -> list[TopicChange]:
-    changes = []
-    for topic in sorted(wanted):
-        remote = flow.remote_topic(topic)
-        try:
-            missing = missing_remote_acls(topic_acls(src_admin, topic), topic_acls(tgt_admin, remote))
-        except KafkaException as exc:
-            if "SECURITY_DISABLED" in str(exc) or "No Authorizer" in str(exc):
-                return []  # clusters without an authorizer have no ACLs to copy
-            raise
-        if missing:
-            changes.append(TopicChange("acl", remote, "; ".join(e.describe() for e in missing)))
-            if not dry_run:
-                create_acls(tgt_admin, remote, missing)
-    return changes
+def _flow_running(store: StateStore | None, flow: FlowConfig) -> bool:
+    """A flow a workflow stopped (failover, cutover) keeps no read-only guard: its topics were promoted."""
+    control = store.flow_controls().get(flow.name) if store else None
+    return control is None or control.desired != "stopped"
+
+
+def _previous_acls(store: StateStore | None, flow: FlowConfig) -> set[AclRule] | None:
+    """The source ACLs (mapped) the last applied sync of this flow saw, from its run record."""
+    for run in store.sync_runs(flow.name, limit=50) if store else []:
+        if not run.dry_run and "acls" in (run.summary or {}):
+            return {AclRule.parse(row) for row in run.summary["acls"]}
+    return None
+
+
+def _sync_acls(acl_sync: AclSync, topics: list[str], acls: bool, guard: bool, dry_run: bool,
+               result: FlowSyncResult) -> list[TopicChange]:
+    """Converge the target's ACLs (and the read-only guard); the changes, one per resource and kind."""
+    try:
+        plan = acl_sync.plan(topics, acls=acls, read_only=guard)
+    except KafkaException as exc:
+        if no_authorizer(exc):
+            return []  # clusters without an authorizer have no ACLs to copy
+        if error_code(exc) == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+            flow = acl_sync.flow
+            raise AclSyncError(f"flow {flow.name}: the mirror may not describe ACLs on {flow.source} or {flow.target}: "
+                               f"grant its principal DESCRIBE on both clusters and ALTER on {flow.target}, or set "
+                               "sync.topic.acls.enabled = false and remote.topics.read.only = false for this flow "
+                               "(nothing was changed)") from None
+        raise
+    if not dry_run and not plan.empty():
+        acl_sync.apply(plan)
+    if acls and not dry_run:
+        result.acl_snapshot = sorted(plan.snapshot)
+    return acl_changes(plan.add, plan.remove)
 
 
 def _record(store: StateStore, sync_id: int, flow: FlowConfig, result: FlowSyncResult, manager: TopicManager,
@@ -124,8 +151,10 @@ def _record(store: StateStore, sync_id: int, flow: FlowConfig, result: FlowSyncR
                                   remote_partitions=remote_counts.get(remote), configs=source_configs.get(topic, {}),
                                   remote_configs={}))
     store.add(*rows)
-    store.finish_sync_run(sync_id, result.status, {"topics": result.topics, "changes": len(result.changes),
-                                                   "refused": len(result.refused)})
+    summary: dict[str, Any] = {"topics": result.topics, "changes": len(result.changes), "refused": len(result.refused)}
+    if result.acl_snapshot is not None:
+        summary["acls"] = [r.row() for r in result.acl_snapshot]
+    store.finish_sync_run(sync_id, result.status, summary)
 
 
 def sync_topics(config: MirrorConfig, flows: list[str] | None = None, dry_run: bool = False,

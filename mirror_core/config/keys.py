@@ -155,6 +155,42 @@ KEYS: tuple[KeyDef, ...] = (
            "Copy topic configs from source to remote topics, at creation and periodically."),
     KeyDef("sync.topic.configs.interval.seconds", positive_seconds, "600",
            "How often topic configs and partition counts are compared and synced."),
+    KeyDef("sync.topic.acls.enabled", parse_bool, "true",
+           "Keep the target's ACLs converged on the source's (MirrorMaker 2's key, more than it did): LITERAL and "
+           "PREFIXED topic ACLs with names mapped through the replication policy (orders -> dc1.orders, prefix ord "
+           "-> dc1.ord), LITERAL and PREFIXED group ACLs of the groups the flow checkpoints (names as they are), "
+           "read-only (ALLOW WRITE never copied, ALLOW ALL copied as ALLOW READ). An ACL revoked on the source is "
+           "removed from the target. Never touched: WRITE ACLs on the target, ACLs of the mirror's own principals "
+           "(mirror.principals) and the read-only guard (remote.topics.read.only); a target-only ACL is removed only "
+           "on a remote topic of the flow (or a PREFIXED one in its remote namespace, <source>.), never on a "
+           "target-local topic or group. Done by the running mirror's topic watcher, by mirror-core topics sync and "
+           "the topic_config_sync DAG; every change in the drift history."),
+    KeyDef("sync.topic.acls.interval.seconds", positive_seconds, "600",
+           "How often the running mirror converges ACLs (sync.topic.acls.enabled); checked at each topic refresh "
+           "(refresh.topics.interval.seconds), so it is at least that."),
+    KeyDef("mirror.principals", parse_list, "",
+           "The mirror's own principals (e.g. User:CN=mirror,OU=kafka for a TLS client certificate), besides what "
+           "its client settings on both clusters say (User:ANONYMOUS without SASL or client certificate, "
+           "User:<sasl.username> with PLAIN/SCRAM, User:<primary> of sasl.kerberos.principal). Their ACLs are never "
+           "copied, changed or removed by the ACL sync."),
+    KeyDef("remote.topics.read.only", parse_bool, "false",
+           "Keep a DENY WRITE for User:* (LITERAL) on every remote topic the flow owns, so an application started "
+           "against the standby by mistake cannot write into a mirrored topic. Super users are exempt from DENY "
+           "ACLs: the mirror's principal must be one on the target (checked: a guard that would stop the mirror "
+           "itself is taken away again and refused in one line). Failover, cutover and promotion lift it for exactly "
+           "the promoted topics; set on by the running mirror's topic watcher, mirror-core topics sync and the "
+           "topic_config_sync DAG; recorded in the drift history."),
+    KeyDef("sync.topic.deletions.enabled", parse_bool, "false",
+           "Propagate deletions: a source topic deleted (no longer listed on the source) has its remote topic "
+           "deleted on the target after sync.topic.deletions.grace.seconds, only if the mirror wrote every record "
+           "in it (the remote topic's end equals the mirror's recorded progress translated through its offset "
+           "map, and nothing else wrote it); otherwise refused and reported. Done by mirror-core topics sync and the "
+           "topic_config_sync DAG (the grace period is counted from the first run that saw the source topic gone; "
+           "a state store is needed), recorded in the drift history."),
+    KeyDef("sync.topic.deletions.grace.seconds", positive_seconds, "86400",
+           "How long a remote topic outlives its deleted source topic (sync.topic.deletions.enabled)."),
+    KeyDef("sync.topic.deletions.dry.run", parse_bool, "false",
+           "Report the remote topics deletion propagation would delete (drift history: proposed), delete none."),
     KeyDef("config.properties.exclude", parse_patterns, DEFAULT_CONFIG_EXCLUDE,
            "Regexes of topic config names never copied to remote topics."),
     KeyDef("refresh.topics.enabled", parse_bool, "true",
@@ -263,8 +299,8 @@ KEYS: tuple[KeyDef, ...] = (
 # MirrorMaker 2 keys that mirror_core accepts and deliberately ignores (they tune Connect internals
 # or features done differently here). A warning names them; they never stop the service.
 IGNORED_MM2_KEYS = frozenset({
-    "tasks.max", "offset-syncs.topic.location", "sync.topic.acls.enabled",
-    "sync.topic.acls.interval.seconds", "refresh.groups.enabled", "refresh.groups.interval.seconds", "offset.lag.max",
+    "tasks.max", "offset-syncs.topic.location", "refresh.groups.enabled", "refresh.groups.interval.seconds",
+    "offset.lag.max",
     "dedicated.mode.enable.internal.rest", "key.converter", "value.converter", "header.converter",
     "offset.storage.replication.factor", "config.storage.replication.factor",
     "status.storage.replication.factor", "replication.policy.internal.topic.separator.enabled",
@@ -282,7 +318,6 @@ _INSTEAD: dict[str, str] = {
     "transaction.boundary": "exactly-once transactions commit as soon as the mirror is caught up, under "
                             "backlog every offset.flush.interval.ms",
     "tasks.max": "to scale out, run more mirror-core processes (they share partitions through a consumer group)",
-    "sync.topic.acls.enabled": "read-only ACLs are synced by the topic_config_sync DAG / mirror-core topics sync",
     "offset.lag.max": "the offset map is exact; there is nothing to tune",
     "group.id": "the worker group is A->B.consumer.group.id",
     "offset.storage.topic": "progress is kept on the target in mirror-core.progress.<source>.internal",

@@ -370,6 +370,13 @@ class _Builder:
                                            chosen.get("replication.data.path") or globals_.get("replication.data.path"),
                                            (clusters[src].client_settings("consumer", settings["consumer"]), src),
                                            (clusters[dst].client_settings("producer", settings["producer"]), dst)),
+            sync_topic_acls=values["sync.topic.acls.enabled"],
+            sync_topic_acls_interval_s=values["sync.topic.acls.interval.seconds"],
+            mirror_principals=values["mirror.principals"],
+            remote_topics_read_only=values["remote.topics.read.only"],
+            sync_topic_deletions=values["sync.topic.deletions.enabled"],
+            sync_topic_deletions_grace_s=values["sync.topic.deletions.grace.seconds"],
+            sync_topic_deletions_dry_run=values["sync.topic.deletions.dry.run"],
             consumer_overrides=MappingProxyType(settings["consumer"]),
             producer_overrides=MappingProxyType(settings["producer"]),
         )

@@ -13,6 +13,7 @@ same as by sync) are :mod:`.topic_configs`; changes and problems :mod:`.topic_ch
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
@@ -21,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from mirror_core.clients import error_code
 from mirror_core.config.model import ClusterConfig, FlowConfig
 from mirror_core.errors import ClusterUnavailable
+from mirror_core.replication.acls import AclSync, AclSyncError, acl_changes, no_authorizer, own_principals
 from mirror_core.replication.topic_changes import (
     CONFIG_ERRORS,
     PER_TOPIC_ERRORS,
@@ -51,6 +53,12 @@ class TopicManager:
         self.problems = TopicProblems()
         #: the remote topics' configs: the source's explicit ones (``configs.sync`` keeps them so)
         self.configs = TopicConfigSync(flow, source_admin, target_admin, self.problems, timeout, clusters)
+        #: the running mirror's topic watcher (made with ``clusters``) converges ACLs and keeps the read-only guard
+        #: every sync.topic.acls.interval.seconds, from :meth:`ensure_remote` (:meth:`watch_acls`)
+        self.acls = (AclSync(flow, source_admin, target_admin, own_principals(flow, *clusters), timeout)
+                     if clusters is not None else None)
+        #: ACL changes the watcher made since the caller last took them (for the drift history: take_acl_changes)
+        self.acl_changes: list[TopicChange] = []
 
     def source_topics(self, timeout: float | None = None) -> dict[str, int]:
         """Source topics this flow replicates, with their partition counts (``timeout``: this call's own)."""
@@ -144,7 +152,53 @@ class TopicManager:
                 except KafkaException as exc:
                     if error_code(exc) != KafkaError.INVALID_PARTITIONS:  # another instance got there
                         raise
+        self.watch_acls([t for t in wanted if t not in self.uncreatable])
         return created + grown
+
+    def watch_acls(self, topics: list[str], now: float | None = None) -> list[TopicChange]:
+        """The running mirror's ACL convergence and read-only guard, when due (sync.topic.acls.interval.seconds).
+
+        A failure is said once per round, reported as a problem of the flow and retried at the next refresh;
+        it never stops topic discovery. The changes are logged and kept for :meth:`take_acl_changes`.
+        """
+        acls, guard = self.flow.sync_topic_acls, self.flow.remote_topics_read_only
+        now = time.monotonic() if now is None else now
+        if self.acls is None or not (acls or guard) or now < self.acls.next_due:
+            return []
+        try:
+            plan = self.acls.plan(topics, acls=acls, read_only=guard)
+            if not plan.empty():
+                self.acls.apply(plan)
+        except (KafkaException, TimeoutError) as exc:
+            if isinstance(exc, KafkaException) and no_authorizer(exc):
+                self.acls.next_due = now + 3600.0  # no ACLs to sync on these clusters
+                return []
+            if isinstance(exc, KafkaException) and error_code(exc) == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+                self.acls.next_due = now + max(3600.0, self.flow.sync_topic_acls_interval_s)
+                log.warning("flow %s: ACL sync skipped: the mirror may not describe ACLs on %s or %s (grant its "
+                            "principal DESCRIBE and, on %s, ALTER on the cluster, or set sync.topic.acls.enabled = "
+                            "false and remote.topics.read.only = false for this flow); tried again in an hour",
+                            self.flow.name, self.flow.source, self.flow.target, self.flow.target)
+                return []
+            log.warning("flow %s: ACL sync failed (%s); retrying at the next refresh", self.flow.name,
+                        error_reason(exc) if isinstance(exc, KafkaException) else "timed out")
+            return []
+        except AclSyncError as exc:
+            log.error("%s", exc)
+            self.problems.add(TopicChange("acl-refused", f"flow:{self.flow.name}", str(exc)))
+            self.acls.next_due = now + self.flow.sync_topic_acls_interval_s
+            return []
+        self.acls.next_due = now + self.flow.sync_topic_acls_interval_s
+        changes = acl_changes(plan.add, plan.remove)
+        for change in changes:
+            log.info("flow %s: %s %s: %s", self.flow.name, change.kind, change.topic, change.detail)
+        self.acl_changes += changes
+        return changes
+
+    def take_acl_changes(self) -> list[TopicChange]:
+        """ACL changes the watcher made since the last call (the service records them in the drift history)."""
+        taken, self.acl_changes = self.acl_changes, []
+        return taken
 
     def _create_all(self, specs: dict[str, tuple[str, int, int, dict[str, str]]]
                     ) -> list[tuple[str, tuple[str, int, int, dict[str, str]], Any]]:

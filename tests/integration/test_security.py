@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,7 +25,6 @@ from mirror_core.wire.fetch import API_FETCH
 from mirror_core.wire.sasl import SaslError
 from tests.integration.conftest import flow_lines
 from tests.kafka_harness import (
-    REPO,
     MirrorProcess,
     create_topic,
     produce_sequence,
@@ -194,11 +191,10 @@ def _wire_settings(secure: SecureCluster, tmp_path: Path, password: str | None =
 
 
 def test_the_wire_client_copies_record_batches_over_sasl_ssl_with_the_configs_settings(
-        secure: SecureCluster, dc2: str, name: str, tmp_path: Path) -> None:
-    """mirror_core.wire (TLS from the trust store, SCRAM-SHA-512) under the batch-forwarding prototype."""
-    topic, remote = f"{name}.wire", f"{name}.wire.copy"
+        secure: SecureCluster, dc2: str, name: str, tmp_path: Path, mirrors: list[MirrorProcess]) -> None:
+    """mirror_core.wire (TLS from the trust store, SCRAM-SHA-512) as the batches data path's fetcher."""
+    topic = f"{name}.wire"
     create_topic(secure.plain_bootstrap, topic, 2)
-    create_topic(dc2, remote, 2)
     produce_sequence(secure.plain_bootstrap, topic, 2, 300)
     settings = _wire_settings(secure, tmp_path)
     host, port = secure.sasl_bootstrap.rsplit(":", 1)
@@ -208,16 +204,13 @@ def test_the_wire_client_copies_record_batches_over_sasl_ssl_with_the_configs_se
     with Connection(host, int(port), settings, "dc1s") as c:
         assert c.version(API_FETCH, (11,)) == 11  # authenticated: the broker answers past the handshake
     config = write_config(tmp_path / "mm2.properties", {"dc1s": secure.sasl_bootstrap, "dc2": dc2},
-                          secure.lines("dc1s") + flow_lines(name, flow=FLOW))
-    proc = subprocess.Popen([sys.executable, "-m", "bench.copy_ceiling", "--forward-idempotent", secure.sasl_bootstrap,
-                             dc2, topic, remote, "2", str(config), "dc1s", "dc2"], cwd=REPO)
-    try:
-        wait_until(lambda: len(read_all(dc2, remote, timeout=10)) >= 300, 60, interval=1, what="300 records copied")
-        assert proc.poll() is None
-    finally:
-        proc.kill()
-        proc.wait()
-    source, target = read_all(secure.plain_bootstrap, topic), read_all(dc2, remote)
+                          secure.lines("dc1s") + flow_lines(name, "replication.data.path = batches", flow=FLOW))
+    m = DebugMirror(config, tmp_path, "secure-wire").start()
+    mirrors.append(m)
+    wait_until(lambda: len(read_all(dc2, f"dc1s.{topic}", timeout=10)) >= 300, 90, interval=1,
+               what="300 records copied")
+    assert "data path: batches" in m.log()  # the precondition: the wire client copies, not librdkafka
+    source, target = read_all(secure.plain_bootstrap, topic), read_all(dc2, f"dc1s.{topic}")
     for p in range(2):
         assert [(r.key, r.value) for r in target if r.partition == p] == \
             [(r.key, r.value) for r in source if r.partition == p], p

@@ -10,10 +10,31 @@ import struct
 import google_crc32c
 import pytest
 
-from bench.batch_forward_checks import crc32c
 from mirror_core.wire import records
 from mirror_core.wire.codec import ProtocolError
 from tests.unit.record_batches import batch, marker
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    """CRC32C in pure Python, its table made from the polynomial: a check of the product's sums (google_crc32c)
+    that shares no code with them."""
+    c = 0xFFFFFFFF
+    for x in data:
+        c = _TABLE[(c ^ x) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
 
 
 def test_whole_batches_are_taken_and_a_trailing_partial_one_waits_for_the_next_fetch() -> None:

@@ -1,9 +1,9 @@
 """What the target broker takes of the source's own batches with nothing else running: the ceiling of any copier
 that keeps the source's batches whole (``replication.data.path = batches``) on these brokers.
 
-    CONNECTIONS=1,2 TMPDIR=/dev/shm python -m bench.target_ceiling <partitions> <records> [rounds]
+    CONNECTIONS=1,2 TMPDIR=/dev/shm python -m bench.probes.target_ceiling <partitions> <records> [rounds]
 
-Fresh clusters with the backlog ``bench.ab_partitions`` copies (``SOURCE_LINGER_MS`` sets how many records share
+Fresh clusters with the backlog ``bench.probes.ab_partitions`` copies (``SOURCE_LINGER_MS`` sets how many records share
 a source batch), every batch fetched into memory first with the mirror's own fetcher (not timed, the source then
 idle). Then, each round, for each count in ``CONNECTIONS`` in turn, all of them handed at once to the mirror's own
 sender with that many connections to the broker (mirror_core.wire.sender: one batch per partition per produce
@@ -19,8 +19,8 @@ import os
 import sys
 import time
 
-import bench.run as bench_run
-from bench.ab_partitions import fresh_backlog
+from bench.harness import cpu_seconds
+from bench.probes.ab_partitions import fresh_backlog
 from mirror_core.wire.fetcher import BatchFetcher
 from mirror_core.wire.metadata import Brokers
 from mirror_core.wire.records import next_offset, record_count
@@ -65,8 +65,8 @@ def send_all(bootstrap: str, topic: str, batches: list[list[memoryview]], target
                 if r.error:
                     raise RuntimeError(r.describe())
                 done += int(r.batch.token)  # type: ignore[call-overload]
-            samples.append((time.monotonic(), done, bench_run.cpu_seconds([target_pid]),
-                            bench_run.cpu_seconds([os.getpid()])))
+            samples.append((time.monotonic(), done, cpu_seconds([target_pid]),
+                            cpu_seconds([os.getpid()])))
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{done:,} of {total:,} records acknowledged in 900 s")
     finally:

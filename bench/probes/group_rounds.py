@@ -2,7 +2,7 @@
 round (``CheckpointEmitter.emit_once``: every group's offsets, the remote log ends, a checkpoint per group and
 partition) over one topic of P partitions that a mirror has copied.
 
-Usage: python -m bench.group_rounds base=/path/to/worktree-at-old-commit new=. [--partitions 2000] [--groups 100]
+Usage: python -m bench.probes.group_rounds base=/path/to/worktree-at-old-commit new=. [--partitions 2000] [--groups 100]
 [--rounds 3] [--profile]. One pair of brokers (in $TMPDIR), one mirror_core (the batches path) copying a backlog of
 10 records a partition, G groups committed at random positions; then, round after round, each tree in turn (its code
 runs because the timing process starts with that tree as its working directory) times both in a fresh process.
@@ -17,9 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import bench.run as br
+from bench.harness import local_clusters, start_mirror_core, stop
 from bench.scale import GROUPS, STATIC, Cluster, EndWatcher, Shape, _source, _wait, commit_groups
-from bench.scenarios import stop
 
 # Run in each tree: a fresh process, so the first round's client start-up counts alike for both.
 TIMING = """
@@ -66,13 +65,13 @@ def main() -> int:
     trees = dict(t.split("=", 1) for t in args.trees)
     shape, topic, alias = Shape(1, args.partitions), "gr", "grs"
     times: dict[tuple[str, str], list[float]] = {}
-    with br.local_clusters("groups-") as (work, clusters):
+    with local_clusters("groups-") as (work, clusters):
         src, dst = Cluster(clusters[0].bootstrap), Cluster(clusters[1].bootstrap)
         records = 10 * shape.partitions
         _source(src, shape, topic, records)
         extra = ["replication.data.path = batches", "emit.checkpoints.enabled = false",
                  f"{alias}->target.groups = g{alias}-.*"]
-        procs, _ = br.start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
+        procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, topic, 1, alias, work, extra, STATIC)
         try:
             ends = EndWatcher(dst.bootstrap, "", keys=shape.keys(topic, f"{alias}."))
             _wait(lambda: ends() >= records, 600, "the backlog copied")

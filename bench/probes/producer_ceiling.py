@@ -2,7 +2,7 @@
 settings, the same runs the mirror produces (a run of consecutive records to one partition, then the next
 partition), to a fresh single-node target cluster.
 
-    TMPDIR=/dev/shm python -m bench.producer_ceiling <partitions> [records] [run]
+    TMPDIR=/dev/shm python -m bench.probes.producer_ceiling <partitions> [records] [run]
 
 Prints records/s, the CPU of this process's threads and of the target broker (cores), and librdkafka's own
 counts (broker-thread wake-ups, produce requests). Compare 8 with 2,000 partitions: same runs, same requests.
@@ -20,7 +20,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-import bench.run as bench_run
+import bench.harness as harness
 from bench.scale import Cluster
 from mirror_core.config.client_defaults import PRODUCER_DEFAULTS
 
@@ -43,7 +43,7 @@ def thread_ticks(pid: int | str = "self") -> dict[tuple[str, str], int]:
 
 def main(partitions: int, records: int = 5_000_000, run: int = 3_400) -> None:
     stats: list[dict[str, Any]] = []
-    with bench_run.local_clusters("ceiling-") as (_, clusters):
+    with harness.local_clusters("ceiling-") as (_, clusters):
         target = Cluster(clusters[1].bootstrap)
         target.create(TOPIC, partitions)
         broker = [clusters[1].pid() or 0]
@@ -52,7 +52,7 @@ def main(partitions: int, records: int = 5_000_000, run: int = 3_400) -> None:
                              "stats_cb": lambda s: stats.append(json.loads(s))})
         value = os.urandom(100)
         producer.poll(1)
-        ticks, broker_cpu = thread_ticks(), bench_run.cpu_seconds(broker)
+        ticks, broker_cpu = thread_ticks(), harness.cpu_seconds(broker)
         start, sent, partition = time.monotonic(), 0, 0
         while sent < records:
             for _ in range(run):
@@ -66,11 +66,11 @@ def main(partitions: int, records: int = 5_000_000, run: int = 3_400) -> None:
             producer.poll(0)
         producer.flush(120)
         took = time.monotonic() - start
-        after, broker_used = thread_ticks(), bench_run.cpu_seconds(broker) - broker_cpu
+        after, broker_used = thread_ticks(), harness.cpu_seconds(broker) - broker_cpu
         producer.poll(1.5)  # one more statistics callback, after the flush
     threads: dict[str, float] = {}
     for key, t in after.items():
-        threads[key[1]] = threads.get(key[1], 0.0) + (t - ticks.get(key, 0)) / bench_run.CLK_TCK / took
+        threads[key[1]] = threads.get(key[1], 0.0) + (t - ticks.get(key, 0)) / harness.CLK_TCK / took
     brokers = [b for b in stats[-1]["brokers"].values() if b["nodeid"] >= 0]
     print({"partitions": partitions, "run": run, "records_per_s": round(sent / took),
            "threads_cores": {k: round(v, 2) for k, v in threads.items() if v >= 0.01},

@@ -1,7 +1,7 @@
 """Where the CPU goes when mirror_core runs next to the source over a WAN: records/s, the mirror's threads and
 every process on the machine, while one backlog is copied across a toxiproxy link.
 
-    python -m bench.wan_threads <rtt_ms> <records> <value_bytes> <partitions> ['<config line>' ...]
+    python -m bench.probes.wan_threads <rtt_ms> <records> <value_bytes> <partitions> ['<config line>' ...]
 
 One run per call (fresh clusters): a backlog of text records over ``partitions``, then the mirror with the
 product defaults plus the given lines (e.g. ``'replication.producers = 1'``: over the link the default ``auto``
@@ -23,8 +23,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer
 
-from bench.producer_ceiling import thread_ticks
-from bench.run import bench_cluster, end_total, start_mirror_core
+from bench.harness import bench_cluster, end_total, start_mirror_core
+from bench.probes.producer_ceiling import thread_ticks
 from bench.wan import Link, add_wan_listener, produce_backlog
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 from mirror_core.devcluster.toxiproxy import ToxiproxyServer

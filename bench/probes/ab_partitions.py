@@ -1,7 +1,7 @@
 """A/B of source trees copying one backlog over N partitions, optionally under py-spy.
 
     TREE=<source tree> EXTRA='<config line>;...' [WORKERS=2] [EVERY=3] \
-        python -m bench.ab_partitions <partitions> <records> [<py-spy out>]
+        python -m bench.probes.ab_partitions <partitions> <records> [<py-spy out>]
 
 Fresh source and target clusters per run; prints records/s (10 %-90 % of the backlog on the target), CPU
 per million records and the time to the first record. Run it for each tree in turn (the trees taking
@@ -28,9 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import bench.run as bench_run
+import bench.harness as harness
 from bench.scale import STATIC, Cluster, EndWatcher, copy_rate, plain_source, records_per_batch
-from bench.scenarios import stop
 from mirror_core.devcluster.local_cluster import LocalCluster
 
 
@@ -40,7 +39,7 @@ def print_intervals(every: float, ends: EndWatcher, groups: dict[str, list[int]]
     CPU read after it over a span timed before it made busy intervals look idle and idle ones over-busy."""
 
     def sample() -> tuple[float, dict[str, float], float, int, float]:
-        t_cpu, cpu = time.monotonic(), {k: bench_run.cpu_seconds(v) for k, v in groups.items()}
+        t_cpu, cpu = time.monotonic(), {k: harness.cpu_seconds(v) for k, v in groups.items()}
         asked = time.monotonic()
         n = ends()
         t_n = time.monotonic()
@@ -72,7 +71,7 @@ class Backlog:
 def fresh_backlog(prefix: str, topic: str, partitions: int, records: int, linger_ms: int = 20,
                   value_bytes: int = 100) -> Iterator[Backlog]:
     """Fresh clusters (stopped and removed on exit) with the backlog every copier of these benches copies."""
-    with bench_run.local_clusters(prefix) as (work, clusters):
+    with harness.local_clusters(prefix) as (work, clusters):
         src, dst = Cluster(clusters[0].bootstrap), Cluster(clusters[1].bootstrap)
         src.create(topic, partitions)
         plain_source(src.bootstrap, topic, records, partitions, linger_ms, value_bytes)
@@ -92,7 +91,7 @@ def copy(partitions: int, records: int, extra_lines: str = "", workers: int = 1,
         extra = ["offset.map.snapshot.interval.seconds = 5", "emit.checkpoints.enabled = false",
                  *(x.strip() for x in extra_lines.split(";") if x.strip())]
         t0 = time.monotonic()
-        procs, _ = bench_run.start_mirror_core(src.bootstrap, dst.bootstrap, topic, workers, alias, work, extra,
+        procs, _ = harness.start_mirror_core(src.bootstrap, dst.bootstrap, topic, workers, alias, work, extra,
                                                STATIC if workers == 1 else ())
         done, sampler = threading.Event(), None
         try:  # the mirror is stopped even when py-spy is missing or the copy fails (it outlived such runs)
@@ -117,12 +116,12 @@ def copy(partitions: int, records: int, extra_lines: str = "", workers: int = 1,
             done.set()
             if sampler is not None:
                 sampler.join(30)
-            stop(procs)
+            harness.stop(procs)
 
 
 def main(partitions: int, records: int, spy_out: str = "") -> None:
     if os.environ.get("TREE"):
-        bench_run.REPO = Path(os.environ["TREE"])  # the tree whose ``python -m mirror_core`` runs
+        harness.REPO = Path(os.environ["TREE"])  # the tree whose ``python -m mirror_core`` runs
     print(copy(partitions, records, os.environ.get("EXTRA", ""), int(os.environ.get("WORKERS", "1")),
                float(os.environ.get("EVERY", "0")), spy_out), flush=True)
 

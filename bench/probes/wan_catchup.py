@@ -12,7 +12,7 @@ rate is records arriving on the target per second, from the first record after t
 holds every record written before the heal (the load keeps running: its records count too, as they would
 on a real link). Records, not bytes: toxiproxy's byte counters move only when a connection closes.
 
-``python -m bench.wan_catchup`` writes ``bench/results/wan-catchup-<date>.md``.
+``python -m bench.probes.wan_catchup`` writes ``bench/results/wan-catchup-<date>.md``.
 """
 
 from __future__ import annotations
@@ -25,10 +25,8 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from bench.restart import SteadyLoad
-from bench.run import PARTITIONS, REPO, bench_cluster, start_mirror_core
+from bench.harness import PARTITIONS, RESULTS, SteadyLoad, bench_cluster, create_topic, start_mirror_core, stop
 from bench.scale import EndWatcher, produce_acked
-from bench.scenarios import create_topic, stop
 from bench.wan import Link, add_wan_listener
 from mirror_core.config.client_defaults import PRODUCER_DEFAULTS, PRODUCER_ENFORCED
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
@@ -121,10 +119,11 @@ def run(args: argparse.Namespace) -> CatchUp:
 
 def markdown(results: list[CatchUp], args: argparse.Namespace) -> str:
     lines = [f"# Catch-up after a {args.outage:.0f} s partition ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
-             "", f"`python -m bench.wan_catchup --rtt {args.rtt} --cap {args.cap} --rate {args.rate} --value-bytes "
-             f"{args.value_bytes} --outage {args.outage:g} --runs {args.runs}`: mirror_core (at-least-once, defaults) "
-             f"next to the source, the target behind toxiproxy ({args.rtt} ms round trip, {args.cap} KB/s each way "
-             f"per connection); a steady {args.rate} records/s of {args.value_bytes} B on the source throughout.", "",
+             "", f"`python -m bench.probes.wan_catchup --rtt {args.rtt} --cap {args.cap} --rate {args.rate} "
+             f"--value-bytes {args.value_bytes} --outage {args.outage:g} --runs {args.runs}`: mirror_core "
+             f"(at-least-once, defaults) next to the source, the target behind toxiproxy ({args.rtt} ms round trip, "
+             f"{args.cap} KB/s each way per connection); a steady {args.rate} records/s of {args.value_bytes} B on "
+             "the source throughout.", "",
              "| run | link: bare producer, mirror's settings (records/s) | backlog at the heal | first record after "
              "the heal | drain | catch-up (records/s) | share of the link |",
              "|---:|---:|---:|---:|---:|---:|---:|"]
@@ -150,7 +149,7 @@ def main() -> None:
         results.append(run(args))
         print(f"run {i + 1}: {results[-1]} share {results[-1].share_of_link:.0%}", flush=True)
     text = markdown(results, args)
-    (REPO / "bench" / "results" / f"wan-catchup-{time.strftime('%Y-%m-%d', time.gmtime())}.md").write_text(text)
+    (RESULTS / f"wan-catchup-{time.strftime('%Y-%m-%d', time.gmtime())}.md").write_text(text)
     print(text)
 
 

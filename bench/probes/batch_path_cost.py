@@ -1,7 +1,7 @@
 """The Python work the batches data path does per source batch, without brokers: each thread's steps timed on
 the same synthetic backlog, so that a change to them is measured without the noise of a copy on shared cores.
 
-    python -m bench.batch_path_cost [assigned] [fetched] [batches] [records] [rounds]
+    python -m bench.probes.batch_path_cost [assigned] [fetched] [batches] [records] [rounds]
 
 Defaults 2,000 / 60 / 100 / 100 / 5: 2,000 partitions assigned, of which a fetch answer carries 60, each with
 100 batches of 100 records. That is the shape of a 2,000-partition backlog of 100 B records here: a partition's

@@ -1,11 +1,11 @@
 """What an idle mirror costs the source broker, and whether the fetch wait moves latency.
 
-Usage: python -m bench.idle_fetch [--partitions 8,2000] [--waits 20,500] [--seconds 30] [--rates 200,2000]
+Usage: python -m bench.probes.idle_fetch [--partitions 8,2000] [--waits 20,500] [--seconds 30] [--rates 200,2000]
 
 librdkafka has no incremental fetch sessions (KIP-227): every fetch request names every assigned
 partition, and a caught-up consumer sends one each ``fetch.wait.max.ms``. For each partition count and
 wait: a mirror_core copies a small backlog, then idles; the CPU of the source broker, the target broker
-and the mirror over ``--seconds``. Then, per wait, the steady-load latency (bench.scenarios.latency_run,
+and the mirror over ``--seconds``. Then, per wait, the steady-load latency (bench.latency.latency_run,
 8 partitions) at each rate, and with a transactional source (one record per transaction every 50 ms,
 read_committed: the commit marker must end the broker's wait). One pair of brokers; waits take turns.
 """
@@ -20,10 +20,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from bench.run import cpu_seconds, local_clusters, start_mirror_core
+from bench.harness import cpu_seconds, create_topic, local_clusters, start_mirror_core, stop, wait_visible
+from bench.latency import latency_run
 from bench.scale import STATIC, Cluster, EndWatcher, _wait, drop, plain_source
-from bench.scenarios import _wait_visible, create_topic, latency_run, stop
-from bench.wan import _ours_starter
+from bench.wan import ours_starter
 from mirror_core.devcluster.local_cluster import LocalCluster
 
 
@@ -64,7 +64,7 @@ def transactional_latency(src: str, dst: str, work: Path, wait: int, run: int, s
         for q in range(8):
             p.produce(topic, value=b"warmup", partition=q)
         p.commit_transaction(30)
-        _wait_visible(dst, f"{alias}.{topic}", 8, 180)
+        wait_visible(dst, f"{alias}.{topic}", 8, 180)
         samples: list[float] = []
         done = threading.Event()
 
@@ -125,7 +125,7 @@ def main() -> int:
                 print(transactional_latency(src, dst, work, wait, run, args.seconds), flush=True)
                 for rate in (int(x) for x in args.rates.split(",")):
                     alias = f"lw{wait}r{rate}n{run}"
-                    starter = _ours_starter(src, dst, alias, [_wait_key(alias, wait)])
+                    starter = ours_starter(src, dst, alias, [_wait_key(alias, wait)])
                     r = latency_run(f"wait {wait}", starter, src, dst, alias, work, rate, args.seconds, run)
                     print(f"| {rate:,} records/s | {wait} | {r.records} | {r.p50_ms} | {r.p99_ms} |", flush=True)
     return 0

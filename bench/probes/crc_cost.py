@@ -2,7 +2,7 @@
 off, the two taking turns so they meet the same machine load, on each data path at the partition count its goal
 names (records path: 8, batches path: 2,000).
 
-    python -m bench.crc_cost [--runs 3] [--records-8 2000000] [--records-2000 6000000]
+    python -m bench.probes.crc_cost [--runs 3] [--records-8 2000000] [--records-2000 6000000]
 
 Prints each copy's records/s and, per path, the median ratio off/on with its spread; writes the raw results to
 bench/results/crc-cost-<UTC time>.json.
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.ab_partitions import copy
+from bench.probes.ab_partitions import copy
 
 OFF = "ab->target.consumer.check.crcs = false"
 #: (data path, partitions, the config lines of that path)

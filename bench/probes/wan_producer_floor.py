@@ -1,7 +1,7 @@
 """What one bare librdkafka producer does over a WAN, with no mirror: the floor under mirror_core's
 remote-produce latency and the CPU price of several producers.
 
-    python -m bench.wan_producer_floor [rtt_ms] [rate] [seconds]
+    python -m bench.probes.wan_producer_floor [rtt_ms] [rate] [seconds]
 
 One target cluster behind toxiproxy (RTT/2 each way, 1 % jitter, as ``--only wan``); a paced load of
 100-byte records over 8 partitions, as the steady-load scenario. Latency is produce() to delivery report
@@ -21,8 +21,8 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from bench.run import bench_cluster
-from bench.scenarios import WARMUP_S, create_topic
+from bench.harness import bench_cluster, create_topic
+from bench.latency import WARMUP_S
 from bench.wan import Link, add_wan_listener
 from mirror_core.devcluster.local_cluster import free_port
 from mirror_core.devcluster.toxiproxy import ToxiproxyServer

@@ -2,9 +2,9 @@
 reads (what a restart, a translate and the checkpoint thread's first load go through), and the time
 ``FlowOffsets.load`` takes (progress and offset map), every 30 s under a steady load on P partitions.
 
-Usage: python -m bench.progress_tail [--partitions 2000] [--rate 20000] [--seconds 300]. One pair of brokers (in
+Usage: python -m bench.probes.progress_tail [--partitions 2000] [--rate 20000] [--seconds 300]. One pair of brokers (in
 $TMPDIR), one mirror_core (the batches path) run from this tree: to measure another tree, run this file with that
-tree first on PYTHONPATH and as the working directory (``bench.run.REPO`` is where the mirror is started from).
+tree first on PYTHONPATH and as the working directory (``bench.harness.REPO`` is where the mirror is started from).
 """
 
 from __future__ import annotations
@@ -14,10 +14,8 @@ import time
 
 from confluent_kafka import Consumer
 
-import bench.run as br
-from bench.restart import SteadyLoad
+from bench.harness import SteadyLoad, local_clusters, start_mirror_core, stop
 from bench.scale import STATIC, Cluster, Shape
-from bench.scenarios import stop
 
 
 def main() -> int:
@@ -30,11 +28,11 @@ def main() -> int:
     from mirror_core.offsets.translate import FlowOffsets
     from mirror_core.stores.internal_topics import TopicTail
 
-    with br.local_clusters("progress-") as (work, clusters):
+    with local_clusters("progress-") as (work, clusters):
         src, dst = Cluster(clusters[0].bootstrap), Cluster(clusters[1].bootstrap)
         shape, alias = Shape(1, args.partitions), "pt"
         src.create_all(shape.names("pt"), shape.per_topic)
-        procs, _ = br.start_mirror_core(src.bootstrap, dst.bootstrap, "pt", 1, alias, work,
+        procs, _ = start_mirror_core(src.bootstrap, dst.bootstrap, "pt", 1, alias, work,
                                         ["replication.data.path = batches"], STATIC)
         load = SteadyLoad(src.bootstrap, "pt", keys=shape.keys("pt"), rate=args.rate)
         load.thread.start()

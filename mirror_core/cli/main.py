@@ -35,6 +35,7 @@ def _setup_logging(level: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from mirror_core.cli.instance import derived_instance_id
     from mirror_core.service import Service
 
     config = load_logged(args.config)
@@ -45,10 +46,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         from mirror_core.state.store import StateStore
 
         log.info("control plane: obeying flow states in %s", StateStore(state_db).safe_url)
-    if args.instance_id:
-        log.info("static group membership: instance id %s (a restart with this id resumes at once)", args.instance_id)
+    instance = args.instance_id
+    if instance:
+        log.info("static group membership: instance id %s (a restart with this id resumes at once)", instance)
+    else:
+        instance = derived_instance_id()
+        log.info("static group membership: instance id %s (derived: this host's name and the lowest instance slot "
+                 "free on it; a restart takes it again and resumes at once; --instance-id sets another)", instance)
     return Service(config, metrics_port=args.metrics_port, metrics_host=args.metrics_host,
-                   state_db=state_db, instance_name=args.instance_id).run_forever()
+                   state_db=state_db, instance_name=instance).run_forever()
 
 
 def _private_ticket_cache(config: MirrorConfig) -> None:
@@ -202,9 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--instance-id", type=_instance_id,
                      default=os.environ.get("MIRROR_CORE_INSTANCE_ID") or None,
                      help="a stable name for this process, unique among the mirror's processes, e.g. a StatefulSet "
-                          "pod name (default: MIRROR_CORE_INSTANCE_ID): it becomes the group.instance.id of its "
-                          "group memberships, so a restart within session.timeout.ms resumes its partitions at "
-                          "once instead of waiting for the old member to time out")
+                          "pod name (default: MIRROR_CORE_INSTANCE_ID, else derived: the host's name and the lowest "
+                          "instance slot free on it): it becomes the group.instance.id of its group memberships, so "
+                          "a restart within session.timeout.ms resumes its partitions at once instead of waiting for "
+                          "the old member to time out")
     run.set_defaults(func=cmd_run)
 
     st = sub.add_parser("status", help="per flow and partition: source end, replicated position, lag")

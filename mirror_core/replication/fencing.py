@@ -24,6 +24,7 @@ displaced in turn, finds the older's.
 from __future__ import annotations
 
 import enum
+import logging
 import threading
 import time
 import uuid
@@ -36,6 +37,10 @@ from confluent_kafka.admin import AdminClient
 from mirror_core.clients import make_admin
 from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mirror_core.errors import FencedInstance
+from mirror_core.wire.groups import leave_static
+from mirror_core.wire.metadata import Brokers
+
+log = logging.getLogger(__name__)
 
 #: the part of the static consumers' client.id that is this process's own (the same for each of its flows:
 #: a flow restarted in this process is still this process)
@@ -189,6 +194,22 @@ class StaticGroups:
         self._stop = stop  # the flow's: a stop ends the describe's attempts, and nothing is judged then
         self._admin = admin
         self._retry_s = retry_s  # between the describe's attempts
+
+    def leave(self) -> None:
+        """The process stops the flow for good: it leaves its static groups (wire/groups.py; librdkafka's static
+        members do not leave when they close), so that the others take its partitions at once rather than after
+        session.timeout.ms, as a dynamic member's leave would. Best effort: a leave that fails is said in one line
+        (the partitions then move when the session times out)."""
+        for group, (alias, member) in self._groups.items():
+            cluster = self._config.cluster(alias)
+            try:
+                brokers = Brokers(cluster.bootstrap_servers, cluster.client_settings("consumer"), f"cluster {alias}",
+                                  timeout=5.0)
+                log.info("group %s: static member %s %s", group, member.instance_id,
+                         leave_static(brokers, group, member.instance_id))
+            except Exception as exc:  # (any: a stop must go on)
+                log.warning("group %s: static member %s could not leave (%s); its partitions move to the others "
+                            "when its session times out", group, member.instance_id, exc)
 
     def settings(self, group: str) -> dict[str, str]:
         """What ``group``'s consumer must be given (StaticMember.settings; nothing if not static)."""

@@ -384,6 +384,8 @@ class FlowReplicator:
                 held_gauge.set(0)
             parked_gauge.set(0)  # what was parked is dropped with this pipeline (read again by the next)
             self._close(graceful=True)
+            if self.stop.is_set() and self.fenced is None:  # stopped for good, not restarting: leave the groups
+                self._static.leave()
 
     def _emit_heartbeat(self, heartbeats: HeartbeatEmitter, now: float, src: ClusterConfig) -> None:
         try:

@@ -149,6 +149,46 @@ def test_static_membership_restart_resumes_before_the_session_timeout(dc1, dc2, 
     print(f"SIGKILL to copying again: {resumed:.1f}s (session timeout 45 s)")
 
 
+def derived_id(m) -> str:  # type: ignore[no-untyped-def]
+    found = re.search(r"static group membership: instance id (\S+) \(derived", m.log())
+    assert found, m.log()[-2000:]
+    return found.group(1)
+
+
+def test_without_an_instance_id_a_restart_takes_the_derived_one_again_and_a_stop_hands_over_at_once(
+        dc1, dc2, name, start_mirror):
+    """No flag: each process derives its id (the host and its lowest free slot). A SIGKILLed one restarted takes
+    the same id and gets its partitions back from the coordinator at once; one stopped for good leaves its group
+    (librdkafka's static members do not), so the other takes its partitions without waiting for its session
+    (45 s here)."""
+    t = f"{name}.derived"
+    create_topic(dc1, t, 4)
+    lines = flow_lines(name, "dc1.consumer.session.timeout.ms = 45000")
+    m = start_mirror(lines)
+    with BackgroundProducer(dc1, t, 4, rate_per_s=500):
+        wait_until(lambda: owns_and_copies(m, t), 60, what="copying")
+        first_id = derived_id(m)
+        m.kill()
+        killed_at = time.monotonic()
+        m = start_mirror(lines, config=m.config)
+        wait_until(lambda: owns_and_copies(m, t), 60, what="copying again")
+        resumed = time.monotonic() - killed_at
+        assert derived_id(m) == first_id
+        other = start_mirror(lines, config=m.config, name="second")
+        wait_until(lambda: any(p["topic"] == t for p in other.partitions()), 60, what="the second one shares")
+        assert derived_id(other) != first_id
+        assert m.stop() == 0
+        stopped_at = time.monotonic()
+        wait_until(lambda: len([p for p in other.partitions() if p["topic"] == t]) == 4, 60,
+                   what="the remaining process takes every partition")
+        handed_over = time.monotonic() - stopped_at
+    assert f"static member {first_id} left" in m.log()
+    assert resumed < 25 and handed_over < 25, (resumed, handed_over)  # (functional: far below the 45 s session)
+    wait_until(lambda: caught_up(other, t, 4), 60, what="caught up")
+    assert_complete_in_order(read_all(dc1, t), read_all(dc2, f"dc1.{t}"))
+    print(f"SIGKILL to copying again: {resumed:.1f}s; stop to the other owning all: {handed_over:.1f}s")
+
+
 def _holder(bootstrap: str, group: str, instance_id: str) -> Holder | None:
     return describe_holder(lambda: AdminClient({"bootstrap.servers": bootstrap}), group, instance_id)
 

@@ -14,8 +14,8 @@ CONSUMER_DEFAULTS = {
     "queued.max.messages.kbytes": "131072",
     # librdkafka postpones a partition's next fetch by this much whenever its local queue is over
     # queued.min.messages (100,000) — 1 s by default, which capped one consumer at ~250,000 records/s
-    # of 100 B on loopback (2,000,000 with 20 ms; bench/consume_backoff.py). Under backlog the queue is
-    # always over, so the default made every mirror wait on its own prefetch.
+    # of 100 B on loopback (2,000,000 with 20 ms; bench/results/archive/backlog-2026-11-25.md). Under
+    # backlog the queue is always over, so the default made every mirror wait on its own prefetch.
     "fetch.queue.backoff.ms": "20",
     "session.timeout.ms": "20000",
     "heartbeat.interval.ms": "2000",
@@ -34,7 +34,7 @@ CONSUMER_DEFAULTS = {
 # one asks again, and librdkafka has no incremental fetch sessions (KIP-227): every fetch names every
 # partition. At 2,000 idle partitions 20 ms cost the source broker 0.4-1.5 cores, 500 ms (librdkafka's
 # and Java's default) 0.05-0.06; with fetch.min.bytes 1 a record ends the wait, so latency did not move
-# (bench/results/idle-fetch-2026-11-25.md).
+# (bench/results/archive/idle-fetch-2026-11-25.md).
 STANDING_CONSUMER_DEFAULTS = {
     "fetch.wait.max.ms": "500",
 }

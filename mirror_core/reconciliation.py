@@ -122,7 +122,7 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, store: StateStore | None 
         target_end = pm.translate(end, progress).target_offset
         partitions.append({
             "topic": topic, "remote_topic": remote, "partition": partition, "start": start, "end": end,
-            "replicated_next": progress, "runs": [[s, t] for s, t in zip(pm.sources, pm.targets, strict=True)],
+            "replicated_next": progress, "runs": [[s, t] for s, t in pm.runs()],
             "target_start": target_start if target_start is not None else 0,
             "target_end": target_end if target_end is not None else 0,
         })

@@ -5,7 +5,8 @@ processes: each round takes the transactional id ``mirror-core.<source>-<target>
 fences any other process's round still in flight):
 1. loads the map (newest snapshot round + the offset-sync log after it);
 2. drops, per partition, the runs wholly below the source partition's log start (retention,
-   DeleteRecords, compaction removed those records: no consumer can be there any more);
+   DeleteRecords, compaction removed those records: no consumer can be there any more), and the records
+   of a block below it;
 3. commits the changed partitions' snapshots and the round marker in one transaction;
 4. only then deletes the offset-sync log below the round's position.
 Invariant (owned here): the log is never trimmed below a position that the newest committed round
@@ -60,7 +61,9 @@ def prune_round(config: MirrorConfig, flow: FlowConfig, instance: str, timeout: 
         offset_map = reader.refresh(timeout)
         position = reader.position
         starts = log_starts_batch(make_admin(src), offset_map.partitions, timeout)
-        changed = {k: offset_map.partitions[k] for k in reader.touched}
+        # Partitions read in an older snapshot version are written again in the current one.
+        changed = {k: offset_map.partitions[k] for k in reader.touched | reader.loaded.legacy
+                   if k in offset_map.partitions}
         pruned = 0
         for key, pm in offset_map.partitions.items():
             if key in starts:

@@ -3,9 +3,12 @@
 The offset-sync log (``mirror-core.offset-syncs.<source>.internal``) stays the append-only record of
 runs that the replicator writes. Snapshots make reading it bounded: a *round* (offsets/pruning.py)
 reads the map, prunes it below the source log starts, and writes in one transaction
-- per partition whose runs changed, its live runs as chunks: key ``["topic", partition, chunk]``,
-  value ``INT16 version (1), INT64 position, INT64 horizon, INT32 chunks, INT32 runs`` then the runs'
-  source offsets and target offsets (INT64 each, big-endian); stale higher chunks get tombstones;
+- per partition whose map changed, its pieces (stores/offset_map.py) as chunks: key
+  ``["topic", partition, chunk]``, value ``INT16 version (2), INT64 position, INT64 horizon, INT32 chunks,
+  INT32 pieces``, the pieces' source starts and target starts (INT64 each, big-endian), then
+  ``INT32 blocks`` and per block ``INT32 piece (in the chunk), INT64 records, INT32 source bytes,
+  INT32 target bytes (-1: contiguous)`` and the two bitmaps in roaring's portable format; a chunk holds
+  up to 512 KiB of pieces; stale higher chunks get tombstones;
 - a round marker: key ``["__round__"]``, value JSON ``{"position": P, "ts": ms, "by": instance}``.
 ``position`` means "every offset-sync entry below this log offset is reflected here". A reader loads
 the snapshots, then reads the offset-sync log from the round's position only, skipping a partition's
@@ -13,6 +16,10 @@ entries below its snapshot's position. Only after the round committed does the p
 offset-sync log below the round's position (DeleteRecords): a crash anywhere leaves either the old
 round (and the log it needs) or the new one. No snapshot topic (maps written before it existed) means
 the log is read from its start, as before.
+
+Versions: 1 (runs only, before issue 62) is still read, and a partition read in it is written again in
+version 2 by the next round. A process older than version 2 refuses a version-2 snapshot in one line
+("version 2 not understood ... upgrade mirror_core") and keeps copying: see docs/operations "offset map".
 """
 
 from __future__ import annotations
@@ -29,14 +36,17 @@ from confluent_kafka.admin import AdminClient
 from mirror_core.config.client_defaults import KAFKA_DEFAULT_MESSAGE_MAX_BYTES
 from mirror_core.errors import ProgressError
 from mirror_core.stores.internal_topics import TopicTail, ensure_internal_topic
+from mirror_core.stores.offset_blocks import Block
 from mirror_core.stores.offset_map import PartitionMap
 
 SNAPSHOT_TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000", "segment.ms": "3600000",
                          "max.message.bytes": str(KAFKA_DEFAULT_MESSAGE_MAX_BYTES)}
-#: Runs per chunk: 16 bytes each, so a record stays well under the default 1 MB message limit.
-CHUNK_RUNS = 32_768
+#: Bytes of pieces per chunk: a record stays well under the default 1 MB message limit.
+CHUNK_BYTES = 512 * 1024
 _HEADER = struct.Struct(">hqqii")
-_VERSION = 1
+_INT32 = struct.Struct(">i")
+_VERSION = 2
+_READS = (1, 2)  # 1: runs only, written before blocks existed
 ROUND_KEY = b'["__round__"]'
 
 Key = tuple[str, int]
@@ -71,14 +81,23 @@ def _from_big_endian(raw: bytes) -> array:  # type: ignore[type-arg]
 
 def encode_chunks(pm: PartitionMap, position: int) -> list[bytes]:
     """The values of one partition's snapshot (at least one chunk, even for an empty map)."""
-    n = len(pm)
-    count = max(1, -(-n // CHUNK_RUNS))
-    out = []
-    for c in range(count):
-        lo, hi = c * CHUNK_RUNS, min(n, (c + 1) * CHUNK_RUNS)
-        out.append(_HEADER.pack(_VERSION, position, pm.horizon, count, hi - lo)
-                   + _big_endian(pm.sources[lo:hi]) + _big_endian(pm.targets[lo:hi]))
-    return out
+    groups: list[tuple[int, int, list[bytes]]] = []  # pieces lo..hi and their blocks
+    lo, size = 0, 0
+    blocks: list[bytes] = []
+    for i, source in enumerate(pm.sources):
+        block = pm.blocks.get(source)
+        raw = b"" if block is None else _INT32.pack(i - lo) + block.encode()
+        if i > lo and size + 16 + len(raw) > CHUNK_BYTES:
+            groups.append((lo, i, blocks))
+            lo, size, blocks = i, 0, []
+            raw = b"" if block is None else _INT32.pack(0) + block.encode()
+        if raw:
+            blocks.append(raw)
+        size += 16 + len(raw)
+    groups.append((lo, len(pm), blocks))
+    return [_HEADER.pack(_VERSION, position, pm.horizon, len(groups), hi - lo) + _big_endian(pm.sources[lo:hi])
+            + _big_endian(pm.targets[lo:hi]) + _INT32.pack(len(raws)) + b"".join(raws)
+            for lo, hi, raws in groups]
 
 
 @dataclass
@@ -88,15 +107,43 @@ class _Chunk:
     count: int
     sources: array  # type: ignore[type-arg]
     targets: array  # type: ignore[type-arg]
+    blocks: dict[int, Block] = field(default_factory=dict)  # by piece index in the chunk
+    version: int = _VERSION
 
 
 def decode_chunk(raw: bytes) -> _Chunk:
-    version, position, horizon, count, runs = _HEADER.unpack_from(raw, 0)
-    if version != _VERSION:
+    version, position, horizon, count, pieces = _HEADER.unpack_from(raw, 0)
+    if version not in _READS:
         raise ProgressError(f"offset-map snapshot of version {version} not understood (this mirror_core reads "
-                            f"version {_VERSION}); upgrade mirror_core")
-    body = raw[_HEADER.size:]
-    return _Chunk(position, horizon, count, _from_big_endian(body[:8 * runs]), _from_big_endian(body[8 * runs:]))
+                            f"versions {', '.join(map(str, _READS))}); upgrade mirror_core")
+    body = memoryview(raw)[_HEADER.size:]
+    chunk = _Chunk(position, horizon, count, _from_big_endian(bytes(body[:8 * pieces])),
+                   _from_big_endian(bytes(body[8 * pieces:16 * pieces])), version=version)
+    if version == 1:
+        return chunk
+    try:
+        (blocks,), pos = _INT32.unpack_from(body, 16 * pieces), 16 * pieces + 4
+        for _ in range(blocks):
+            (index,) = _INT32.unpack_from(body, pos)
+            chunk.blocks[index], pos = Block.decode(body, pos + 4)
+    except (struct.error, ValueError) as exc:
+        raise ProgressError(f"an offset-map snapshot chunk is damaged ({exc})") from exc
+    return chunk
+
+
+def partition_from_chunks(chunks: list[_Chunk]) -> PartitionMap:
+    """One partition's map from its chunks, in order (a map of version 1 is folded as it loads)."""
+    pm = PartitionMap()
+    for chunk in chunks:
+        base = len(pm.sources)
+        pm.sources.extend(chunk.sources)
+        pm.targets.extend(chunk.targets)
+        for index, block in chunk.blocks.items():
+            pm.blocks[pm.sources[base + index]] = block
+    pm.horizon = chunks[0].horizon
+    if any(c.version == 1 for c in chunks):
+        pm.compact()
+    return pm
 
 
 @dataclass
@@ -107,6 +154,8 @@ class Snapshots:
     maps: dict[Key, PartitionMap] = field(default_factory=dict)
     positions: dict[Key, int] = field(default_factory=dict)
     chunks: dict[Key, int] = field(default_factory=dict)
+    #: Partitions read in an older version: the next round writes them again in this one.
+    legacy: set[Key] = field(default_factory=set)
 
 
 def load_snapshots(consumer: Consumer, topic: str, timeout: float = 30.0) -> Snapshots:
@@ -137,12 +186,10 @@ def load_snapshots(consumer: Consumer, topic: str, timeout: float = 30.0) -> Sna
             raise ProgressError(f"{topic}: the snapshot of {k[0]}[{k[1]}] is incomplete (chunks {sorted(chunks)}); "
                                 "the topic was altered outside mirror_core — delete it and the offset-syncs "
                                 "topic's trimmed history cannot be recovered")
-        pm = PartitionMap()
-        for i in range(first.count):
-            pm.sources.extend(chunks[i].sources)
-            pm.targets.extend(chunks[i].targets)
-        pm.horizon = first.horizon
-        out.maps[k], out.positions[k], out.chunks[k] = pm, first.position, first.count
+        out.maps[k] = partition_from_chunks([chunks[i] for i in range(first.count)])
+        out.positions[k], out.chunks[k] = first.position, first.count
+        if any(chunks[i].version != _VERSION for i in range(first.count)):
+            out.legacy.add(k)
     return out
 
 

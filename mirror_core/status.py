@@ -14,6 +14,7 @@ from mirror_core.clients import ClusterHealth, explain_failure, make_admin, make
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.kafka_io import SILENT
 from mirror_core.replication.topics import TopicManager
+from mirror_core.state.models import FlowControl
 from mirror_core.state.store import StateStore
 from mirror_core.stores.progress import ProgressStore
 
@@ -31,6 +32,23 @@ class PartitionStatus:
     remote_end: int | None
 
 
+@dataclass(frozen=True)
+class FlowControlView:
+    """A flow as the control plane sees it: what the workflows want, who set that, what runs, how to change it."""
+
+    desired: str  # running | stopped | as configured
+    set_by: str | None  # who, when, why and in which run; None: never set (as configured)
+    applied: str  # "<instance>=<state>, ..." or "no live instance"
+    change: str | None  # the command that changes the desired state (None: not known without the config)
+
+    def parts(self) -> list[str]:
+        want = f"desired {self.desired}" + (f" (set by {self.set_by})" if self.set_by else "")
+        return [want, f"applied: {self.applied}", *([self.change] if self.change else [])]
+
+    def __str__(self) -> str:
+        return "; ".join(self.parts())
+
+
 @dataclass
 class FlowStatus:
     flow: str
@@ -41,8 +59,10 @@ class FlowStatus:
     unreachable_cluster: str | None = None
     #: "enabled" (runs wherever mirror-core run reads the config) or "standby" (started by a workflow)
     configured: str = "enabled"
-    #: with a state store: what the workflows want and what the live instances apply
+    #: with a state store: what the workflows want and what the live instances apply, on one line
     control: str | None = None
+    #: the same, in parts (None: only the line, e.g. "state store unavailable: ...")
+    control_detail: FlowControlView | None = None
 
     @property
     def total_lag(self) -> int | None:
@@ -107,7 +127,7 @@ def _watermarks(consumer: Any, topic: str, partition: int, timeout: float) -> tu
 
 
 def collect_status(config: MirrorConfig, flows: list[str] | None = None,
-                   controls: Mapping[str, str] | None = None) -> list[FlowStatus]:
+                   controls: Mapping[str, str | FlowControlView] | None = None) -> list[FlowStatus]:
     """Every configured flow (standby ones too: after a failover the reverse flow is the one that runs),
     or the ``flows`` named (an unknown name raises the config's one "unknown flow" KeyError)."""
     selected = [config.flow(n) for n in flows] if flows else config.all_flows
@@ -115,27 +135,66 @@ def collect_status(config: MirrorConfig, flows: list[str] | None = None,
     for f in selected:
         st = flow_status(config, f)
         st.configured = "enabled" if f in config.flows else "standby"
-        st.control = (controls or {}).get(f.name)
+        control = (controls or {}).get(f.name)
+        st.control = None if control is None else str(control)
+        st.control_detail = control if isinstance(control, FlowControlView) else None
         out.append(st)
     return out
 
 
-def flow_controls(store: StateStore, flows: list[str]) -> dict[str, str]:
-    """Per flow, one line: the desired state the workflows set and what the live instances apply."""
+def flow_controls(store: StateStore, flows: list[str],
+                  config: MirrorConfig | None = None) -> dict[str, FlowControlView]:
+    """Per flow: the desired state the workflows set (who set it, when, why, in which run), what the live
+    instances apply and, with the ``config``, the command that changes it."""
     desired = store.flow_controls()
     out = {}
     for name in flows:
         applied = sorted(f"{i.instance}={i.state}" for i in store.flow_instances(name))
-        want = desired[name].desired if name in desired else "as configured"
-        out[name] = f"desired {want}; applied: {', '.join(applied) if applied else 'no live instance'}"
+        row = desired.get(name)
+        set_by = None if row is None else (f"{row.changed_by} {_utc(row.changed_at)}: {row.reason}"
+                                           f"{f', run {row.run_id}' if row.run_id else ''}")
+        out[name] = FlowControlView(row.desired if row else "as configured", set_by,
+                                    ", ".join(applied) if applied else "no live instance",
+                                    change_command(config, name, row) if config is not None else None)
     return out
+
+
+def change_command(config: MirrorConfig, name: str, control: FlowControl | None) -> str | None:
+    """The workflow that changes the desired state of flow ``name`` (``control``: as the state store holds it,
+    None: as configured), as the command that triggers it. A failover stops a flow and starts its reverse; a
+    failback stops the reverse and starts the flow again (both name the forward flow)."""
+    try:
+        flow = config.flow(name)
+    except KeyError:
+        return None
+    standby = flow not in config.flows
+    state = control.desired if control is not None else ("stopped" if standby else "running")
+    if control is not None and state == "stopped" and control.reason.startswith("cutover"):
+        return f"a cutover moved its applications to {flow.target}: no workflow starts it again"
+    reverse = f"{flow.target}->{flow.source}"
+    has_reverse = any(f.name == reverse for f in config.all_flows)
+    if standby and has_reverse:  # a reverse flow: a failover of its forward flow starts it, a failback stops it
+        dag, forward = ("failover", reverse) if state == "stopped" else ("failback", reverse)
+    elif state == "stopped":
+        if not has_reverse:
+            return f"a failback needs the reverse flow {reverse} in the config to start it again"
+        dag, forward = "failback", name
+    else:
+        dag, forward = "failover", name
+    verb = "starts" if state == "stopped" else "stops"
+    return f"{dag} {verb} it: airflow dags trigger {dag} --conf '{{\"flow\": \"{forward}\"}}'"
+
+
+def _utc(when: Any) -> str:
+    return f"{when:%Y-%m-%d %H:%M} UTC" if when is not None else "(time unknown)"
 
 
 def status_json(statuses: list[FlowStatus]) -> dict[str, Any]:
     return {
         "generated_at": time.time(),
         "flows": [
-            {"flow": s.flow, "configured": s.configured, "control": s.control, "reachable": s.reachable,
+            {"flow": s.flow, "configured": s.configured, "control": s.control,
+             "control_detail": asdict(s.control_detail) if s.control_detail else None, "reachable": s.reachable,
              "unreachable_cluster": s.unreachable_cluster, "error": s.error, "total_lag": s.total_lag,
              "partitions": [asdict(p) for p in s.partitions]}
             for s in statuses
@@ -144,6 +203,7 @@ def status_json(statuses: list[FlowStatus]) -> dict[str, Any]:
 
 
 def status_table(statuses: list[FlowStatus]) -> Any:
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="mirror_core replication status", header_style="bold")
@@ -152,8 +212,10 @@ def status_table(statuses: list[FlowStatus]) -> Any:
                                                           "remote end") else "left")
     for s in statuses:
         flow = s.flow if s.configured == "enabled" else f"{s.flow} (standby)"
-        if s.control:
-            table.add_row(flow, f"[dim]{s.control}[/dim]", "", "", "", "", "", "")
+        if s.control:  # one row per part: desired (who set it), applied, the command that changes it
+            style = "yellow" if s.control.startswith("desired stopped") else "dim"
+            for part in s.control_detail.parts() if s.control_detail else [s.control]:
+                table.add_row(flow, f"[{style}]{escape(part)}[/{style}]", "", "", "", "", "", "")
         if s.error:
             table.add_row(flow, f"[red]unreachable: {s.error}[/red]", "", "", "", "", "", "")
             continue

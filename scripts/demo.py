@@ -1,5 +1,9 @@
 """`make demo`: two local clusters, the mirror running on examples/mm2.properties, sample traffic,
-and a live replication status until Ctrl-C (or --duration seconds), then a clean shutdown."""
+and a live replication status until Ctrl-C (or --duration seconds), then a clean shutdown.
+
+The mirror obeys the local state store (.state/mirror-core.db, or MIRROR_CORE_DB_URL): the one `make airflow`
+gives the DAGs, so a failover approved there reaches it. The table shows every flow, standby ones too, with
+its desired state (who set it and why), what the mirror applies and the command that changes it."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from confluent_kafka import KafkaException, Producer
@@ -19,10 +24,12 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from mirror_core.cli.common import default_state_db, existing_state_db
 from mirror_core.config.loader import load_config
+from mirror_core.config.model import MirrorConfig
 from mirror_core.devcluster.dev_env import dev_clusters, dev_home, start_clusters
 from mirror_core.devcluster.local_cluster import ClusterStartError
-from mirror_core.status import collect_status, status_table
+from mirror_core.status import FlowControlView, collect_status, flow_controls, status_table
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_TOPICS = {"orders": 3, "payments": 2, "demo.clicks": 4, "demo.scratch.tmp": 1}
@@ -49,6 +56,19 @@ def create_topics(bootstrap: str) -> None:
         except KafkaException as exc:
             if "already exists" not in str(exc):
                 raise
+
+
+def controls(config: MirrorConfig, url: str) -> Mapping[str, str | FlowControlView] | None:
+    """Each flow's desired and applied state from the store the mirror obeys (None until the mirror created it)."""
+    from mirror_core.state.store import StateStore
+
+    names = [f.name for f in config.all_flows]
+    if existing_state_db(url) is None:
+        return None
+    try:
+        return flow_controls(StateStore(url), names, config)
+    except Exception as exc:  # e.g. the mirror is still creating its tables: the next refresh shows them
+        return dict.fromkeys(names, f"state store not readable yet: {' '.join(str(exc).split())[:200]}")
 
 
 class Traffic(threading.Thread):
@@ -92,17 +112,18 @@ def main() -> int:
     config = load_config(config_path)
     create_topics(bootstraps["dc1"])
     console.print(f"sample topics on dc1: {', '.join(SAMPLE_TOPICS)} (demo.scratch.tmp is excluded by the config)")
+    state_db = default_state_db(REPO)
     log_path = dev_home() / "mirror.log"
     log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
     mirror = subprocess.Popen([sys.executable, "-m", "mirror_core", "run", "--config", str(config_path),
                                "--metrics-port", os.environ.get("MIRROR_CORE_METRICS_PORT", "9464"),
                                # the same state store `make airflow` gives the DAGs: failovers reach this mirror
-                               "--state-db", os.environ.get("MIRROR_CORE_DB_URL",
-                                                            f"sqlite:///{REPO / '.state' / 'mirror-core.db'}")],
+                               "--state-db", state_db],
                               stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
     log.close()
     console.print(f"mirror-core run started (pid {mirror.pid}, log {log_path}); "
-                  "metrics on http://127.0.0.1:9464/metrics")
+                  f"metrics on http://127.0.0.1:{os.environ.get('MIRROR_CORE_METRICS_PORT', '9464')}/metrics; "
+                  f"flow states from {state_db.split('@')[-1]}")
     traffic = Traffic(bootstraps["dc1"], args.rate)
     traffic.start()
     interrupted = threading.Event()
@@ -119,7 +140,8 @@ def main() -> int:
                     console.print(f"[red]mirror exited with {mirror.returncode}; see {log_path}[/red]")
                     exit_code = 1
                     break
-                statuses = collect_status(config, [f.name for f in config.flows])  # the running flow
+                # Every flow, standby ones too: after a failover the reverse flow is the one that runs.
+                statuses = collect_status(config, None, controls(config, state_db))
                 lag = sum(s.total_lag or 0 for s in statuses)
                 header = Text(f"produced {traffic.count} records on dc1 · total lag {lag} · "
                               f"{time.monotonic() - started:.0f}s · Ctrl-C to stop", style="bold")
@@ -142,7 +164,7 @@ def main() -> int:
             for c in clusters:
                 c.stop()
             console.print("clusters stopped")
-    final = collect_status(config, [f.name for f in config.flows]) if args.keep_clusters else None
+    final = collect_status(config, None, controls(config, state_db)) if args.keep_clusters else None
     if final:
         console.print(status_table(final))
     return exit_code

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
-from mirror_core.cli.common import EXIT_CONFIG, load_logged
+from mirror_core.cli.common import EXIT_CONFIG, add_state_db_argument, load_logged
 from mirror_core.cli.partitions import _default_user
 
 _CHANGES = ("pause", "resume", "limit", "unlimit")
@@ -78,10 +77,6 @@ def _print(rows: list[Any], as_json: bool, title: str) -> int:
 
 def add_control_parser(sub: Any) -> None:
     """``control pause|resume|limit|unlimit|list|history`` on the parser's subcommands."""
-    state_db: dict[str, Any] = dict(
-        default=os.environ.get("MIRROR_CORE_DB_URL") or None,
-        help="state store URL, the one the mirror runs with (--state-db; default: MIRROR_CORE_DB_URL, "
-             "else the local SQLite store .state/mirror-core.db)")
     ctl = sub.add_parser("control", help="runtime controls of a flow while it runs: pause/resume a topic or "
                                          "partition, bandwidth limits of the flow or a topic; the history")
     actions = ctl.add_subparsers(dest="control_action", required=True)
@@ -103,7 +98,7 @@ def add_control_parser(sub: Any) -> None:
                            help="the flow's (or topic's) limit in bytes per second, > 0")
         p.add_argument("--reason", required=True, help="why (recorded with the change)")
         p.add_argument("--by", default=_default_user(), help="who does it (default: the OS user)")
-        p.add_argument("--state-db", **state_db)
+        add_state_db_argument(p, "state store URL: the one the mirror runs with")
         p.add_argument("--config", default=None,
                        help="mm2.properties: also check that the flow exists and replicates the topic")
         p.set_defaults(func=cmd_control)
@@ -114,5 +109,5 @@ def add_control_parser(sub: Any) -> None:
         if name == "history":
             p.add_argument("--limit", type=int, default=100)
         p.add_argument("--json", action="store_true")
-        p.add_argument("--state-db", **state_db)
+        add_state_db_argument(p, "state store URL: the one the mirror runs with")
         p.set_defaults(func=cmd_control)

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from mirror_core import __version__
-from mirror_core.cli.common import EXIT_CONFIG, flow_names, load_logged, log
+from mirror_core.cli.common import EXIT_CONFIG, add_state_db_argument, existing_state_db, flow_names, load_logged, log
 from mirror_core.cli.control import add_control_parser
 from mirror_core.cli.partitions import add_partitions_parser
 from mirror_core.cli.tools import cmd_clusters, cmd_offsets, cmd_topics
@@ -72,17 +72,20 @@ def _private_ticket_cache(config: MirrorConfig) -> None:
 def cmd_status(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from mirror_core.status import collect_status, flow_controls, status_json, status_table
+    from mirror_core.status import FlowControlView, collect_status, flow_controls, status_json, status_table
 
     config = load_logged(args.config)
     names = flow_names(config, args.flow)
-    controls = None
-    if args.state_db:
+    flows = names or [f.name for f in config.all_flows]
+    controls: Mapping[str, str | FlowControlView] | None = None
+    url = existing_state_db(args.state_db)  # the default store only if there is one: status creates none
+    if url is None and args.state_db:
+        controls = dict.fromkeys(flows, f"no state store at {args.state_db}")
+    elif url is not None:
         from mirror_core.state.store import StateStore
 
-        flows = names or [f.name for f in config.all_flows]
         try:
-            controls = flow_controls(StateStore(args.state_db), flows)
+            controls = flow_controls(StateStore(url), flows, config)
         except Exception as exc:  # in a disaster the state store may be down too: the clusters still answer
             controls = dict.fromkeys(flows, f"state store unavailable: {_one_line(exc)}")
     statuses = collect_status(config, names, controls)
@@ -204,7 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-host", default="127.0.0.1")
     run.add_argument("--state-db", default=os.environ.get("MIRROR_CORE_DB_URL") or None,
                      help="state store URL whose flow states this instance obeys (default: MIRROR_CORE_DB_URL, the "
-                          "DAGs' state store); without either, only the enabled flows run, with no control plane")
+                          "DAGs' state store); without either, only the enabled flows run, with no control plane. "
+                          "The other commands' default when neither is set is the local SQLite store "
+                          ".state/mirror-core.db: `make demo` passes it to its mirror")
     run.add_argument("--instance-id", type=_instance_id,
                      default=os.environ.get("MIRROR_CORE_INSTANCE_ID") or None,
                      help="a stable name for this process, unique among the mirror's processes, e.g. a StatefulSet "
@@ -218,9 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--config", required=True)
     st.add_argument("--flow", action="append", help="only this flow (repeatable), e.g. 'dc1->dc2'; default: every "
                     "configured flow, standby flows included")
-    st.add_argument("--state-db", default=os.environ.get("MIRROR_CORE_DB_URL") or None,
-                    help="also show each flow's desired state and what the live instances apply (default: "
-                         "MIRROR_CORE_DB_URL)")
+    add_state_db_argument(st, "also show each flow's desired state (who set it, why), what the live instances "
+                              "apply and the command that changes it; the default store only if it exists")
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=cmd_status)
 
@@ -251,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument("--config", required=True)
     top.add_argument("--flow", action="append", help="only this flow (repeatable)")
     top.add_argument("--dry-run", action="store_true", help="report the differences, change nothing")
-    top.add_argument("--db-url", default=None, help="state store URL (default: MIRROR_CORE_DB_URL or SQLite)")
+    add_state_db_argument(top, "state store URL where the run is recorded", aliases=("--db-url",))
     top.add_argument("--no-record", action="store_true", help="do not record the run in the state store")
     top.add_argument("--json", action="store_true")
     top.set_defaults(func=cmd_topics)
@@ -262,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "when, why and in which run")
     cl.add_argument("alias", nargs="?", help="application alias")
     cl.add_argument("--config", default=None, help="mm2.properties (default: $MIRROR_CORE_CONFIG)")
-    cl.add_argument("--db-url", default=None, help="state store URL (default: MIRROR_CORE_DB_URL or SQLite)")
+    add_state_db_argument(cl, "state store URL holding the registry", aliases=("--db-url",))
     cl.add_argument("--default", default=None, help="cluster alias to use while the alias is not registered")
     cl.add_argument("--limit", type=int, default=50)
     cl.add_argument("--json", action="store_true")

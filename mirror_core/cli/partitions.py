@@ -7,12 +7,11 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-import os
 import re
 import sys
 from typing import Any
 
-from mirror_core.cli.common import EXIT_CONFIG, flow_names, load_logged
+from mirror_core.cli.common import EXIT_CONFIG, add_state_db_argument, flow_names, load_logged
 from mirror_core.workflows.topic_control import parse_offsets
 
 _FLOW = re.compile(r"[A-Za-z0-9_\-]+->[A-Za-z0-9_\-]+")  # cluster aliases as the config allows them
@@ -103,10 +102,6 @@ def _print_actions(rows: list[Any], as_json: bool) -> int:
 
 def add_partitions_parser(sub: Any) -> None:
     """``partitions resume|skip|actions`` on the parser's subcommands."""
-    state_db: dict[str, Any] = dict(
-        default=os.environ.get("MIRROR_CORE_DB_URL") or None,
-        help="state store URL, the one the mirror runs with (--state-db; default: MIRROR_CORE_DB_URL, "
-             "else the local SQLite store .state/mirror-core.db)")
     config: dict[str, Any] = dict(
         default=None, help="mm2.properties: also check that the flow exists and replicates the topic")
     parts = sub.add_parser("partitions", help="resume or skip offsets of a source partition the mirror paused "
@@ -126,13 +121,13 @@ def add_partitions_parser(sub: Any) -> None:
                            help="inclusive, as the mirror's pause line prints them (e.g. 3061-3263), or one offset")
         p.add_argument("--reason", required=True, help="why (recorded with the action)")
         p.add_argument("--by", default=_default_user(), help="who requests it (default: the OS user)")
-        p.add_argument("--state-db", **state_db)
+        add_state_db_argument(p, "state store URL: the one the mirror runs with")
         p.add_argument("--config", **config)
         p.set_defaults(func=cmd_partitions)
     hist = actions.add_parser("actions", help="the actions requested, newest first: who, when, why, the outcome")
     hist.add_argument("--flow", default=None, help="only this flow, e.g. 'dc1->dc2'")
     hist.add_argument("--limit", type=int, default=100)
     hist.add_argument("--json", action="store_true")
-    hist.add_argument("--state-db", **state_db)
+    add_state_db_argument(hist, "state store URL: the one the mirror runs with")
     hist.add_argument("--config", **config)
     hist.set_defaults(func=cmd_partitions)

@@ -110,7 +110,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
     flows = flow_names(config, args.flow)
     store = None
     if not args.no_record:
-        store = StateStore(args.db_url)
+        store = StateStore(args.state_db)
         store.migrate()
         store.record_config(config)
     try:
@@ -148,7 +148,7 @@ def cmd_clusters(args: argparse.Namespace) -> int:
               "MIRROR_CORE_CONFIG)", file=sys.stderr)
         return EXIT_CONFIG
     config = load_logged(path)
-    store = StateStore(args.db_url)
+    store = StateStore(args.state_db)
     store.migrate()
     if args.action == "active":
         if not args.alias:

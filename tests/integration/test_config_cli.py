@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -120,9 +121,10 @@ def test_status_shows_every_configured_flow_with_its_control_state(tmp_path: Pat
         "dc1->dc2.enabled = true", f"dc1->dc2.topics = {name}.fwd", "dc2->dc1.enabled = false",
         f"dc2->dc1.topics = {name}.back", "emit.heartbeats.enabled = false"])
 
-    def status(*args: str) -> subprocess.CompletedProcess[str]:
+    def status(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k != "MIRROR_CORE_DB_URL"}  # the default store: cwd's
         return subprocess.run([sys.executable, "-m", "mirror_core", "status", "--config", str(config), *args],
-                              capture_output=True, text=True, cwd=REPO, timeout=120)
+                              capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
 
     flows = {f["flow"]: f for f in json.loads(status("--json").stdout)["flows"]}
     assert {k: v["configured"] for k, v in flows.items()} == {"dc1->dc2": "enabled", "dc2->dc1": "standby"}
@@ -134,11 +136,24 @@ def test_status_shows_every_configured_flow_with_its_control_state(tmp_path: Pat
     assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1
     assert "unknown flow 'dc3->dc1'" in unknown.stderr
 
-    url = f"sqlite:///{tmp_path / 'state.db'}"
+    url = f"sqlite:///{tmp_path / '.state' / 'mirror-core.db'}"  # where status run in tmp_path looks by default
     store = StateStore(url)
     store.migrate()
     store.set_flow_desired("dc2->dc1", "running", "failover", "test")
+    store.set_flow_desired("dc1->dc2", "stopped", "alice", "planned failover dc1 -> dc2", "run-7")
     store.report_flow_states("mirror-0", {"dc2->dc1": "running", "dc1->dc2": "stopped"})
     flows = {f["flow"]: f for f in json.loads(status("--json", "--state-db", url).stdout)["flows"]}
-    assert flows["dc2->dc1"]["control"] == "desired running; applied: mirror-0=running"
-    assert flows["dc1->dc2"]["control"] == "desired as configured; applied: mirror-0=stopped"
+    back, fwd = flows["dc2->dc1"]["control_detail"], flows["dc1->dc2"]["control_detail"]
+    assert (back["desired"], back["applied"]) == ("running", "mirror-0=running")
+    assert back["change"] == """failback stops it: airflow dags trigger failback --conf '{"flow": "dc1->dc2"}'"""
+    assert (fwd["desired"], fwd["applied"]) == ("stopped", "mirror-0=stopped")
+    assert fwd["set_by"].startswith("alice ") and fwd["set_by"].endswith(": planned failover dc1 -> dc2, run run-7")
+    assert fwd["change"] == """failback starts it: airflow dags trigger failback --conf '{"flow": "dc1->dc2"}'"""
+    assert flows["dc1->dc2"]["control"].startswith("desired stopped (set by alice ")
+    # Without --state-db: the default store if there is one (here the working directory's), none created else.
+    table = status(cwd=tmp_path).stdout
+    assert "desired stopped (set by alice" in table and "airflow dags trigger failback" in table, table
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert all(f["control"] is None for f in json.loads(status("--json", cwd=elsewhere).stdout)["flows"])
+    assert not (elsewhere / ".state").exists()

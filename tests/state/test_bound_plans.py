@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,10 +17,19 @@ from mirror_core.state.store import StateStore
 from mirror_core.workflows.binding import NotApproved, approved_plan, bind, gate_footer, self_approval
 from mirror_core.workflows.errors import WorkflowError
 from mirror_core.workflows.plans import FailoverPlan
-from tests.state.test_store import postgres_url, store  # noqa: F401 - fixtures
+from tests.state.test_store import postgres_url  # noqa: F401 - a fixture: one PostgreSQL server per session
 from tests.unit.test_workflow_plans import failover_plan
 
 APPROVE = {"approve": ("Approve",)}
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> StateStore:
+    url = f"sqlite:///{tmp_path / 'state.db'}" if request.param == "sqlite" else request.getfixturevalue(
+        "postgres_url")
+    s = StateStore(url)
+    s.migrate()
+    return s
 AT = datetime(2030, 1, 1, 12, 0, 5, tzinfo=UTC)
 
 
@@ -105,7 +115,7 @@ def test_four_eyes(store: StateStore) -> None:
     # Not refused at the gate (e.g. the setting was true then, false now): the step still refuses.
     run_id, _, handed = bound_run(store, triggered_by="dana")
     decision = answer(store, run_id, "dana")
-    with pytest.raises(WorkflowError, match="^self-approval refused: dana"):
+    with pytest.raises(WorkflowError, match=r"^self-approval refused: dana"):
         approved_plan(store, "failover", run_id, APPROVE, handed, {"approve": decision}, False)
     assert approved_plan(store, "failover", run_id, APPROVE, handed, {"approve": decision}, True)[1]["approve"]
     bound = store.bound_plan("failover", run_id)
@@ -118,8 +128,8 @@ def test_four_eyes(store: StateStore) -> None:
 def test_a_rejection_is_not_an_approval(store: StateStore) -> None:
     run_id, _, handed = bound_run(store)
     decision = answer(store, run_id, None, chosen="Reject")  # the gate timed out: its default
-    with pytest.raises(NotApproved, match="^Reject at approve by nobody$"):
+    with pytest.raises(NotApproved, match=r"^Reject at approve by nobody$"):
         approved_plan(store, "failover", run_id, APPROVE, handed, {"approve": decision}, False)
     run_id, _, handed = bound_run(store)
-    with pytest.raises(WorkflowError, match="gate approve of failover run .* has no answer in the state store"):
+    with pytest.raises(WorkflowError, match=r"gate approve of failover run .* has no answer in the state store"):
         approved_plan(store, "failover", run_id, APPROVE, handed, {}, False)

@@ -266,3 +266,44 @@ def test_grafana_provisioning_points_at_the_dashboard_and_prometheus() -> None:
     assert datasources[0]["url"] == f"http://prometheus:{prometheus_port}"
     uids = {t["datasource"]["uid"] for p in _dashboard()["panels"] for t in p.get("targets", [])}
     assert uids == {datasources[0]["uid"]}
+
+
+def _published(service: dict[str, Any]) -> list[str]:
+    return [p for p in service.get("ports", []) if isinstance(p, str)]
+
+
+def test_no_known_secret_or_default_password_ships() -> None:
+    """The recipes carry no usable secret: the JWT secret and the admin passwords are generated at first start
+    (or given by the operator), never written in the files; published ports bind this host only."""
+    text = (REPO / "docker-compose.yml").read_text()
+    assert "change-me" not in text and ":-admin}" not in text and "POSTGRES_PASSWORD: " not in text
+    services = _services()
+    for name in (*AIRFLOW, "airflow-init"):
+        env = services[name]["environment"]
+        assert "AIRFLOW__API_AUTH__JWT_SECRET" not in env, name
+        assert env["AIRFLOW__API_AUTH__JWT_SECRET_CMD"] == "cat /opt/airflow/auth/jwt_secret", name
+        assert "airflow-auth:/opt/airflow/auth" in services[name]["volumes"], name
+    init = services["airflow-init"]["command"][1]
+    assert init.index("jwt_secret") < init.index("airflow db migrate") and "secrets.token_urlsafe(32)" in init
+    assert "umask 077" in init and "passwords.json" in init
+    for key in ("AIRFLOW_ADMIN_PASSWORD", "AIRFLOW_APPROVER_PASSWORD", "AIRFLOW_JWT_SECRET"):
+        assert services["airflow-init"]["environment"][key] == f"${{{key}:-}}"  # the operator's, no default
+    assert "GF_SECURITY_ADMIN_PASSWORD" not in services["grafana"]["environment"]
+    assert "/dev/urandom" in services["grafana"]["command"][0] and "/dev/urandom" in services["postgres"]["command"][0]
+    for name, service in services.items():
+        for port in _published(service):
+            assert port.startswith("${BIND_ADDRESS:-127.0.0.1}:"), (name, port)
+
+
+def test_the_mirror_port_binds_where_the_recipes_say() -> None:
+    unit = (DEPLOY / "systemd" / "mirror-core@.service").read_text()
+    assert "Environment=METRICS_HOST=127.0.0.1" in unit and "--metrics-host ${METRICS_HOST}" in unit
+    assert "unauthenticated" in unit and "0.0.0.0" not in unit
+    docs = list(yaml.safe_load_all((DEPLOY / "k8s" / "mirror-core.yaml").read_text()))
+    policy = next(d for d in docs if d["kind"] == "NetworkPolicy")
+    assert policy["spec"]["podSelector"]["matchLabels"] == {"app": "mirror-core", "flow": "dc1-dc2"}
+    assert policy["spec"]["ingress"][0]["ports"] == [{"port": 9464, "protocol": "TCP"}]
+    pod = next(d for d in docs if d["kind"] == "StatefulSet")["spec"]["template"]["spec"]
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["MIRROR_CORE_DB_URL"]["valueFrom"]["secretKeyRef"] == {"name": "mirror-core-state-db", "key": "url"}
+    assert pod["automountServiceAccountToken"] is False

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.harness import RESULTS
 from bench.probes.ab_partitions import copy
 
 OFF = "ab->target.consumer.check.crcs = false"
@@ -29,7 +30,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--records-8", type=int, default=2_000_000)
     parser.add_argument("--records-2000", type=int, default=6_000_000)
-    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
     records = {8: args.records_8, 2000: args.records_2000}
     results: dict[str, list[dict[str, Any]]] = {path: [] for path in SHAPES}

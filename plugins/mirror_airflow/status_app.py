@@ -325,8 +325,13 @@ def records(store: StateStore) -> dict[str, list[dict[str, Any]]]:
                        "status": f.status, "approved_by": f.approved_by, "run_id": f.run_id,
                        # records made before triggered_at existed: their start is the nearest there is
                        "triggered": iso(f.triggered_at or f.started_at), "started": iso(f.started_at),
-                       "approved": iso(f.approved_at), "finished": iso(f.finished_at), "rto_s": f.rto_seconds,
-                       "rpo_records": (f.details or {}).get("rpo_records"),
+                       "approved": iso(f.approved_at), "finished": iso(f.finished_at),
+                       # RTO from the trigger (rto_s) and from the approval; RPO measured at the switch (records
+                       # on the old primary not on the standby), the estimate at approval beside it
+                       "rto_s": f.rto_seconds, "rto_from_approval_s": f.rto_from_approval_seconds,
+                       "rpo_measured": f.rpo_measured,
+                       "rpo_estimate": (f.details or {}).get("rpo_records") if f.kind == "failover" else None,
+                       "approved_by_name": (f.details or {}).get("approved_by_name"),
                        "error": (f.details or {}).get("error")} for f in failovers],
         "cutovers": [{"source": c.source, "target": c.target, "status": c.status, "run_id": c.run_id,
                       "started": iso(c.started_at), "finished": iso(c.finished_at),

@@ -219,8 +219,9 @@ def render_page(data: Row) -> str:
     add("failovers", "Failovers and failbacks", data["failovers"], lambda: table(data["failovers"], (
         ("triggered", "triggered"), ("approved", "approved"), ("finished", "finished"), ("kind", "kind"),
         ("flow", "flow"), ("mode", "mode"), ("status", "outcome"), ("approved_by", "approved by"),
-        ("rto_s", "RTO (s)"), ("rpo_records", "RPO (records)"), ("error", "error"), ("run_id", "run")),
-        numeric=("rto_s", "rpo_records")))
+        ("rto_s", "RTO from trigger (s)"), ("rto_from_approval_s", "RTO from approval (s)"),
+        ("rpo_measured", "RPO measured (records)"), ("rpo_estimate", "RPO estimated at approval"), ("error", "error"),
+        ("run_id", "run")), numeric=("rto_s", "rto_from_approval_s", "rpo_measured", "rpo_estimate")))
     add("cutovers", "Cutovers", data["cutovers"], lambda: table(data["cutovers"], (
         ("started", "started"), ("finished", "finished"), ("source", "from"), ("target", "to"),
         ("status", "outcome"), ("approved_by", "approved by"), ("topics", "topics"), ("error", "error"),

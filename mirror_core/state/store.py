@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from mirror_core.config.model import MirrorConfig
 from mirror_core.state import topic_controls as tc
 from mirror_core.state.errors import StateStoreError
+from mirror_core.state.migration_lock import advisory_lock, file_lock
 from mirror_core.state.models import (
     ActiveCluster,
     ActiveClusterChange,
@@ -76,9 +77,11 @@ class StateStore:
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     def migrate(self) -> None:
-        """Bring the schema to the newest migration (idempotent)."""
+        """Bring the schema to the newest migration (idempotent), one process at a time (migration_lock.py:
+        an advisory lock on PostgreSQL, a file lock on SQLite)."""
         try:
-            with self.engine.begin() as connection:
+            with file_lock(self.engine.url), self.engine.begin() as connection:
+                advisory_lock(connection)
                 cfg = alembic_config(self.url)
                 cfg.attributes["connection"] = connection
                 command.upgrade(cfg, "head")

@@ -3,12 +3,14 @@
 Trigger by hand with ``source``, ``target`` (cluster aliases of a configured flow), ``topics``,
 ``groups``, ``apps`` (registry aliases), ``max_lag`` and ``deny_writes``.
 
-preflight (configs/ACLs synced, replication healthy, lag <= max_lag; recorded) -> **approve_start**
+preflight (configs/ACLs synced, replication healthy, lag <= max_lag; recorded and bound to the run in the
+state store with its digest) -> **approve_start**
 -> deny_writes (optional DENY WRITE ACLs on the source topics) -> **quiesce** (the approver confirms
 producers are stopped, or rolls back) -> drain (to lag 0, then the flow stops) -> completeness (the
 offset map accounts for every record) -> switch (translated offsets committed on the target, registry
 switched) -> **final_approval** (Reject rolls back) -> done. ``rollback`` always runs last and undoes
-whatever ran when the cutover was not approved to the end or a step failed.
+whatever ran when the cutover was not approved to the end or a step failed. Every step reads the plan from
+the state store and runs only what was approved (digest, approvers, four eyes: mirror_core.workflows.binding).
 """
 
 from __future__ import annotations
@@ -17,16 +19,16 @@ from datetime import datetime
 from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowSkipException
 from mirror_airflow.dag_helpers import (
     ApprovalGate,
     ChoiceGate,
-    answer,
+    approved,
+    bind_plan,
     clusters_for_params,
     failing_fast,
+    gate_answer,
     gate_settings,
-    last_responder,
-    responder,
+    last_approver,
     run_params,
     state_store,
 )
@@ -34,13 +36,16 @@ from mirror_airflow.notifiers import WebhookNotifier
 
 from mirror_core.airflow_support import load_mirror_config
 from mirror_core.workflows.params import CutoverParams
-from mirror_core.workflows.plans import CutoverPlan
 
 CLUSTERS, CONFIG_ERROR = clusters_for_params()  # the DAG parses even with a broken config
 GATE = gate_settings("cloud_migration_cutover")  # approvers, response timeout, notifier
 STOPPED = "Producers are stopped on the source"
 ROLL_BACK = "Roll back"
 GATES = ["approve_start", "quiesce", "final_approval"]  # in the order they are asked
+# The gates each step needs answered, and the answers that let it run (from the state store, checked):
+STARTED = {"approve_start": (ApprovalGate.APPROVE,)}
+QUIESCED = {**STARTED, "quiesce": (STOPPED,)}
+KEPT = {**QUIESCED, "final_approval": (ApprovalGate.APPROVE,)}
 
 
 @dag(
@@ -71,21 +76,22 @@ def cloud_migration_cutover() -> None:
 
         config, params = run_params(CutoverParams, CONFIG_ERROR)
         with failing_fast():
-            return open_cutover(config, state_store(migrate=True), params, get_current_context()["run_id"]).to_xcom()
+            context = get_current_context()
+            return bind_plan(context, open_cutover(config, state_store(migrate=True), params, context["run_id"]))
 
-    plan = preflight()
     approve_start = ApprovalGate(
         task_id="approve_start",
         subject="Start the cutover {{ params.source }} -> {{ params.target }}?",
-        body="{{ ti.xcom_pull(task_ids='preflight')['body'] }}",
+        shows_plan=True,  # from the state store, with its digest
         **GATE,
     )
 
     @task
-    def deny_writes(plan: dict[str, Any]) -> list[str]:
+    def deny_writes() -> list[str]:
         from mirror_core.workflows.steps import deny_source_writes
 
-        return deny_source_writes(load_mirror_config(), CutoverPlan.from_xcom(plan))
+        plan, _ = approved(get_current_context(), STARTED, "preflight")
+        return deny_source_writes(load_mirror_config(), plan)
 
     quiesce = ChoiceGate(
         task_id="quiesce",
@@ -94,34 +100,39 @@ def cloud_migration_cutover() -> None:
              "stopped). Confirm once none writes any more; the flow then drains to lag 0. "
              "Roll back undoes the ACL change, if any.",
         options=[STOPPED, ROLL_BACK],
+        accepting=[STOPPED],
         defaults=[ROLL_BACK],
         **GATE,
     )
 
     @task
-    def drain(plan: dict[str, Any]) -> dict[str, Any]:
+    def drain() -> dict[str, Any]:
         from mirror_core.workflows.cutover import drain_and_stop
 
         context = get_current_context()
-        chosen, who = responder(context["ti"], "quiesce")
-        if chosen != STOPPED:
-            raise AirflowSkipException(f"{who} chose to roll back")
-        return drain_and_stop(load_mirror_config(), state_store(), CutoverPlan.from_xcom(plan), who,
+        plan, answers = approved(context, QUIESCED, "preflight")
+        return drain_and_stop(load_mirror_config(), state_store(), plan, answers["quiesce"].approver_id,
                               context["run_id"], float(context["params"]["drain_timeout_s"]))
 
     @task
-    def completeness(plan: dict[str, Any], drained: dict[str, Any]) -> dict[str, Any]:
+    def completeness() -> dict[str, Any]:
         from mirror_core.workflows.steps import check_completeness
 
-        return check_completeness(load_mirror_config(), CutoverPlan.from_xcom(plan))
+        plan, _ = approved(get_current_context(), QUIESCED, "preflight")
+        report = check_completeness(load_mirror_config(), plan)
+        state_store().note_cutover(plan.record_id, completeness=report)
+        return report
 
     @task
-    def switch(plan: dict[str, Any], complete: dict[str, Any]) -> dict[str, Any]:
+    def switch() -> dict[str, Any]:
         from mirror_core.workflows.cutover import switch as do_switch
 
         context = get_current_context()
-        _, who = responder(context["ti"], "quiesce")
-        return do_switch(load_mirror_config(), state_store(), CutoverPlan.from_xcom(plan), who, context["run_id"])
+        plan, answers = approved(context, QUIESCED, "preflight")
+        store = state_store()
+        switched = do_switch(load_mirror_config(), store, plan, answers["quiesce"].approver_id, context["run_id"])
+        store.note_cutover(plan.record_id, switch=switched)  # what the rollback undoes, kept off the XComs
+        return switched
 
     final_approval = ApprovalGate(
         task_id="final_approval",
@@ -133,36 +144,40 @@ def cloud_migration_cutover() -> None:
     )
 
     @task
-    def done(plan: dict[str, Any], complete: dict[str, Any], switched: dict[str, Any]) -> bool:
+    def done() -> bool:
         from mirror_core.workflows.steps import record_cutover_done
 
-        _, who = responder(get_current_context()["ti"], "final_approval")
-        return record_cutover_done(state_store(), CutoverPlan.from_xcom(plan), who, complete, switched)
+        plan, answers = approved(get_current_context(), KEPT, "preflight")
+        store = state_store()
+        record = store.cutover_record(plan.record_id)
+        details = record.details if record is not None else {}
+        final = answers["final_approval"]
+        store.note_cutover(plan.record_id, approved_by_name=final.approver_name)
+        return record_cutover_done(store, plan, final.approver_id or "unknown", details.get("completeness") or {},
+                                   details.get("switch") or {})
 
     @task(trigger_rule="all_done")
     def rollback() -> None:
-        """Undo whatever ran unless the final approval was given; record the outcome."""
+        """Undo whatever ran unless the final approval was given; record the outcome (from the state store)."""
+        from mirror_core.workflows.binding import plan_of, refusal_of
         from mirror_core.workflows.steps import CutoverAnswers, close_cutover
 
         context = get_current_context()
         ti = context["ti"]
-        plan = ti.xcom_pull(task_ids="preflight")
-        answers = CutoverAnswers(answer(ti, "approve_start", ApprovalGate.APPROVE, ApprovalGate.REJECT),
-                                 answer(ti, "quiesce", STOPPED, ROLL_BACK),
-                                 answer(ti, "final_approval", ApprovalGate.APPROVE, ApprovalGate.REJECT))
-        steps = {"denied": ti.xcom_pull(task_ids="deny_writes"), "stopped": ti.xcom_pull(task_ids="drain"),
-                 "switched": ti.xcom_pull(task_ids="switch")}
+        store = state_store()
+        bound = store.bound_plan(ti.dag_id, ti.run_id)
+        record = store.cutover_record(bound.record_id) if bound else None
+        details = (record.details if record is not None else None) or {}
+        answers = CutoverAnswers(*(gate_answer(bound, g, yes, no) for g, yes, no in (
+            ("approve_start", ApprovalGate.APPROVE, ApprovalGate.REJECT), ("quiesce", STOPPED, ROLL_BACK),
+            ("final_approval", ApprovalGate.APPROVE, ApprovalGate.REJECT))))
         with failing_fast():
-            close_cutover(load_mirror_config(), state_store(), CutoverPlan.from_xcom(plan) if plan else None, answers,
-                          steps, bool(ti.xcom_pull(task_ids="done")), last_responder(ti, GATES),
-                          context["run_id"])
+            close_cutover(load_mirror_config(), store, plan_of(bound) if bound else None,  # type: ignore[arg-type]
+                          answers, {"switched": details.get("switch")}, record is not None and record.status == "done",
+                          last_approver(bound, GATES), context["run_id"], refusal_of(store, bound) if bound else None)
 
-    denied = deny_writes(plan)
-    drained = drain(plan)
-    complete = completeness(plan, drained)
-    switched = switch(plan, complete)
-    plan >> approve_start >> denied >> quiesce >> drained
-    switched >> final_approval >> done(plan, complete, switched) >> rollback()
+    switched = preflight() >> approve_start >> deny_writes() >> quiesce >> drain() >> completeness() >> switch()
+    switched >> final_approval >> done() >> rollback()
 
 
 cloud_migration_cutover()

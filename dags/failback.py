@@ -4,10 +4,10 @@ Trigger by hand with ``flow`` (the original forward flow primary->standby), ``ap
 
 check (the Params, before any cluster is touched) -> catch_up (``ReplicationLagSensor``: the reverse
 flow's data lag down to ``max_reverse_lag``, within ``drain_timeout_s``) -> assess (records only the
-old primary holds, translated offsets back; recorded) -> **decide** (replay those records to
-consumers, skip them, or Reject = change nothing) -> execute (drain and stop the reverse flow; commit
-translated offsets on the old primary; switch the registry back; restore the forward flow) -> verify
--> finalize.
+old primary holds, translated offsets back; recorded and bound to the run with its digest) -> **decide**
+(replay those records to consumers, skip them, or Reject = change nothing; not by whoever triggered the run)
+-> execute (drain and stop the reverse flow; commit translated offsets on the old primary; switch the
+registry back; restore the forward flow) -> verify -> finalize.
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from datetime import datetime
 from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowSkipException
 from mirror_airflow.dag_helpers import (
     ChoiceGate,
-    decided_at,
+    approved,
+    bind_plan,
+    executed,
     failing,
     failing_fast,
     finalize_failover,
     flows_for_params,
     gate_settings,
-    responder,
     run_params,
     run_started,
     state_store,
@@ -35,7 +35,6 @@ from mirror_airflow.sensors import ReplicationLagSensor
 
 from mirror_core.airflow_support import load_mirror_config
 from mirror_core.workflows.params import FailbackParams
-from mirror_core.workflows.plans import Execution, FailbackPlan
 
 FLOWS, CONFIG_ERROR = flows_for_params()
 GATE = gate_settings("failback")  # approvers, response timeout, notifier
@@ -43,6 +42,7 @@ REPLAY = "Fail back; consumers replay the unreplicated records"
 SKIP = "Fail back; consumers skip the unreplicated records (kept and listed)"
 REJECT = "Reject"
 ACTIONS = {REPLAY: "replay", SKIP: "skip"}  # execute_failback's unreplicated_action for each choice
+DECIDED = {"decide": (REPLAY, SKIP)}  # the gate the steps after it need, and the answers that go on
 
 
 @dag(
@@ -91,49 +91,47 @@ def failback() -> None:
         config, params = run_params(FailbackParams, CONFIG_ERROR)
         with failing_fast():
             context = get_current_context()
-            return open_failback(config, state_store(migrate=True), params, context["run_id"],
-                        run_started(context)).to_xcom()
+            plan = open_failback(config, state_store(migrate=True), params, context["run_id"], run_started(context))
+            return bind_plan(context, plan)
 
     plan = assess()
     check() >> catch_up >> plan
     decide = ChoiceGate(
         task_id="decide",
         subject="Fail back {{ params.flow }}? Choose what happens to records only the old primary holds",
-        body="{{ ti.xcom_pull(task_ids='assess')['body'] }}",
+        shows_plan=True,  # from the state store, with its digest
         options=[REPLAY, SKIP, REJECT],
+        accepting=[REPLAY, SKIP],
         defaults=[REJECT],
         **GATE,
     )
 
     @task
-    def execute(plan: dict[str, Any]) -> dict[str, Any]:
+    def execute() -> None:
         from mirror_core.workflows.steps import run_failback
 
         context = get_current_context()
-        chosen, who = responder(context["ti"], "decide")
-        action = ACTIONS.get(chosen or "")
-        if action is None:
-            raise AirflowSkipException(f"rejected by {who}")
+        plan, answers = approved(context, DECIDED, "assess")
+        decision = answers["decide"]
         with failing("failback failed"):
-            return run_failback(load_mirror_config(), state_store(), FailbackPlan.from_xcom(plan), action, who,
-                                context["run_id"], float(context["params"]["drain_timeout_s"]),
-                                decided_at(context["ti"], "decide")).to_xcom()
+            run_failback(load_mirror_config(), state_store(), plan, ACTIONS[decision.chosen], decision.approver_id,
+                         context["run_id"], float(context["params"]["drain_timeout_s"]), decision.answered_at,
+                         decision.approver_name)
 
     @task
-    def verify(plan: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    def verify() -> dict[str, Any]:
         from mirror_core.workflows.steps import verify_moved_groups
 
+        plan, answers = approved(get_current_context(), DECIDED, "assess")
+        store = state_store()
         with failing("verification failed"):
-            return verify_moved_groups(load_mirror_config(), state_store(), FailbackPlan.from_xcom(plan),
-                                       Execution.from_xcom(result))
+            return verify_moved_groups(load_mirror_config(), store, plan, executed(store, plan, answers["decide"]))
 
     @task(trigger_rule="all_done")
     def finalize() -> None:
-        finalize_failover(get_current_context()["ti"], "decide", REJECT, FailbackPlan)
+        finalize_failover(get_current_context(), "decide", REJECT)
 
-    result = execute(plan)
-    plan >> decide >> result
-    verify(plan, result) >> finalize()
+    plan >> decide >> execute() >> verify() >> finalize()
 
 
 failback()

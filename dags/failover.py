@@ -3,8 +3,9 @@
 Trigger by hand with ``flow`` (source->target), ``apps`` (application aliases in the active-cluster
 registry), ``groups`` (consumer groups to move) and ``mode`` (planned | unplanned).
 
-assess (reachability, lag, data at risk, translated offsets; recorded) -> **approve** (the plan is
-the gate's body; Reject changes nothing) -> execute (planned: drain to lag 0; stop the forward flow;
+assess (reachability, lag, data at risk, translated offsets; recorded and bound to the run in the state
+store with its digest) -> **approve** (the bound plan and its digest are the gate's body; Reject changes
+nothing; the user who triggered the run cannot approve it) -> execute (planned: drain to lag 0; stop the forward flow;
 commit translated offsets on the standby; switch the registry; start the reverse flow) -> verify
 (canary consumers resume exactly at the committed offsets) -> finalize (records the outcome).
 """
@@ -17,13 +18,14 @@ from typing import Any
 from airflow.sdk import Param, dag, get_current_context, task
 from mirror_airflow.dag_helpers import (
     ApprovalGate,
-    decided_at,
+    approved,
+    bind_plan,
+    executed,
     failing,
     failing_fast,
     finalize_failover,
     flows_for_params,
     gate_settings,
-    responder,
     run_params,
     run_started,
     state_store,
@@ -32,10 +34,10 @@ from mirror_airflow.notifiers import WebhookNotifier
 
 from mirror_core.airflow_support import load_mirror_config
 from mirror_core.workflows.params import FailoverParams
-from mirror_core.workflows.plans import Execution, FailoverPlan
 
 FLOWS, CONFIG_ERROR = flows_for_params()
 GATE = gate_settings("failover")  # approvers, response timeout, notifier
+APPROVED = {"approve": (ApprovalGate.APPROVE,)}  # the gate the steps after it need, and its accepting answer
 
 
 @dag(
@@ -67,43 +69,41 @@ def failover() -> None:
         config, params = run_params(FailoverParams, CONFIG_ERROR)
         with failing_fast():
             context = get_current_context()
-            return open_failover(config, state_store(migrate=True), params, context["run_id"],
-                        run_started(context)).to_xcom()
+            plan = open_failover(config, state_store(migrate=True), params, context["run_id"], run_started(context))
+            return bind_plan(context, plan)
 
-    plan = assess()
     approve = ApprovalGate(
         task_id="approve",
         subject="Fail over {{ params.flow }} ({{ params.mode }})?",
-        body="{{ ti.xcom_pull(task_ids='assess')['body'] }}",
+        shows_plan=True,  # from the state store, with its digest
         **GATE,
     )
 
     @task
-    def execute(plan: dict[str, Any]) -> dict[str, Any]:
+    def execute() -> None:
         from mirror_core.workflows.steps import run_failover
 
         context = get_current_context()
-        _, who = responder(context["ti"], "approve")
+        plan, answers = approved(context, APPROVED, "assess")
+        approval = answers["approve"]
         with failing("failover failed"):
-            return run_failover(load_mirror_config(), state_store(), FailoverPlan.from_xcom(plan), who,
-                                context["run_id"], float(context["params"]["drain_timeout_s"]),
-                                decided_at(context["ti"], "approve")).to_xcom()
+            run_failover(load_mirror_config(), state_store(), plan, approval.approver_id, context["run_id"],
+                         float(context["params"]["drain_timeout_s"]), approval.answered_at, approval.approver_name)
 
     @task
-    def verify(plan: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    def verify() -> dict[str, Any]:
         from mirror_core.workflows.steps import verify_moved_groups
 
+        plan, answers = approved(get_current_context(), APPROVED, "assess")
+        store = state_store()
         with failing("verification failed"):
-            return verify_moved_groups(load_mirror_config(), state_store(), FailoverPlan.from_xcom(plan),
-                                       Execution.from_xcom(result))
+            return verify_moved_groups(load_mirror_config(), store, plan, executed(store, plan, answers["approve"]))
 
     @task(trigger_rule="all_done")
     def finalize() -> None:
-        finalize_failover(get_current_context()["ti"], "approve", ApprovalGate.REJECT, FailoverPlan)
+        finalize_failover(get_current_context(), "approve", ApprovalGate.REJECT)
 
-    result = execute(plan)
-    plan >> approve >> result
-    verify(plan, result) >> finalize()
+    assess() >> approve >> execute() >> verify() >> finalize()
 
 
 failover()

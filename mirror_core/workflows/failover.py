@@ -241,6 +241,21 @@ def already_failed_over(store: StateStore | None, flow: FlowConfig, reverse: Flo
     return tuple(why)
 
 
+def measured_loss(config: MirrorConfig, flow: FlowConfig, primary_reachable: bool) -> dict[str, Any]:
+    """The RPO measured at the switch of an unplanned failover, once the forward flow stopped: the records on
+    the primary not on the standby (its data lag), or None with why it could not be read."""
+    if not primary_reachable:
+        return {"records": None, "note": "primary unreachable at the switch: the records it had not replicated are "
+                                         "counted by the failback when it returns"}
+    try:
+        lag = data_lag(flow_status(config, flow), flow)
+    except Exception as exc:  # measuring must not fail a failover under way
+        return {"records": None, "note": f"not measured: {' '.join(str(exc).split())}"}
+    if lag.total is None:
+        return {"records": None, "note": "not measured: the primary's end offsets were unreadable at the switch"}
+    return {"records": lag.total, "note": "records on the primary not on the standby when the forward flow stopped"}
+
+
 def execute_failover(config: MirrorConfig, store: StateStore, plan: FailoverPlan, who: str, run_id: str | None,
                      drain_timeout: float = 300.0) -> dict[str, Any]:
     """Stop forward, commit translated offsets on the standby, switch the registry, start reverse.
@@ -263,6 +278,10 @@ def execute_failover(config: MirrorConfig, store: StateStore, plan: FailoverPlan
             if residual:
                 raise WorkflowError(f"{residual} records arrived on the primary after the drain; stop the producers "
                                     "and run the failover again")
+            steps["rpo_measured"] = {"records": residual, "note": "drained, then the forward flow stopped: records "
+                                     "on the primary not on the standby at the switch"}
+        else:
+            steps["rpo_measured"] = measured_loss(config, flow, plan.primary_reachable)
         # Positions are final now that the flow stopped: translate again rather than reuse the plan
         # (newer checkpoints may have arrived; a primary unreachable at assessment is not asked again).
         final = translate_groups(config, flow, groups, plan.planned or plan.primary_reachable)

@@ -64,25 +64,39 @@ def open_failback(config: MirrorConfig, store: StateStore, params: FailbackParam
 
 
 def run_failover(config: MirrorConfig, store: StateStore, plan: FailoverPlan, who: str, run_id: str | None,
-                 drain_timeout: float, approved_at: datetime | None = None) -> Execution:
+                 drain_timeout: float, approved_at: datetime | None = None,
+                 approver_name: str | None = None) -> Execution:
+    """Execute an approved failover (``who``: the approver's user id, ``approver_name`` beside it); what
+    its steps did and the RPO measured at the switch go into the record as soon as they are known."""
     store.approve_failover(_record_id(plan), who, approved_at)
+    if approver_name:
+        store.note_failover(_record_id(plan), approved_by_name=approver_name)
     try:
         steps = failover.execute_failover(config, store, plan, who, run_id, drain_timeout)
     except Exception as exc:
         store.finish_failover(_record_id(plan), "failed", who, error=str(exc))
         raise
+    measured = steps.get("rpo_measured") or {}
+    store.note_failover(_record_id(plan), steps=steps, rpo_measured=measured.get("records"),
+                        rpo_measured_note=measured.get("note"))
     print(steps)
+    print(f"RPO measured at the switch: {measured.get('records', 'unknown')} records ({measured.get('note')}); "
+          f"estimated at approval: {plan.rpo_records if plan.rpo_records is not None else 'unknown'}")
     return Execution(who, steps)
 
 
 def run_failback(config: MirrorConfig, store: StateStore, plan: FailbackPlan, unreplicated_action: str, who: str,
-                 run_id: str | None, drain_timeout: float, approved_at: datetime | None = None) -> Execution:
+                 run_id: str | None, drain_timeout: float, approved_at: datetime | None = None,
+                 approver_name: str | None = None) -> Execution:
     store.approve_failover(_record_id(plan), who, approved_at)
+    if approver_name:
+        store.note_failover(_record_id(plan), approved_by_name=approver_name)
     try:
         steps = failover.execute_failback(config, store, plan, unreplicated_action, who, run_id, drain_timeout)
     except Exception as exc:
         store.finish_failover(_record_id(plan), "failed", who, error=str(exc))
         raise
+    store.note_failover(_record_id(plan), steps=steps)
     print(steps)
     return Execution(who, steps)
 
@@ -100,13 +114,17 @@ def verify_moved_groups(config: MirrorConfig, store: StateStore, plan: FailoverP
 
 
 def close_failover(store: StateStore, plan: FailoverPlan | FailbackPlan | None, rejected: bool, who: str,
-                   verified: bool) -> None:
-    """The last task, whatever happened: record a rejection; fail when the workflow did not complete (a
+                   verified: bool, refused: str | None = None) -> None:
+    """The last task, whatever happened: record a rejection or a refused answer (``refused``: a
+    self-approval, a plan that is not the one approved); fail when the workflow did not complete (a
     trigger-rule ``all_done`` leaf would otherwise let a failed run look successful). A rejection fails
     too, once recorded: a run that changed nothing must not show as a successful failover."""
     if plan is None:
         raise WorkflowError("the assessment did not complete (see the log of the task that failed before it); "
                             "nothing was changed")
+    if refused and not verified:
+        store.finish_failover(_record_id(plan), "refused", error=refused)
+        raise WorkflowError(refused)
     if rejected:
         store.finish_failover(_record_id(plan), "rejected", who)
         raise WorkflowError(f"rejected by {who}: nothing changed")
@@ -156,7 +174,8 @@ class CutoverAnswers:
 
 
 def close_cutover(config: MirrorConfig, store: StateStore, plan: CutoverPlan | None, answers: CutoverAnswers,
-                  done: Mapping[str, Any], recorded: bool, who: str, run_id: str | None) -> list[str]:
+                  done: Mapping[str, Any], recorded: bool, who: str, run_id: str | None,
+                  refused: str | None = None) -> list[str]:
     """The last task, whatever happened: unless the cutover was approved to the end, undo what ran
     (``done``: what the steps returned) and record rejected / rolled-back / failed; the run then fails
     (a declined cutover, once undone and recorded, must not show as a successful one). Returns what was
@@ -168,9 +187,12 @@ def close_cutover(config: MirrorConfig, store: StateStore, plan: CutoverPlan | N
             raise WorkflowError("approved, but recording the cutover failed (see the 'done' log)")
         return []
     undone = cutover.rollback(config, store, plan, dict(done), who, run_id)
-    status = "rejected" if answers.started is False else "rolled-back" if answers.declined else "failed"
-    store.finish_cutover(_record_id(plan), status, undone=undone)
+    status = "rejected" if answers.started is False else "rolled-back" if answers.declined else \
+        "refused" if refused else "failed"
+    store.finish_cutover(_record_id(plan), status, undone=undone, **({"error": refused} if refused else {}))
     print(f"cutover {status}; undone: {undone or 'nothing to undo'}")
+    if refused and not answers.declined:
+        raise WorkflowError(f"{refused} (undone: {', '.join(undone) or 'nothing'})")
     if answers.started is False:
         raise WorkflowError(f"rejected by {who}: nothing changed")
     if answers.declined:

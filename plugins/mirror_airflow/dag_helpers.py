@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLOperator
 from airflow.sdk import get_current_context
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from airflow.sdk.execution_time.hitl import HITLUser
 
 from mirror_airflow.notifiers import WebhookNotifier
@@ -85,12 +85,16 @@ DECISION_KEY = "decision"
 
 
 def record_decision(context: Any, result: Any) -> None:
-    """Push who chose what at a gate under a key of its own (read back by :func:`responder`)."""
+    """Push who chose what at a gate under a key of its own (read back by :func:`responder`): the user id
+    (``who``, ``who_id``) and the display name beside it (``who_name``). The state store records the same
+    (:func:`answer_gate`); the steps after the gate check that the two agree."""
     user = result.get("responded_by_user") or {}
     at = result.get("responded_at")
     # No responder: Airflow applied the gate's defaults (do nothing) when its response timeout passed.
-    who = str(user.get("name") or user.get("id") or "") or "nobody (the gate timed out)"
+    who_id = str(user.get("id") or "") or None
+    who = who_id or "nobody (the gate timed out)"
     context["ti"].xcom_push(DECISION_KEY, {"chosen": (result.get("chosen_options") or [None])[0], "who": who,
+                                           "who_id": who_id, "who_name": user.get("name"),
                                            "at": at.isoformat() if isinstance(at, datetime) else at})
 
 
@@ -100,30 +104,94 @@ def responder(ti: Any, gate: str) -> tuple[str | None, str]:
     return decision.get("chosen"), decision.get("who", "unknown")
 
 
-def decided_at(ti: Any, gate: str) -> datetime | None:
-    """When a gate was answered (None when nobody answered it)."""
-    at = (ti.xcom_pull(task_ids=gate, key=DECISION_KEY) or {}).get("at")
-    return datetime.fromisoformat(at) if at else None
-
-
 def run_started(context: Any) -> datetime | None:
     """When this DAG run began: the trigger time a failover's RTO counts from."""
     dag_run = context.get("dag_run")
     return getattr(dag_run, "start_date", None) or getattr(dag_run, "queued_at", None)
 
 
-def answer(ti: Any, gate: str, yes: str, no: str) -> bool | None:
-    """A two-way gate's answer: True for ``yes``, False for ``no``, None when nobody answered it."""
-    chosen, _ = responder(ti, gate)
-    return True if chosen == yes else False if chosen == no else None
+def triggered_by(context: Any) -> str | None:
+    """The Airflow user id who triggered this run (None: not known, e.g. a run older than Airflow 3.1)."""
+    return getattr(context.get("dag_run"), "triggering_user_name", None) or None
 
 
-def last_responder(ti: Any, gates: list[str]) -> str:
-    """Who answered the last of ``gates`` (in order) that was answered; 'unknown' when none was."""
-    for gate in reversed(gates):
-        if ti.xcom_pull(task_ids=gate, key=DECISION_KEY):
-            return responder(ti, gate)[1]
-    return "unknown"
+# -- what was approved is what runs (mirror_core.workflows.binding) -----------------------------------------
+def self_approval_allowed(dag_id: str) -> bool:
+    """``MIRROR_CORE_ALLOW_SELF_APPROVAL[_<DAG_ID>]`` (deployment environment, like the approvers): true lets
+    the user who triggered a run approve it; unset or false (the default): four eyes."""
+    from mirror_core.workflows.binding import SELF_APPROVAL_SETTING
+
+    raw = _env(SELF_APPROVAL_SETTING, dag_id)
+    value = (raw or "false").strip().lower()
+    if value not in ("true", "false"):
+        raise AirflowFailException(f"{SELF_APPROVAL_SETTING}: {raw!r} is neither true nor false; set true to let "
+                                   "the user who triggered a run approve it, or unset it (four eyes)")
+    return value == "true"
+
+
+def bind_plan(context: Any, plan: Any) -> dict[str, Any]:
+    """The assessment's last act: the plan written to the state store with its digest, bound to this run;
+    the XCom handed to the later tasks (they check it against the store, they do not trust it)."""
+    from mirror_core.workflows.binding import bind
+
+    ti = context["ti"]
+    bound = bind(state_store(), ti.dag_id, ti.run_id, plan, triggered_by(context))
+    print(f"plan bound to run {ti.run_id}: sha256:{bound.digest} (triggered by {bound.triggered_by or 'unknown'})")
+    return {**plan.to_xcom(), "digest": bound.digest}
+
+
+def ask_gate(context: Any, gate: str, body: str | None, shows_plan: bool) -> str:
+    """The body a gate shows: the plan as bound in the state store (``shows_plan``) or ``body``, then its
+    digest and who may not approve it; the digest shown is recorded with the gate."""
+    from mirror_core.workflows.binding import gate_footer, plan_of
+
+    ti = context["ti"]
+    store = state_store()
+    bound = store.bound_plan(ti.dag_id, ti.run_id)
+    if bound is None:
+        raise AirflowFailException(f"no plan is bound to {ti.dag_id} run {ti.run_id} in the state store (its "
+                                   "assessment did not record one); nothing was changed")
+    store.ask_gate(ti.dag_id, ti.run_id, gate, bound.digest)
+    shown = plan_of(bound).render() if shows_plan else (body or "")
+    return shown + "\n" + gate_footer(bound, self_approval_allowed(ti.dag_id))
+
+
+def answer_gate(context: Any, gate: str, event: dict[str, Any], accepting: Collection[str]) -> None:
+    """Record the answer (XCom and state store: user id, display name, choice, time); an accepting answer by
+    the user who triggered the run fails the gate with one line, unless the deployment allows it."""
+    from mirror_core.workflows.binding import self_approval
+
+    record_decision(context, event)
+    ti = context["ti"]
+    user = event.get("responded_by_user") or {}
+    chosen = (event.get("chosen_options") or [None])[0]
+    at = event.get("responded_at")
+    store = state_store()
+    bound = store.bound_plan(ti.dag_id, ti.run_id)
+    who_id = str(user.get("id") or "") or None
+    refused = self_approval(ti.dag_id, bound.triggered_by if bound else None, who_id,
+                            self_approval_allowed(ti.dag_id)) if chosen in accepting else None
+    store.answer_gate(ti.dag_id, ti.run_id, gate, chosen, who_id, user.get("name"),
+                      datetime.fromisoformat(at) if isinstance(at, str) else at, refused)
+    if refused:
+        raise AirflowFailException(refused)
+
+
+def approved(context: Any, gates: Mapping[str, Collection[str]], handed_by: str) -> tuple[Any, dict[str, Any]]:
+    """(the plan from the state store, each gate's answer) for a step after ``gates``; one line and a failed
+    task when anything differs from what was approved, a skipped task when a gate declined."""
+    from mirror_core.workflows.binding import NotApproved, approved_plan
+    from mirror_core.workflows.errors import WorkflowError
+
+    ti = context["ti"]
+    decisions = {g: ti.xcom_pull(task_ids=g, key=DECISION_KEY) for g in gates}
+    try:
+        return approved_plan(state_store(), ti.dag_id, ti.run_id, gates, ti.xcom_pull(task_ids=handed_by),
+                             decisions, self_approval_allowed(ti.dag_id))
+    except NotApproved as exc:
+        raise AirflowSkipException(str(exc)) from None
+    except WorkflowError as exc:
+        raise AirflowFailException(str(exc)) from None
 
 
 # Tasks that only read, or re-apply the same desired state (topic-config sync, reconciliation), may retry
@@ -160,31 +228,81 @@ def gate_settings(dag_id: str) -> dict[str, Any]:
 
 
 class ApprovalGate(ApprovalOperator):
-    """Approve/Reject that records the decision and the approver for the tasks after it; unanswered
-    within its response timeout, it rejects."""
+    """Approve/Reject bound to the run's plan: shows it from the state store with its digest (``shows_plan``;
+    else ``body``), records who answered (XCom and state store), refuses a self-approval (four eyes);
+    unanswered within its response timeout, it rejects."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, shows_plan: bool = False, **kwargs: Any) -> None:
         super().__init__(defaults=[self.REJECT], **kwargs)
+        self.shows_plan = shows_plan
+
+    def execute(self, context: Any) -> Any:
+        self.body = ask_gate(context, self.task_id, self.body, self.shows_plan)
+        return super().execute(context)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        record_decision(context, event)
+        answer_gate(context, self.task_id, event, (self.APPROVE,))
         return super().execute_complete(context, event)
 
 
 class ChoiceGate(HITLOperator):
-    """A choice among options that records the decision and who made it."""
+    """A choice among options, bound like :class:`ApprovalGate`: ``accepting`` are the options that let the
+    workflow go on (four eyes apply to them); the others (reject, roll back) anyone allowed may choose."""
+
+    def __init__(self, accepting: list[str], shows_plan: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.accepting, self.shows_plan = tuple(accepting), shows_plan
+
+    def execute(self, context: Any) -> Any:
+        self.body = ask_gate(context, self.task_id, self.body, self.shows_plan)
+        return super().execute(context)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        record_decision(context, event)
+        answer_gate(context, self.task_id, event, self.accepting)
         return super().execute_complete(context, event)
 
 
-def finalize_failover(ti: Any, gate: str, reject: str, plan_type: Any) -> None:
-    """The failover/failback DAGs' last task: record a rejection, fail a run that did not complete."""
+def finalize_failover(context: Any, gate: str, reject: str) -> None:
+    """The failover/failback DAGs' last task, from the state store: record a rejection or a refusal, fail a
+    run that did not complete."""
+    from mirror_core.workflows.binding import plan_of, refusal_of
     from mirror_core.workflows.steps import close_failover
 
-    plan = ti.xcom_pull(task_ids="assess")
-    chosen, who = responder(ti, gate)
+    ti = context["ti"]
+    store = state_store()
+    bound = store.bound_plan(ti.dag_id, ti.run_id)
+    plan: Any = plan_of(bound) if bound else None
+    gate_answer = bound.gates.get(gate) if bound else None
+    who = gate_answer.approver if gate_answer and gate_answer.approver_id else (
+        "nobody (the gate timed out)" if gate_answer and gate_answer.answered_at else "unknown")
+    record = store.failover_record(bound.record_id) if bound else None
     with failing_fast():
-        close_failover(state_store(), plan_type.from_xcom(plan) if plan else None, chosen == reject, who,
-                       ti.xcom_pull(task_ids="verify") is not None)
+        close_failover(store, plan, bool(gate_answer and gate_answer.chosen == reject and not gate_answer.refused),
+                       who, record is not None and record.status == "done",
+                       refusal_of(store, bound) if bound else None)
+
+
+def executed(store: Any, plan: Any, approval: Any) -> Any:
+    """What the execute step did, as it recorded it in the state store (not as an XCom says)."""
+    from mirror_core.workflows.plans import Execution
+
+    record = store.failover_record(plan.record_id)
+    return Execution(approval.approver_id or "unknown", dict((record.details if record else {}).get("steps") or {}))
+
+
+def gate_answer(bound: Any, gate: str, yes: str, no: str) -> bool | None:
+    """A two-way gate's answer as the state store recorded it: True for ``yes``, False for ``no``, None when
+    nobody answered it or the answer was refused (a self-approval)."""
+    recorded = bound.gates.get(gate) if bound is not None else None
+    if recorded is None or recorded.answered_at is None or recorded.refused:
+        return None
+    return True if recorded.chosen == yes else False if recorded.chosen == no else None
+
+
+def last_approver(bound: Any, gates: list[str]) -> str:
+    """Who answered the last of ``gates`` (in order) that was answered, by user id; 'unknown' when none was."""
+    for gate in reversed(gates):
+        recorded = bound.gates.get(gate) if bound is not None else None
+        if recorded is not None and recorded.answered_at is not None:
+            return recorded.approver if recorded.approver_id else "nobody (the gate timed out)"
+    return "unknown"

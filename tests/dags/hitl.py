@@ -9,33 +9,41 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 
-def _headers(user: str | None) -> dict[str, str]:
-    """A session token for ``user`` signed like the UI's (None: none; the all-admins mode then answers as
-    its anonymous admin)."""
+def headers(user: str | None, role: str = "admin") -> dict[str, str]:
+    """A session token for ``user`` with ``role`` (viewer, user, op, admin) signed like the UI's (None: none;
+    the all-admins mode then answers as its anonymous admin)."""
     from airflow.api_fastapi.app import init_auth_manager
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
 
     if user is None:
         return {}
-    token = init_auth_manager().generate_jwt(SimpleAuthManagerUser(username=user, role="admin"))
+    token = init_auth_manager().generate_jwt(SimpleAuthManagerUser(username=user, role=role))
     return {"Authorization": f"Bearer {token}"}
+
+
+_headers = headers
 
 
 class Responder:
     """Answers the gates of one DAG run in order: ``answers`` maps task_id -> chosen option, or None to leave
     the gate unanswered until its response timeout passes (the scheduler's timeout sweep then applies
-    its defaults). ``refused_user``: tries each answer as this user first and keeps the HTTP response."""
+    its defaults). ``refused_user``: tries each answer as this user first and keeps the HTTP response.
+    ``after_answer(client, run_id, task_id)``: called right after a gate was answered (the API app's client,
+    without credentials of its own)."""
 
     def __init__(self, dag_id: str, answers: dict[str, str | None], params: dict[str, dict[str, Any]] | None = None,
-                 timeout: float = 600, user: str | None = None, refused_user: str | None = None) -> None:
+                 timeout: float = 600, user: str | None = None, refused_user: str | None = None,
+                 after_answer: Callable[[Any, str, str], None] | None = None) -> None:
         from airflow.api_fastapi.app import create_app
         from fastapi.testclient import TestClient
 
         self.dag_id, self.answers, self.params, self.timeout = dag_id, dict(answers), params or {}, timeout
         app = create_app()
+        self.after_answer, self.anonymous = after_answer, TestClient(app)
         self.client = TestClient(app, headers=_headers(user))
         self.other = TestClient(app, headers=_headers(refused_user)) if refused_user else None
         self.bodies: dict[str, str] = {}  # what the approver saw
@@ -101,4 +109,9 @@ class Responder:
                 self.responses[task_id] = r.json()
                 if r.status_code != 200:
                     self.errors.append(f"{task_id}: HTTP {r.status_code} {r.text[:300]}")
+                elif self.after_answer is not None:
+                    try:
+                        self.after_answer(self.anonymous, run_id, task_id)
+                    except Exception as exc:  # reported by the test (the thread must go on answering)
+                        self.errors.append(f"{task_id}: after_answer: {exc!r}")
             time.sleep(0.5)

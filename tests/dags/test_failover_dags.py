@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -17,7 +19,7 @@ from mirror_core.offsets.groups import commit_offsets, committed_offsets
 from mirror_core.state.models import aware
 from mirror_core.state.store import StateStore
 from tests.dags.conftest import REPO, webhook_receiver
-from tests.dags.hitl import Responder
+from tests.dags.hitl import Responder, headers
 from tests.kafka_harness import (
     admin,
     create_topic,
@@ -41,9 +43,9 @@ def load(dag_id: str):  # type: ignore[no-untyped-def]
 
 
 def run(dag_id: str, conf: dict, answers: dict[str, str | None], user: str | None = None,  # type: ignore[no-untyped-def]
-        refused_user: str | None = None):
+        refused_user: str | None = None, after_answer=None):
     dag = load(dag_id)
-    with Responder(dag_id, answers, user=user, refused_user=refused_user) as r:
+    with Responder(dag_id, answers, user=user, refused_user=refused_user, after_answer=after_answer) as r:
         dr = dag.test(run_conf=conf)
     assert not r.errors, r.errors
     assert not r.answers, f"gates never reached: {r.answers}"
@@ -120,6 +122,15 @@ def test_failover_reject_then_approve_then_failback(dc1, dc2, name, setup, webho
     assert status == 403 and "eve" in detail and "not a respondent" in detail, gate.refusals
     record = store.failovers()[0]
     assert record.status == "done" and record.approved_by == "dana"
+    # Truthful figures: drained to lag 0 before the switch, the RPO measured is 0 (the estimate at approval
+    # stays beside it); RTO from the trigger and from the approval.
+    assert record.rpo_measured == 0 and record.details["rpo_records"] == 0, record.details
+    assert record.details["rpo_measured_note"].startswith("drained, then the forward flow stopped")
+    assert record.rto_seconds is not None and record.rto_from_approval_seconds is not None
+    assert 0 < record.rto_from_approval_seconds <= record.rto_seconds
+    bound = store.bound_plan("failover", dr.run_id)
+    assert bound is not None and bound.gates["approve"].approver_id == "dana" and bound.intact
+    assert f"Plan digest `sha256:{bound.digest}`" in gate.bodies["approve"]
     monkeypatch.delenv("MIRROR_CORE_APPROVERS_FAILOVER")
     monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "True")
     assert committed_offsets(admin(dc2), group) == {(f"dc1.{t}", 0): 30, (f"dc1.{t}", 1): 20}
@@ -310,8 +321,99 @@ def test_unplanned_failover_after_the_primary_is_killed_mid_stream(dc2, name, tm
     assert aware(record.triggered_at) <= aware(record.started_at) <= aware(record.approved_at) \
         <= aware(record.finished_at)
     assert record.rto_seconds is not None and 0 < record.rto_seconds <= took + 1
+    assert record.rto_from_approval_seconds is not None and record.rto_from_approval_seconds <= record.rto_seconds
+    # The primary is gone: the loss at the switch cannot be counted now (the failback counts it), and the
+    # record says so rather than repeating the estimate.
+    assert record.rpo_measured is None and record.details["rpo_measured_note"].startswith("primary unreachable")
     entry = store.active_cluster(app)
     assert entry is not None and (entry.cluster, entry.changed_by) == ("dc2", "dana")
     controls = store.flow_controls()
     assert (controls["east->dc2"].desired, controls["east->dc2"].changed_by) == ("stopped", "dana")
     assert (controls["dc2->east"].desired, controls["dc2->east"].changed_by) == ("running", "dana")
+
+
+def triggered_as(monkeypatch, user: str) -> None:  # type: ignore[no-untyped-def]
+    """The runs dag.test() starts are triggered by ``user`` (as a run triggered in the UI or through the REST
+    API by that user is: DagRun.triggering_user_name), instead of dag.test()'s own 'dag_test'."""
+    import airflow.models.dagrun as dagrun
+
+    create = dagrun.get_or_create_dagrun
+
+    def as_user(*args, **kwargs):  # type: ignore[no-untyped-def]
+        kwargs["triggering_user_name"] = user
+        return create(*args, **kwargs)
+
+    monkeypatch.setattr(dagrun, "get_or_create_dagrun", as_user)
+
+
+def nothing_changed(store: StateStore, dc2: str, group: str, mirror) -> None:  # type: ignore[no-untyped-def]
+    assert store.flow_controls() == {} and store.registry() == []
+    assert committed_offsets(admin(dc2), group) == {}
+    assert [i.state for i in store.flow_instances("dc1->dc2")] == ["running"]  # the mirror still copies forward
+
+
+def test_four_eyes_and_the_bound_plan(dc1, dc2, name, setup, monkeypatch, capfd) -> None:  # type: ignore[no-untyped-def]
+    """The user who triggered a failover cannot approve it; a plan edited in its XCom after approval (through
+    Airflow's REST API, by a user with XCom rights) does not run: one line each, nothing changes anywhere."""
+    store, mirror = setup
+    t, group, app = f"{name}.orders", f"{name}-app", f"{name}-orders-app"
+    create_topic(dc1, t, 2)
+    produce_sequence(dc1, t, 2, 40)
+    commit_offsets(admin(dc1), group, {(t, 0): 10, (t, 1): 10})
+    wait_until(lambda: end_offsets(dc2, f"dc1.{t}") == {0: 20, 1: 20}, 60, what="forward replication")
+    wait_until(lambda: store.flow_instances("dc1->dc2") != [], 30, what="the mirror reports")
+    conf = {"flow": "dc1->dc2", "apps": [app], "groups": [group], "mode": "planned", "drain_timeout_s": 60}
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "False")  # tokens say who acts
+    triggered_as(monkeypatch, "dana")
+
+    # dana triggered the run and approves it herself: refused in one line; nothing changed.
+    capfd.readouterr()
+    dr, gate = run("failover", conf, {"approve": "Approve"}, user="dana")
+    assert gate.responses["approve"]["responded_by"]["id"] == "dana"  # the approver is the triggering user
+    assert dr.state == "failed" and states(dr)["approve"] == "failed" and states(dr)["execute"] == "upstream_failed"
+    bound = store.bound_plan("failover", dr.run_id)
+    assert bound is not None and bound.triggered_by == "dana" and bound.plan["planned"] is True
+    body = gate.bodies["approve"]
+    assert f"Plan digest `sha256:{bound.digest}`" in body and f"dc1.{t}" in body, body
+    assert "Triggered by **dana** — four eyes: **dana** cannot approve this run; another approver must." in body
+    line = ("self-approval refused: dana triggered this failover run and cannot approve it (four eyes); nothing was "
+            "changed; another approver must answer the gate of a new run (or the deployment allows it: "
+            "MIRROR_CORE_ALLOW_SELF_APPROVAL_FAILOVER=true, docs/security.md)")
+    out = capfd.readouterr().out
+    assert f"AirflowFailException: {line}\n" in out, out[-3000:]
+    assert bound.gates["approve"].refused == line and bound.gates["approve"].approver_id == "dana"
+    record = store.failovers()[0]
+    assert (record.status, record.details["error"], record.approved_by) == ("refused", line, None)
+    nothing_changed(store, dc2, group, mirror)
+
+    # erin approves the next run; mallory, who may edit XComs (role "user") but not approve, turns the approved
+    # planned failover into an unplanned one (no drain) by PATCHing the assessment's XCom through the REST API.
+    edited: dict[str, Any] = {}
+
+    def edit_plan(client, run_id: str, task_id: str) -> None:  # type: ignore[no-untyped-def]
+        path = f"/api/v2/dags/failover/dagRuns/{run_id}/taskInstances/assess/xcomEntries/return_value"
+        mallory = headers("mallory", role="user")
+        value = client.get(path, headers=mallory, params={"deserialize": True, "stringify": False}).json()["value"]
+        r = client.patch(path, headers=mallory, json={"value": {**value, "planned": False}, "map_index": -1})
+        assert r.status_code == 200, r.text
+        edited["value"] = client.get(path, headers=mallory, params={"deserialize": True, "stringify": False}).json()
+        edited["at"] = datetime.now(UTC)
+
+    capfd.readouterr()
+    dr, gate = run("failover", conf, {"approve": "Approve"}, user="erin", after_answer=edit_plan)
+    assert gate.responses["approve"]["responded_by"]["id"] == "erin"
+    assert edited["value"]["value"]["planned"] is False, edited  # the XCom really was edited, after approval ...
+    execute = {ti.task_id: ti for ti in dr.get_task_instances()}["execute"]
+    assert execute.start_date is not None and edited["at"] < aware(execute.start_date)  # ... before execute ran
+    bound = store.bound_plan("failover", dr.run_id)
+    assert bound is not None and bound.plan["planned"] is True and bound.intact
+    assert (bound.gates["approve"].approver_id, bound.gates["approve"].digest) == ("erin", bound.digest)
+    assert dr.state == "failed" and states(dr)["execute"] == "failed" and states(dr)["verify"] == "upstream_failed"
+    out = capfd.readouterr().out
+    refusal = [x for x in out.splitlines() if "AirflowFailException: the plan handed over by XCom" in x]
+    assert refusal and refusal[0].endswith(f"is not the approved plan {bound.digest[:12]}: an XCom was edited after "
+                                           "assessment; nothing was changed; trigger a new run (docs/security.md: "
+                                           "who may edit XComs)"), out[-3000:]
+    record = store.failovers()[0]
+    assert record.status == "refused" and record.approved_by is None, (record.status, record.details)
+    nothing_changed(store, dc2, group, mirror)

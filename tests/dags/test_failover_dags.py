@@ -417,3 +417,12 @@ def test_four_eyes_and_the_bound_plan(dc1, dc2, name, setup, monkeypatch, capfd)
     record = store.failovers()[0]
     assert record.status == "refused" and record.approved_by is None, (record.status, record.details)
     nothing_changed(store, dc2, group, mirror)
+
+    # A deployment that allows self-approval (a single-operator lab): dana's own approval runs her failover.
+    monkeypatch.setenv("MIRROR_CORE_ALLOW_SELF_APPROVAL_FAILOVER", "true")
+    dr, gate = run("failover", conf, {"approve": "Approve"}, user="dana")
+    assert gate.responses["approve"]["responded_by"]["id"] == "dana" and dr.state == "success", states(dr)
+    assert "Triggered by **dana** — self-approval allowed by the deployment" in gate.bodies["approve"]
+    record = store.failovers()[0]
+    assert (record.status, record.approved_by) == ("done", "dana")
+    assert store.active_cluster(app).cluster == "dc2"  # type: ignore[union-attr]

@@ -59,8 +59,21 @@ def open_failback(config: MirrorConfig, store: StateStore, params: FailbackParam
         raise WorkflowError(f"reverse flow {plan.reverse_flow} lag {plan.reverse_lag} is above "
                             f"max_reverse_lag={params.max_reverse_lag}; retry when it caught up")
     plan = plan.with_record(store.start_failover("failback", plan.flow, True, run_id, plan.record(), triggered_at))
+    count_loss_of_last_failover(store, plan, run_id)
     print(plan.render())
     return plan
+
+
+def count_loss_of_last_failover(store: StateStore, plan: FailbackPlan, run_id: str | None) -> int | None:
+    """The failback counts the records only the old primary holds: the RPO of the failover before it. Written
+    into that failover's record when it could not measure it at the switch (the primary was unreachable);
+    the id of the record completed, None when there was none to complete."""
+    last = next((f for f in store.failovers(limit=100) if f.kind == "failover" and f.flow == plan.flow), None)
+    if last is None or last.status != "done" or last.rpo_measured is not None:
+        return None
+    store.note_failover(last.id, rpo_measured=plan.unreplicated_total,
+                        rpo_measured_note=f"records only the old primary held, counted by the failback run {run_id}")
+    return int(last.id)
 
 
 def run_failover(config: MirrorConfig, store: StateStore, plan: FailoverPlan, who: str, run_id: str | None,

@@ -42,3 +42,23 @@ def test_measured_loss(monkeypatch: pytest.MonkeyPatch) -> None:
                                                           "note": "not measured: broker gone second line"}
     gone = failover.measured_loss(config, flow, False)
     assert gone["records"] is None and gone["note"].startswith("primary unreachable at the switch")
+
+
+def test_the_failback_counts_what_the_unplanned_failover_could_not(tmp_path: Any) -> None:
+    from mirror_core.state.store import StateStore
+    from mirror_core.workflows.steps import count_loss_of_last_failover
+    from tests.unit.test_workflow_plans import failback_plan
+
+    store = StateStore(f"sqlite:///{tmp_path / 'state.db'}")
+    store.migrate()
+    plan = failback_plan()  # 5 records only the old primary holds
+    assert count_loss_of_last_failover(store, plan, "manual__fb") is None  # no failover before it
+    unplanned = store.start_failover("failover", plan.flow, False, "manual__fo", {"rpo_records": None})
+    store.finish_failover(unplanned, "done", "dana", rpo_measured=None,
+                          rpo_measured_note="primary unreachable at the switch: ...")
+    assert count_loss_of_last_failover(store, plan, "manual__fb") == unplanned
+    record = next(f for f in store.failovers() if f.id == unplanned)
+    assert record.rpo_measured == plan.unreplicated_total == 5
+    assert record.details["rpo_measured_note"] == "records only the old primary held, counted by the failback run " \
+                                                  "manual__fb"
+    assert count_loss_of_last_failover(store, plan, "manual__fb2") is None  # measured: never overwritten

@@ -27,6 +27,7 @@ from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.metrics import Metrics
 from mirror_core.offsets.checkpoints import CheckpointEmitter
 from mirror_core.offsets.pruning import MapPruner
+from mirror_core.replication.controls import TopicControl
 from mirror_core.replication.damage import PartitionAction
 from mirror_core.replication.replicator import FlowReplicator, instance_id
 from mirror_core.replication.reporting import healthy_state
@@ -252,8 +253,8 @@ class Service:
                 for name, runner in self.runners.items() if runner.replicator is not None}
 
     def _partition_actions(self, store: Any) -> None:
-        """Hand each running flow the operators' pending resumes and skips (replication/damage.py), and record
-        what became of those it applied."""
+        """Hand each running flow the operators' active pauses and limits (replication/controls.py) and pending
+        resumes and skips (replication/damage.py), and record what became of those it applied."""
         running = {name: r.replicator for name, r in self.runners.items() if r.replicator is not None}
         if not running:
             return
@@ -261,7 +262,12 @@ class Service:
         for a in store.pending_partition_actions(list(running)):
             pending[a.flow].append(PartitionAction(a.id, a.topic, a.partition, a.action, a.first_offset,
                                                    a.last_offset, a.requested_by, a.reason))
+        controls: dict[str, list[TopicControl]] = {name: [] for name in running}
+        for c in store.active_topic_controls(list(running)):
+            controls[c.flow].append(TopicControl(c.kind, c.topic, c.partition, c.limit_bytes_per_s, c.set_by,
+                                                 c.set_at.strftime("%Y-%m-%d %H:%M:%S UTC"), c.reason))
         for name, replicator in running.items():
+            replicator.controls.set(controls[name])
             replicator.operator.offer(pending[name])
             for outcome in replicator.operator.outcomes():
                 store.complete_partition_action(outcome.id, self.instance, outcome.line, outcome.ok)

@@ -24,7 +24,16 @@ from confluent_kafka import KafkaError, KafkaException
 from mirror_core.clients import error_code, make_admin
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.errors import ClusterUnavailable, MirrorError
-from mirror_core.replication.acls import AclRule, AclSync, AclSyncError, acl_changes, no_authorizer, own_principals
+from mirror_core.replication.acls import (
+    AclRule,
+    AclSync,
+    AclSyncError,
+    acl_changes,
+    guarded_topics,
+    lift_read_only,
+    no_authorizer,
+    own_principals,
+)
 from mirror_core.replication.topic_changes import TopicChange
 from mirror_core.replication.topics import TopicManager
 from mirror_core.state.models import DriftEvent, TopicSnapshot
@@ -162,6 +171,41 @@ def sync_topics(config: MirrorConfig, flows: list[str] | None = None, dry_run: b
     """Sync every selected flow (everything is recorded); see :func:`raise_on_refused`."""
     selected = [config.flow(name) for name in flows] if flows else list(config.flows)
     return [sync_flow(config, f, dry_run, store, run_id) for f in selected]
+
+
+def lift_remote_read_only(config: MirrorConfig, flow: FlowConfig, topics: list[str] | tuple[str, ...] | None = None,
+                          store: StateStore | None = None, run_id: str | None = None,
+                          why: str = "promoted") -> list[str]:
+    """Failover, cutover, promotion: take the read-only guard (remote.topics.read.only) off exactly the remote
+    topics of the source ``topics`` (None: every guarded remote topic of the flow: what a whole-flow failover
+    promotes, found on the target, so a source that is down is not asked). The remote topics it was taken off,
+    recorded in the drift history (kind ``read-only-lifted``) when a store is given."""
+    admin = make_admin(config.cluster(flow.target))
+    try:
+        if topics is None:
+            names = sorted(t for t in guarded_topics(admin) if _remote_of(flow, t))
+        else:
+            names = sorted(flow.remote_topic(t) for t in topics)
+        lifted = lift_read_only(admin, names)
+    except KafkaException as exc:
+        raise AclSyncError(f"flow {flow.name}: the read-only guard of the promoted topics on {flow.target} could not "
+                           f"be lifted ({exc}); applications could not write there: lift it by hand (DENY WRITE "
+                           "User:* on each topic) or run this step again") from None
+    if store is not None and lifted:
+        sync_id = store.start_sync_run(flow.name, False, run_id)
+        store.add(*[DriftEvent(sync_run_id=sync_id, flow=flow.name, topic=t, kind="read-only-lifted",
+                               detail=f"DENY User:*@* WRITE removed ({why})", action="applied") for t in lifted])
+        store.finish_sync_run(sync_id, "drift", {"read_only_lifted": lifted})
+    return lifted
+
+
+def _remote_of(flow: FlowConfig, remote: str) -> bool:
+    """Whether a topic of the target is a remote topic of this flow (by name)."""
+    policy = flow.policy
+    if policy.uses_provenance:
+        return flow.should_replicate(remote)
+    upstream = policy.upstream_topic(remote)
+    return policy.topic_source(remote) == flow.source and upstream is not None and flow.should_replicate(upstream)
 
 
 def raise_on_refused(results: list[FlowSyncResult]) -> None:

@@ -103,6 +103,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from mirror_core.replication.acls import AclSyncError
     from mirror_core.state.store import StateStore
     from mirror_core.topic_sync import sync_topics
 
@@ -115,7 +116,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
         store.record_config(config)
     try:
         results = sync_topics(config, flows, dry_run=args.dry_run, store=store)
-    except ClusterUnavailable as exc:  # expected when a cluster is down: its own words, no traceback hint
+    except (ClusterUnavailable, AclSyncError) as exc:  # a cluster down, an ACL refused: its own words, no traceback
         print(scrub(f"mirror-core: topics sync: {exc}"), file=sys.stderr)
         return 1
     if args.json:

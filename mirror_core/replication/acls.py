@@ -293,7 +293,10 @@ class AclSync:
         """Whether the target lets the mirror's principal (its admin client's) write ``topic``."""
         futures = self.target.describe_topics(TopicCollection([topic]), request_timeout=self.timeout,
                                               include_authorized_operations=True)
-        ops = futures[topic].result(self.timeout).authorized_operations or []
+        try:
+            ops = futures[topic].result(self.timeout).authorized_operations or []
+        except KafkaException:  # not even allowed to describe it: not exempt
+            return False
         return AclOperation.WRITE in ops or AclOperation.ALL in ops
 
     def _create(self, rules: list[AclRule]) -> tuple[list[AclRule], tuple[AclRule, KafkaException] | None]:
@@ -330,6 +333,14 @@ class AclSync:
             log.error("flow %s: undoing a refused ACL change failed too (%s): %s", self.flow.name, exc,
                       "; ".join([f"added {r.describe()}" for r in added]
                                 + [f"removed {r.describe()}" for r in removed]))
+
+
+def guarded_topics(admin: AdminClient, timeout: float = 15) -> set[str]:
+    """The topics of a cluster that have the read-only guard."""
+    flt = read_only_binding("x").binding_filter()
+    flt = AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.LITERAL, flt.principal, flt.host,
+                           flt.operation, flt.permission_type)
+    return {b.name for b in admin.describe_acls(flt, request_timeout=timeout).result(timeout)}
 
 
 def lift_read_only(admin: AdminClient, topics: Iterable[str], timeout: float = 15) -> list[str]:

@@ -32,7 +32,7 @@ from mirror_core.offsets.translate import FlowOffsets, translate_group
 from mirror_core.replication.acls import topic_acls
 from mirror_core.state.store import StateStore
 from mirror_core.status import flow_status
-from mirror_core.topic_sync import sync_flow
+from mirror_core.topic_sync import lift_remote_read_only, sync_flow
 from mirror_core.workflows.control import WorkflowError, flow_of, set_flow
 from mirror_core.workflows.failover import (
     commit_translations,
@@ -216,10 +216,13 @@ def switch(config: MirrorConfig, store: StateStore, plan: CutoverPlan, who: str,
     require_idle(config, target, groups)
     final = {g: [r for r in translate_group(config, g, source, target) if r.topic in plan.topics] for g in groups}
     committed = commit_translations(config, target, final)
+    flow = flow_of(config, plan.flow)  # exactly the cut-over topics become writable (remote.topics.read.only)
+    lifted = (lift_remote_read_only(config, flow, list(plan.topics), store, run_id, "cutover")
+              if flow.remote_topics_read_only else [])
     previous = {a: m.current for a, m in plan.apps.items()}
     for alias in plan.apps:
         store.set_active_cluster(alias, target, who, f"cutover {source} -> {target}", run_id)
-    return {"committed": committed, "registry_previous": previous}
+    return {"committed": committed, "registry_previous": previous, "read_only_lifted": lifted}
 
 
 def rollback(config: MirrorConfig, store: StateStore, plan: CutoverPlan, done: dict[str, Any], who: str,

@@ -36,6 +36,7 @@ from mirror_core.offsets.translate import (
 from mirror_core.replication.topic_changes import error_reason
 from mirror_core.state.store import StateStore
 from mirror_core.status import FlowStatus, flow_status
+from mirror_core.topic_sync import lift_remote_read_only
 from mirror_core.workflows.control import WorkflowError, flow_of, set_flow
 from mirror_core.workflows.plans import (
     DataLag,
@@ -286,6 +287,8 @@ def execute_failover(config: MirrorConfig, store: StateStore, plan: FailoverPlan
         # (newer checkpoints may have arrived; a primary unreachable at assessment is not asked again).
         final = translate_groups(config, flow, groups, plan.planned or plan.primary_reachable)
         steps["committed"] = commit_translations(config, flow.target, final)
+        if flow.remote_topics_read_only:  # the standby's copies become what applications write
+            steps["read_only_lifted"] = lift_remote_read_only(config, flow, None, store, run_id, why)
         if reverse is not None and reverse.policy.uses_provenance:
             # Same topic names on both sides: the reverse flow starts exactly at the failover point
             # (seeded before any application is pointed at the standby), so the standby's copies of
@@ -403,6 +406,8 @@ def execute_failback(config: MirrorConfig, store: StateStore, plan: FailbackPlan
                         row.target_offset = max(row.target_offset, first_end[1])
                         row.note = "moved past the records never replicated (skip)"
         steps["committed"] = commit_translations(config, forward.source, final)
+        if reverse.remote_topics_read_only:  # the reverse flow's copies are written again at home
+            steps["read_only_lifted"] = lift_remote_read_only(config, reverse, None, store, run_id, why)
     except Exception:
         set_flow(store, reverse.name, "running", who, f"rollback of {why}", run_id)
         raise

@@ -78,12 +78,17 @@ def read_as_app(cluster: LocalCluster, topic: str, group: str, expect: int, time
 
 def write_as_app(cluster: LocalCluster, topic: str) -> str:
     """``ok`` when the target took a record written as ``app``, else the broker's error name."""
-    errors: list[KafkaError | None] = []
+    errors: list[str] = []
+
+    def delivered(err: KafkaError | None, _msg: object) -> None:
+        denied = err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        errors.append("ok" if err is None else "TOPIC_AUTHORIZATION_FAILED" if denied else err.str())
+
     p = Producer({**app_client(cluster), "enable.idempotence": False, "message.timeout.ms": 10000,
                   "log_level": "3"})
-    p.produce(topic, b"from app", on_delivery=lambda err, _msg: errors.append(err))
+    p.produce(topic, b"from app", on_delivery=delivered)
     p.flush(15)
-    return "ok" if errors == [None] else (str(errors[0].name()) if errors and errors[0] else f"no answer {errors}")
+    return errors[0] if errors else "no answer"
 
 
 def produce_plain(bootstrap: str, topic: str, count: int) -> None:
@@ -166,3 +171,112 @@ def test_sync_topic_acls_disabled_leaves_acls_alone(clusters: dict[str, LocalClu
         assert not on(dc1, acl(ResourceType.TOPIC, f"dc2.{t}", LIT, "User:app", AclOperation.READ))
     finally:
         revoke(dc2, reader)
+
+
+def test_read_only_remote_topics_refuse_applications_until_promoted(clusters: dict[str, LocalCluster], name: str,
+                                                                    tmp_path: Path) -> None:
+    from mirror_core.config.loader import load_config
+    from mirror_core.topic_sync import lift_remote_read_only
+
+    dc1, dc2 = clusters["dc1"].bootstrap, clusters["dc2"].bootstrap
+    a, b = f"{name}.a", f"{name}.b"
+    ra, rb = f"dc2.{a}", f"dc2.{b}"
+    for t in (a, b):
+        create_topic(dc2, t)
+    lines = ["dc2->dc1.enabled = true", f"dc2->dc1.topics = {name}.*"]
+    plain = write_config(tmp_path / "plain.properties", {"dc1": dc1, "dc2": dc2}, lines)
+    guarded = write_config(tmp_path / "ro.properties", {"dc1": dc1, "dc2": dc2},
+                           [*lines, "dc2->dc1.remote.topics.read.only = true"])
+    db = f"sqlite:///{tmp_path / 'state.db'}"
+    try:
+        assert run_sync(plain, db).returncode == 0
+        assert write_as_app(clusters["dc1"], ra) == "ok"  # precondition: without the guard, app may write
+
+        first = run_sync(guarded, db)
+        assert first.returncode == 0, first.stderr
+        assert {(c["topic"], c["kind"]) for c in json.loads(first.stdout)[0]["changes"]} == {
+            (ra, "read-only"), (rb, "read-only")}
+        assert write_as_app(clusters["dc1"], ra) == "TOPIC_AUTHORIZATION_FAILED"
+        produce_plain(dc1, ra, 1)  # the mirror's principal (a super user) still writes
+        assert json.loads(run_sync(guarded, db).stdout)[0]["changes"] == []  # kept, not added twice
+
+        # A promotion (the cutover's switch, a failover) lifts it for exactly the promoted topics.
+        store = StateStore(db)
+        config = load_config(guarded)
+        assert lift_remote_read_only(config, config.flow("dc2->dc1"), [a], store) == [ra]
+        assert write_as_app(clusters["dc1"], ra) == "ok"
+        assert write_as_app(clusters["dc1"], rb) == "TOPIC_AUTHORIZATION_FAILED"
+        assert ("read-only-lifted", "applied") in {(d.kind, d.action) for d in store.recent_drift("dc2->dc1")
+                                                   if d.topic == ra}
+        # The promoted flow is stopped by the workflow: the sync does not put the guard back.
+        store.set_flow_desired("dc2->dc1", "stopped", "test", "promoted")
+        assert json.loads(run_sync(guarded, db).stdout)[0]["changes"] == []
+        assert write_as_app(clusters["dc1"], ra) == "ok"
+    finally:
+        client = admin(dc1)
+        for fut in client.delete_acls([AclRule("TOPIC", r, "LITERAL", "User:*", "*", "WRITE", "DENY").binding_filter()
+                                       for r in (ra, rb)]).values():
+            fut.result(15)
+
+
+def test_a_guard_that_would_stop_the_mirror_is_refused_and_nothing_changes(clusters: dict[str, LocalCluster],
+                                                                           name: str, tmp_path: Path) -> None:
+    """The mirror as the non-super ``app`` on the target (allowed to alter ACLs): a DENY WRITE for User:*
+    would refuse its own writes, so the sync takes it away again and says so in one line."""
+    from tests.kafka_harness import APP_PASSWORD, APP_USER
+
+    dc1, dc2 = clusters["dc1"].bootstrap, clusters["dc2"].bootstrap
+    t, remote = f"{name}.c", f"dc2.{name}.c"
+    create_topic(dc2, t)
+    create_topic(dc1, remote)
+    cluster_ops = [acl(ResourceType.BROKER, "kafka-cluster", LIT, "User:app", op)
+                   for op in (AclOperation.ALTER, AclOperation.DESCRIBE)]
+    grant(dc1, *cluster_ops)
+    jaas = f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{APP_USER}" ' \
+           f'password="{APP_PASSWORD}";'
+    config = write_config(tmp_path / "mm2.properties",
+                          {"dc1": clusters["dc1"].bootstrap_for("SASL_PLAINTEXT"), "dc2": dc2},
+                          ["dc1.security.protocol = SASL_PLAINTEXT", "dc1.sasl.mechanism = SCRAM-SHA-512",
+                           f"dc1.sasl.jaas.config = {jaas}", "dc2->dc1.enabled = true", f"dc2->dc1.topics = {name}.*",
+                           "dc2->dc1.remote.topics.read.only = true"])
+    try:
+        proc = run_sync(config, f"sqlite:///{tmp_path / 'state.db'}")
+        assert proc.returncode == 1
+        assert proc.stderr.strip().splitlines() == [
+            f"mirror-core: topics sync: flow dc2->dc1: remote.topics.read.only: the mirror is not exempt from the DENY "
+            f"WRITE on {remote} on dc1 (it is not a super user there), so the guard would stop the mirror too; nothing "
+            "was changed: add the mirror's principal to super.users on dc1, or set remote.topics.read.only = false "
+            "for this flow"], proc.stderr
+        assert not on(dc1, AclRule("TOPIC", remote, "LITERAL", "User:*", "*", "WRITE", "DENY").binding())
+        assert write_as_app(clusters["dc1"], remote) == "ok"
+    finally:
+        revoke(dc1, *cluster_ops)
+
+
+def test_the_running_mirror_keeps_acls_converged_and_remote_topics_read_only(
+        clusters: dict[str, LocalCluster], name: str, start_mirror) -> None:  # type: ignore[no-untyped-def]
+    from tests.integration.conftest import flow_lines
+    from tests.kafka_harness import produce_sequence, read_all, wait_until
+
+    dc1, dc2 = clusters["dc1"].bootstrap, clusters["dc2"].bootstrap
+    t, remote = f"{name}.live", f"dc2.{name}.live"
+    create_topic(dc2, t)
+    reader = acl(ResourceType.TOPIC, t, LIT, "User:app", AclOperation.READ)
+    grant(dc2, reader)
+    guard = AclRule("TOPIC", remote, "LITERAL", "User:*", "*", "WRITE", "DENY").binding()
+    copied = acl(ResourceType.TOPIC, remote, LIT, "User:app", AclOperation.READ)
+    m = start_mirror(flow_lines(name, "remote.topics.read.only = true", "sync.topic.acls.interval.seconds = 1",
+                                flow="dc2->dc1"))
+    try:
+        wait_until(lambda: on(dc1, guard) and on(dc1, copied), 60, what="guard and copied ACL on the target")
+        assert write_as_app(clusters["dc1"], remote) == "TOPIC_AUTHORIZATION_FAILED"
+        produce_sequence(dc2, t, 1, 20)
+        wait_until(lambda: len(read_all(dc1, remote, timeout=5)) == 20, 60, what="records copied under the guard")
+        revoke(dc2, reader)  # revoked on the source: gone from the target at the next round
+        wait_until(lambda: not on(dc1, copied), 30, what="the revocation propagated")
+        assert on(dc1, guard)
+        assert m.stop() == 0
+        assert "Traceback" not in m.log()
+    finally:
+        revoke(dc2, reader)
+        revoke(dc1, copied, guard)

@@ -55,8 +55,9 @@ class Acks:
         self.last_heartbeat_ms = last_heartbeat_ms
         #: operators' resumes and skips of paused partitions (the replicator's, which outlives this)
         self.operator = OperatorActions(flow_name)
-        #: told the bytes of each landed batch (the flow's bandwidth limits, replication/controls.py)
-        self.count_landed: Callable[[str, int], None] | None = None
+        #: told the bytes read of each topic while a bandwidth limit is set (replication/controls.py), by the reading
+        #: side of either path
+        self.count_read: Callable[[str, int], None] | None = None
 
     def forget(self, st: PartitionState) -> None:
         st.parked.clear()  # no longer ours: nothing of it may be produced
@@ -74,7 +75,6 @@ class Acks:
         if not self.active:
             return
         lbl = self.flow_name
-        count_landed = self.count_landed
         finished = []
         for st in self.active:
             q = st.pending
@@ -96,8 +96,6 @@ class Acks:
                         st.backoff = 0.5  # records landed: the target is healthy again
                         st.landed_records += b.count  # (on the partition's counters at the next publish)
                         st.landed_bytes += b.size
-                        if count_landed is not None:  # (bandwidth limits: controls.py)
-                            count_landed(st.topic, b.size)
                         if b.acked_at:
                             if b.stamps:  # (the records path: each record's own timestamp)
                                 self.metrics.latency.observe_batch(lbl, st.topic, b.acked_at, b.stamps)

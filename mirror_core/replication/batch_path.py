@@ -304,6 +304,8 @@ class BatchCopier:
                 self.sender.rewind((st.remote, st.partition))
                 self._sent[key] = (st, st.gen)
             self.sender.send(out)
+            if self.acks.count_read is not None:  # (a bandwidth limit: controls.py)
+                self.acks.count_read(st.topic, size)
             self.in_flight += records
             self.in_flight_bytes += size + BATCH_BOOKKEEPING_BYTES * len(out)
         full = self.full

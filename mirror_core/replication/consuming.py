@@ -103,6 +103,8 @@ class Consuming:
             st = states.get((topic, partition))
             if st is not None and st.copying and st not in rewound:
                 produce_run(st, msgs[i:j])
+                if self.acks.count_read is not None:  # (a bandwidth limit: its bytes counted as they are read)
+                    self.acks.count_read(topic, sum(map(len, msgs[i:j])))
             i = j
 
     def _damaged(self, m: Message, err: KafkaError) -> bool:

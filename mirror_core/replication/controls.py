@@ -5,8 +5,8 @@ second, with no restart and no rebalance.
 
 A limit holds across all processes of the flow by sharing: each process takes the limit times the share of the
 topic's (or the flow's) partitions it owns, so the shares add up to the limit whatever the assignment. Bytes are
-counted as they land on the target (a batch's bytes once acknowledged) into a token bucket of one second's worth;
-a bucket in debt stops reading: the flow's (the loop reads nothing new) or the topic's (its partitions are paused
+counted as they are read to be sent (a record's key and value, a batch's bytes) into a token bucket of one second's
+worth; a bucket in debt stops reading: the flow's (the loop reads nothing new) or the topic's (its partitions are paused
 on the reading side, not in their replication state). The time spent so is ``mirror_throttled_seconds_total``.
 """
 
@@ -25,6 +25,8 @@ from mirror_core.replication.batch import PartitionMode, PartitionState
 PAUSE, LIMIT = "pause", "limit"
 #: how often the controls are applied to the partitions and the shares computed again
 TICK_S = 0.5
+#: records read at once while a limit is set (a read is counted whole: smaller reads keep the rate smooth)
+LIMITED_READ = 200
 
 
 @dataclass(frozen=True)
@@ -103,10 +105,13 @@ class RuntimeControls:
         with self._lock:
             return list(self._desired)
 
-    def landed(self, topic: str, size: int) -> None:
-        """``size`` bytes of ``topic`` landed on the target (flow thread, once per acknowledged batch)."""
-        if not self._buckets:
-            return
+    @property
+    def counting(self) -> bool:
+        """A limit is in force here: the bytes read are counted (:meth:`read`)."""
+        return bool(self._buckets)
+
+    def read(self, topic: str, size: int) -> None:
+        """``size`` bytes of ``topic`` read to be sent to the target (flow thread)."""
         flow = self._buckets.get(None)
         if flow is not None:
             flow.tokens -= size

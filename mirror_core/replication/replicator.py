@@ -44,7 +44,7 @@ from mirror_core.replication.assignment import Assignment
 from mirror_core.replication.batch_path import BatchCopier, BatchDelivery, WireReader, wire_clients
 from mirror_core.replication.commit import OffsetMapWriter, ProgressCommitter, advance_idle
 from mirror_core.replication.consuming import IDLE_WAIT_S, Consuming
-from mirror_core.replication.controls import RuntimeControls
+from mirror_core.replication.controls import LIMITED_READ, RuntimeControls
 from mirror_core.replication.damage import OperatorActions
 from mirror_core.replication.delivery import AtLeastOnce, Delivery, ExactlyOnce
 from mirror_core.replication.exactly_once import SlotManager
@@ -198,7 +198,9 @@ class FlowReplicator:
         """A snapshot for the /status endpoint (safe to call from another thread). Reachability and how long
         the loop has been held are read live: the snapshot is rebuilt by the loop, which a partitioned link
         can hold up for a while (the lag watch refreshes its lag meanwhile)."""
-        return {**self.reporter.status, "source_reachable": self.source_health.reachable,
+        flow = self.flow
+        return {**self.reporter.status, "data_path": flow.data_path, "data_path_reason": flow.data_path_reason,
+                "source_reachable": self.source_health.reachable,
                 "target_reachable": self.target_health.reachable, "loop_held_s": self.reporter.held_for()}
 
     def _on_reachability(self, alias: str, up: bool) -> None:
@@ -263,7 +265,6 @@ class FlowReplicator:
                                                    self._topic_ids, self._missing_topics)
         acks.request_refresh = assignment.request_refresh
         acks.operator = self.operator
-        acks.count_landed = self.controls.landed
         committer = ProgressCommitter(progress, OffsetMapWriter(offset_syncs_topic(flow.source), self.metrics,
                                                                 flow.name), self.metrics, flow.name,
                                       assignment.topic_ids.get, tgt)
@@ -324,8 +325,8 @@ class FlowReplicator:
 
         self.reporter.set_state("running")
         copying_since = time.monotonic()
-        log.info("flow %s: replicating (instance %s, group %s, data path: %s)", self.flow.name, self.instance,
-                 self.flow.worker_group_id, self.flow.data_path)
+        log.info("flow %s: replicating (instance %s, group %s, data path: %s (%s))", self.flow.name, self.instance,
+                 self.flow.worker_group_id, self.flow.data_path, self.flow.data_path_reason)
         try:
             while not self.stop.is_set():
                 now = time.monotonic()
@@ -343,6 +344,7 @@ class FlowReplicator:
                     gated = now < controls.gated_until
                     if copier is not None:
                         copier.gated_until = controls.gated_until
+                    acks.count_read = controls.read if controls.counting else None
                 delivery.poll()
                 # Parked records (one batch per partition, produce.py) wait for an acknowledgement: the waits
                 # below are short then, so that the next piece goes out soon after it arrives; they grow again
@@ -354,7 +356,8 @@ class FlowReplicator:
                     delivery.poll_producers(parked_wait if parked else 0.05)  # back-pressure
                 else:
                     if copier is None:
-                        read = consuming.read(batch_max, parked_wait if parked else IDLE_WAIT_S)
+                        read = consuming.read(min(batch_max, LIMITED_READ) if acks.count_read else batch_max,
+                                              parked_wait if parked else IDLE_WAIT_S)
                     else:
                         consuming.serve_group()
                         read = copier.pump(IDLE_WAIT_S)

@@ -82,14 +82,14 @@ def test_a_limit_is_shared_by_the_partitions_owned_and_a_bucket_in_debt_stops_re
     controls.set([control(LIMIT, "t", limit=2000), control(LIMIT, None, limit=6000)])
     controls.tick(0.0, owned, acks, {"t": 4, "u": 2})
     assert controls._buckets["t"].rate == 1000 and controls._buckets[None].rate == 3000  # (3 of 6 partitions)
-    controls.landed("t", 3000)  # the flow's 3000 B paid, t's 1000 owed
+    controls.read("t", 3000)  # the flow's 3000 B paid, t's 1000 owed
     controls.tick(0.1, owned, acks, {"t": 4, "u": 2})
     assert acks.consumer.calls == [("pause", [("t", 0), ("t", 1)])] and controls.gated_until == 0
     controls.tick(2.2, owned, acks, {"t": 4, "u": 2})  # 2 s at 1000 B/s: paid back
     assert acks.consumer.calls[-1] == ("resume", [("t", 0), ("t", 1)])
     throttled = metrics.throttled.labels("dc1->dc2", "t")._value.get()
     assert 2.0 <= throttled <= 2.2
-    controls.landed("u", 9000)  # the flow's bucket: 3000 ahead at most, now 6000 in debt
+    controls.read("u", 9000)  # the flow's bucket: 3000 ahead at most, now 6000 in debt
     controls.tick(2.3, owned, acks, {"t": 4, "u": 2})
     assert controls.gated_until > 2.3
     controls.tick(5.0, owned, acks, {"t": 4, "u": 2})

@@ -105,7 +105,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     for f in config.all_flows:
         standby = "" if f in config.flows else " (standby: started only through the control plane)"
         print(scrub(f"flow {f.name}{standby}: policy {f.policy.name}, topics [{f.topics.include}] "
-                    f"excluding [{f.topics.exclude}]"))
+                    f"excluding [{f.topics.exclude}], data path {f.data_path} ({f.data_path_reason})"))
     for alias, cluster in config.clusters.items():
         consumer = cluster.clients.get("consumer", {})
         print(f"cluster {alias}: {cluster.bootstrap_servers}, {_security(consumer)}")

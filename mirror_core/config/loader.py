@@ -17,7 +17,6 @@ from mirror_core.config.client_props import KNOWN_JAVA_KEYS, ClientKind, Transla
 from mirror_core.config.errors import ConfigError, SettingError
 from mirror_core.config.keys import (
     ALIASES,
-    BATCH_PATH_MECHANISMS,
     KEYS_BY_NAME,
     known_key_names,
     no_effect_reason,
@@ -25,7 +24,8 @@ from mirror_core.config.keys import (
 from mirror_core.config.model import ClusterConfig, FlowConfig, MirrorConfig, Origin
 from mirror_core.config.properties import Property, load_properties, parse_properties
 from mirror_core.config.providers import resolve_placeholders
-from mirror_core.config.sasl import batch_path_login_problem, client_conf
+from mirror_core.config.sasl import client_conf
+from mirror_core.config.wire_support import wire_problems
 from mirror_core.filters import NameFilter
 from mirror_core.policy import ReplicationPolicy, policy_from_name
 
@@ -335,6 +335,11 @@ class _Builder:
             if per_kind[kind]:
                 settings[kind] = self.translate_client(kind, per_kind[kind], {}, f"flow {src}->{dst}",
                                                        base=clusters[alias].client_settings(kind))
+        data_path, data_path_reason = self.check_data_path(
+            values["replication.data.path"], values["exactly.once.enabled"], policy,
+            chosen.get("replication.data.path") or globals_.get("replication.data.path"),
+            (clusters[src].client_settings("consumer", settings["consumer"]), src),
+            (clusters[dst].client_settings("producer", settings["producer"]), dst))
         return FlowConfig(
             source=src,
             target=dst,
@@ -366,10 +371,8 @@ class _Builder:
             sync_group_offsets_interval_s=values["sync.group.offsets.interval.seconds"],
             exactly_once=values["exactly.once.enabled"],
             exactly_once_slots=values["exactly.once.slots"],
-            data_path=self.check_data_path(values["replication.data.path"], values["exactly.once.enabled"], policy,
-                                           chosen.get("replication.data.path") or globals_.get("replication.data.path"),
-                                           (clusters[src].client_settings("consumer", settings["consumer"]), src),
-                                           (clusters[dst].client_settings("producer", settings["producer"]), dst)),
+            data_path=data_path,
+            data_path_reason=data_path_reason,
             sync_topic_acls=values["sync.topic.acls.enabled"],
             sync_topic_acls_interval_s=values["sync.topic.acls.interval.seconds"],
             mirror_principals=values["mirror.principals"],
@@ -382,24 +385,35 @@ class _Builder:
         )
 
     def check_data_path(self, path: str, exactly_once: bool, policy: ReplicationPolicy, p: Property | None,
-                        *clients: tuple[Mapping[str, str], str]) -> str:
-        """``replication.data.path = batches`` where the batch path cannot go is an error naming the key's line."""
-        if path != "batches" or p is None:
-            return path
+                        *clients: tuple[Mapping[str, str], str]) -> tuple[str, str]:
+        """The data path a flow runs ("records" or "batches") and why, in words. ``batches`` where the batches path
+        cannot go is an error naming the key's line; ``auto`` takes batches where the flow allows them (what the
+        mirror's own client honours: config/wire_support.py), records otherwise, saying which setting required it."""
+        if p is None or path == "records":
+            return "records", "replication.data.path = records" + (" (the default)" if p is None else "")
+        obstacle: str | None = None
         if exactly_once:
-            raise self.error("replication.data.path = batches is at-least-once only (exactly.once.enabled is true "
-                             "for this flow): set one of them differently", p)
-        if policy.uses_provenance:
-            raise self.error("replication.data.path = batches cannot add the identity policy's provenance header "
-                             "(batches are copied whole): use replication.data.path = records with this policy", p)
-        for settings, alias in clients:
-            problem = batch_path_login_problem(settings)
-            if problem is not None:
-                raise self.error(f"replication.data.path = batches: cluster {alias} logs in with {problem}, which the "
-                                 f"batch path's client does not speak yet (it speaks {', '.join(BATCH_PATH_MECHANISMS)}"
-                                 "; OAUTHBEARER with tokens from an OIDC endpoint): use replication.data.path = "
-                                 "records for this flow", p)
-        return path
+            obstacle = "exactly.once.enabled = true"
+            if path == "batches":
+                raise self.error("replication.data.path = batches is at-least-once only (exactly.once.enabled is "
+                                 "true for this flow): set one of them differently, or replication.data.path = auto",
+                                 p)
+        elif policy.uses_provenance:
+            obstacle = (f"replication.policy.class is {policy.name}, whose provenance header is per record (batches "
+                        "are copied whole)")
+            if path == "batches":
+                raise self.error("replication.data.path = batches cannot add the identity policy's provenance header "
+                                 "(batches are copied whole): use replication.data.path = records (or auto) with "
+                                 "this policy", p)
+        else:
+            found = [f"cluster {alias} {problem}" for settings, alias in clients for problem in wire_problems(settings)]
+            if found and path == "batches":
+                raise self.error(f"replication.data.path = batches: {'; '.join(dict.fromkeys(found))}: use "
+                                 "replication.data.path = records (or auto) for this flow", p)
+            obstacle = "; ".join(dict.fromkeys(found)) or None
+        if path == "batches":
+            return "batches", "replication.data.path = batches"
+        return ("records", f"auto: records, because {obstacle}") if obstacle else ("batches", "auto: batches")
 
     def check_client(self, kind: ClientKind, settings: dict[str, str], origins: Mapping[str, Origin],
                      owner: str, base: Mapping[str, str] | None = None) -> None:

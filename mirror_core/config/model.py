@@ -84,8 +84,11 @@ class FlowConfig:
     #: hand the target producer a partition's records only when it can send them (produce.py, Producing.release);
     #: None: auto, on with more than one producer (producer_pool.choose_producers)
     one_batch_per_partition: bool | None = None
-    #: replication.data.path: "records" (librdkafka, record by record) or "batches" (mirror_core.wire, whole batches)
+    #: the data path the flow runs: "records" (librdkafka, record by record) or "batches" (mirror_core.wire, whole
+    #: batches); replication.data.path = auto is resolved at load (config/loader.py, check_data_path)
     data_path: str = "records"
+    #: why this data path, in words ("replication.data.path = batches", "auto: records, because ...")
+    data_path_reason: str = "replication.data.path = records"
     #: replication.max.in.flight.bytes: what the batches path holds in flight (its batches' bytes and bookkeeping)
     max_in_flight_bytes: int = IN_FLIGHT_BYTES
     #: sync.topic.acls.*: converge topic and group ACLs on the source's (replication/acls.py, AclSync)

@@ -28,7 +28,6 @@ from typing import Any
 
 from mirror_core.config.errors import JaasError, SettingError
 from mirror_core.config.jaas import JaasEntry, parse_jaas
-from mirror_core.config.keys import BATCH_PATH_MECHANISMS
 
 SASL_KEYS = frozenset({
     "sasl.kerberos.kinit.cmd", "sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config", "sasl.oauthbearer.method",
@@ -291,27 +290,3 @@ def aws_msk_iam_token_cb(settings: Mapping[str, str]) -> Callable[[str], tuple[s
 def declared_mechanism(settings: Mapping[str, str]) -> str:
     """The SASL mechanism these librdkafka settings name (librdkafka's default: GSSAPI)."""
     return (settings.get("sasl.mechanisms") or settings.get("sasl.mechanism") or "GSSAPI").strip().upper()
-
-
-def oauthbearer_settings_problem(settings: Mapping[str, str]) -> str | None:
-    """Why the batches data path's own client cannot get tokens with these librdkafka OAUTHBEARER settings
-    (None: it can; it asks an OIDC endpoint, mirror_core.wire.oauth)."""
-    if any(k.startswith(AWS_MARKER) for k in settings):
-        return "AWS MSK IAM tokens"
-    if settings.get("sasl.oauthbearer.method", "default").strip().lower() != "oidc":
-        return "unsecured JWTs (sasl.oauthbearer.method is not oidc)"
-    missing = [k for k in ("sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.client.id",
-                           "sasl.oauthbearer.client.secret") if not settings.get(k)]
-    return f"oidc without {' and '.join(missing)}" if missing else None
-
-
-def batch_path_login_problem(settings: Mapping[str, str]) -> str | None:
-    """How a client with these librdkafka settings logs in, when the batches data path's own client cannot
-    ("SASL GSSAPI", "OAUTHBEARER and unsecured JWTs ..."); None when it can."""
-    if "SASL" not in settings.get("security.protocol", "PLAINTEXT").upper():
-        return None
-    mechanism = declared_mechanism(settings)
-    if mechanism not in BATCH_PATH_MECHANISMS:
-        return f"SASL {mechanism}"
-    problem = oauthbearer_settings_problem(settings) if mechanism == "OAUTHBEARER" else None
-    return None if problem is None else f"OAUTHBEARER and {problem}"

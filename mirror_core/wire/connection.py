@@ -15,10 +15,11 @@ import ssl
 import struct
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from mirror_core.config.wire_support import curve_name
 from mirror_core.errors import MirrorError
 from mirror_core.wire import sasl
 from mirror_core.wire.codec import Buffer, ProtocolError, Reader, blob, string
@@ -70,25 +71,32 @@ def max_answer_bytes(settings: Mapping[str, str], where: str) -> int:
 
 def tls_context(settings: Mapping[str, str], where: str) -> ssl.SSLContext:
     """The TLS client context librdkafka would build from these settings: trusted CAs (``ssl.ca.pem`` in
-    memory, ``ssl.ca.location`` a file or directory, else the system's), the client certificate
-    (``ssl.certificate.pem``/``ssl.key.pem`` in memory or ``.location`` files, ``ssl.key.password``), and
+    memory, ``ssl.ca.location`` a file or directory, ``probe`` or nothing: the system's), the client certificate
+    (``ssl.certificate.pem``/``ssl.key.pem`` in memory or ``.location`` files, ``ssl.key.password``),
     verification (``enable.ssl.certificate.verification``, ``ssl.endpoint.identification.algorithm``: https
-    checks the broker's host name, as librdkafka does by default)."""
+    checks the broker's host name, as librdkafka does by default), ``ssl.cipher.suites`` (OpenSSL's cipher-list
+    syntax, as librdkafka), ``ssl.crl.location`` (the broker's certificate checked against the CRL, leaf only, as
+    librdkafka) and ``ssl.curves.list`` of one curve. What else of ``ssl.*`` it honours or not is described once,
+    in config/wire_support.py: the loader refuses a flow on this client whose settings it does not honour."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     verify = settings.get("enable.ssl.certificate.verification", "true").strip().lower() != "false"
     ctx.check_hostname = verify and settings.get("ssl.endpoint.identification.algorithm", "https").lower() == "https"
     ctx.verify_mode = ssl.CERT_REQUIRED if verify else ssl.CERT_NONE
     try:
+        location = settings.get("ssl.ca.location", "").strip()
         if settings.get("ssl.ca.pem"):
             ctx.load_verify_locations(cadata=settings["ssl.ca.pem"])
-        elif settings.get("ssl.ca.location"):
-            location = settings["ssl.ca.location"]
+        elif location and location != "probe":
             if os.path.isdir(location):
                 ctx.load_verify_locations(capath=location)
             else:
                 ctx.load_verify_locations(cafile=location)
         else:
             ctx.load_default_certs()
+        crl = settings.get("ssl.crl.location", "").strip()
+        if crl:
+            ctx.load_verify_locations(cafile=crl)
+            ctx.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
         # An empty password, never none: OpenSSL would prompt on the terminal for an encrypted key's.
         password = settings.get("ssl.key.password") or ""
         in_memory = [k for k in ("ssl.certificate.pem", "ssl.key.pem") if settings.get(k)]
@@ -102,7 +110,26 @@ def tls_context(settings: Mapping[str, str], where: str) -> ssl.SSLContext:
             ctx.load_cert_chain(settings["ssl.certificate.location"], settings.get("ssl.key.location"), password)
     except (ssl.SSLError, OSError) as exc:
         raise WireError(f"{where}: the TLS settings do not load: {exc.__class__.__name__}: {exc}") from None
+    for key, apply in (("ssl.cipher.suites", ctx.set_ciphers), ("ssl.curves.list", _curve_setter(ctx))):
+        value = settings.get(key, "").strip()
+        if value:
+            try:
+                apply(value)
+            except (ssl.SSLError, ValueError) as exc:
+                raise WireError(f"{where}: {key} = {value} is not taken by Python's ssl ({exc}): set it as "
+                                "config/wire_support.py describes, or use replication.data.path = records") from None
     return ctx
+
+
+def _curve_setter(ctx: ssl.SSLContext) -> Callable[[str], None]:
+    """``ssl.curves.list`` of one curve (Python's ssl sets one key-exchange group; a list is refused)."""
+    def apply(value: str) -> None:
+        curve = curve_name(value)
+        if curve is None:
+            raise ValueError("a list of curves: Python's ssl sets one")
+        ctx.set_ecdh_curve(curve)
+
+    return apply
 
 
 def _load_identity_in_memory(ctx: ssl.SSLContext, cert_pem: str, key_pem: str, password: str | None) -> None:

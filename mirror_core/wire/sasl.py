@@ -12,11 +12,12 @@ import secrets
 from collections.abc import Mapping
 
 from mirror_core.config.sasl import declared_mechanism as declared
-from mirror_core.config.sasl import oauthbearer_settings_problem
+from mirror_core.config.wire_support import OAUTHBEARER_VARIANTS, SASL_MECHANISMS, oauthbearer_problem
 from mirror_core.errors import MirrorError
 
 SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-MECHANISMS = ("PLAIN", *SCRAM_HASHES, "OAUTHBEARER", "GSSAPI")
+#: the mechanisms spoken here: the one description's (config/wire_support.py)
+MECHANISMS = SASL_MECHANISMS
 #: RFC 4752 security layers (the first octet of the server's offer and of the client's choice)
 NO_SECURITY_LAYER = 1
 #: Kafka's own floor (ScramMechanism.minIterations): fewer from a server is a downgrade, refused
@@ -34,7 +35,7 @@ class SaslError(MirrorError):
 def speaks_oauthbearer(settings: Mapping[str, str]) -> bool:
     """Whether connections with these settings authenticate with OAUTHBEARER tokens this client gets."""
     return settings.get("security.protocol", "").strip().upper().startswith("SASL") \
-        and declared(settings) == "OAUTHBEARER" and oauthbearer_settings_problem(settings) is None
+        and declared(settings) == "OAUTHBEARER" and oauthbearer_problem(settings) is None
 
 
 def speaks_gssapi(settings: Mapping[str, str]) -> bool:
@@ -49,11 +50,10 @@ def mechanism_for(settings: Mapping[str, str], where: str) -> str:
     if mechanism not in MECHANISMS:
         raise SaslError(f"{where}: sasl.mechanism {mechanism} is not spoken by the batch-copying client yet (it speaks "
                         f"{', '.join(MECHANISMS)}); the record-by-record path (the default) takes it")
-    problem = oauthbearer_settings_problem(settings) if mechanism == "OAUTHBEARER" else None
+    problem = oauthbearer_problem(settings) if mechanism == "OAUTHBEARER" else None
     if problem is not None:
         raise SaslError(f"{where}: OAUTHBEARER with {problem} is not spoken by the batch-copying client yet (it gets "
-                        "tokens from an OIDC endpoint, sasl.oauthbearer.method = oidc); the record-by-record path "
-                        "(the default) takes it")
+                        f"{OAUTHBEARER_VARIANTS['oidc'][1]}); the record-by-record path (the default) takes it")
     return mechanism
 
 

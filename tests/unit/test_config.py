@@ -274,8 +274,63 @@ def test_records_in_flight_auto_follows_the_data_path_and_a_number_applies_to_bo
         assert err.value.key == bad.split(" =")[0] and err.value.line == 5 and "\n" not in str(err.value)
 
 
-def test_the_config_knows_the_same_sasl_mechanisms_as_the_batch_paths_client() -> None:
-    from mirror_core.config.keys import BATCH_PATH_MECHANISMS
-    from mirror_core.wire.sasl import MECHANISMS
+def test_batches_refuses_in_one_line_a_tls_setting_the_mirrors_own_client_does_not_honour() -> None:
+    tls = "dc1.security.protocol = SSL\n"
+    assert load(f"dc1->dc2.enabled = true\n{tls}dc1.ssl.cipher.suites = ECDHE-RSA-AES128-GCM-SHA256\n"
+                "dc1.ssl.curves.list = P-256\ndc1->dc2.replication.data.path = batches\n").flows[0].data_path \
+        == "batches"
+    for extra, says in [
+        ("dc1.ssl.sigalgs.list = ECDSA+SHA256\n", "cluster dc1 sets ssl.sigalgs.list, which the mirror's own client "
+                                                  "does not honour"),
+        ("dc1->dc2.consumer.ssl.engine.id = pkcs11\n", "cluster dc1 sets ssl.engine.id"),  # the flow's own consumer
+        ("dc1.ssl.curves.list = P-256:X25519\n", "cluster dc1 sets ssl.curves.list to a list (P-256:X25519)"),
+    ]:
+        with pytest.raises(ConfigError) as err:
+            load(f"dc1->dc2.enabled = true\n{tls}{extra}dc1->dc2.replication.data.path = batches\n")
+        message = str(err.value)
+        assert says in message and "use replication.data.path = records" in message and "\n" not in message
+        assert err.value.key == "dc1->dc2.replication.data.path"
+    # the target's producer counts too; without TLS the ssl.* settings are read by neither client
+    with pytest.raises(ConfigError, match=r"cluster dc2 sets ssl\.providers"):
+        load("dc1->dc2.enabled = true\ndc2.security.protocol = SSL\ndc2.ssl.providers = legacy\n"
+             "replication.data.path = batches\n")
+    assert load("dc1->dc2.enabled = true\ndc1.ssl.sigalgs.list = ECDSA+SHA256\nreplication.data.path = batches\n"
+                ).flows[0].data_path == "batches"
 
-    assert set(BATCH_PATH_MECHANISMS) == set(MECHANISMS)
+
+def test_auto_takes_batches_where_the_flow_allows_and_says_why_not_otherwise() -> None:
+    def flow(extra: str):  # type: ignore[no-untyped-def]
+        return load(f"dc1->dc2.enabled = true\nreplication.data.path = auto\n{extra}").flows[0]
+
+    default = load("dc1->dc2.enabled = true\n").flows[0]
+    assert (default.data_path, default.data_path_reason) == ("records", "replication.data.path = records (the default)")
+    chosen = load("dc1->dc2.enabled = true\nreplication.data.path = batches\n").flows[0]
+    assert chosen.data_path_reason == "replication.data.path = batches"
+    assert (flow("").data_path, flow("").data_path_reason) == ("batches", "auto: batches")
+    assert flow("").in_flight_records_limit is None  # as batches
+    for extra, reason in [
+        ("exactly.once.enabled = true\n", "auto: records, because exactly.once.enabled = true"),
+        ("replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n",
+         "auto: records, because replication.policy.class is IdentityReplicationPolicy, whose provenance header is "
+         "per record"),
+        ("dc1.security.protocol = SSL\ndc1.ssl.sigalgs.list = ECDSA+SHA256\n",
+         "auto: records, because cluster dc1 sets ssl.sigalgs.list, which the mirror's own client does not honour"),
+        ("dc2.security.protocol = SASL_PLAINTEXT\ndc2.sasl.mechanism = OAUTHBEARER\n"
+         'dc2.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+         'unsecuredLoginStringClaim_sub="alice";\n',
+         "auto: records, because cluster dc2 logs in with OAUTHBEARER and unsecured JWTs"),
+    ]:
+        f = flow(extra)
+        assert f.data_path == "records" and f.data_path_reason.startswith(reason) and "\n" not in f.data_path_reason
+    # decided per flow: the reverse flow with its own obstacle, the other one on batches
+    c = load("dc1->dc2.enabled = true\ndc2->dc1.enabled = true\nreplication.data.path = auto\n"
+             "dc2->dc1.exactly.once.enabled = true\n")
+    assert [(f.name, f.data_path) for f in c.flows] == [("dc1->dc2", "batches"), ("dc2->dc1", "records")]
+
+
+def test_the_key_says_auto_is_not_the_default_and_why() -> None:
+    from mirror_core.config.keys import KEYS_BY_NAME
+
+    key = KEYS_BY_NAME["replication.data.path"]
+    assert key.default == "records" and "auto" in key.doc
+    assert "not the default" in key.doc and "1 KiB" in key.doc

@@ -11,7 +11,7 @@ by the share of the topic's or flow's partitions each owns). Every refusal is on
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from mirror_core.config.model import MirrorConfig
@@ -53,6 +53,10 @@ class ControlRequest:
         """``dc1->dc2 orders[3]``, ``dc1->dc2 orders``, ``dc1->dc2 (whole flow)``"""
         scope = self.topic if self.partition is None else f"{self.topic}[{self.partition}]"
         return f"{self.flow} {scope or '(whole flow)'}"
+
+    def approved_by(self, approver: str) -> ControlRequest:
+        """The request with its approval in the recorded reason."""
+        return replace(self, reason=f"{self.reason} (approved by {approver})")
 
     @property
     def summary(self) -> str:
@@ -210,3 +214,16 @@ class RuntimeControlParams:
     def request(self) -> ControlRequest:
         return control_request(self.action, self.flow, self.topic, self.partition, self.bytes_per_second,
                                self.offsets, self.reason)
+
+
+def approval_body(store: StateStore, req: ControlRequest, who: str) -> str:
+    """What an approver sees: the change, who asks and why, and the flow's controls and pauses now."""
+    lines = [f"**{req.summary}**", "", f"Asked by {who}: {req.reason}", "", f"Active controls of {req.flow} now:"]
+    active = store.active_topic_controls([req.flow])
+    lines += [f"- {c.kind} {c.scope or '(whole flow)'}"
+              + (f" {c.limit_bytes_per_s} bytes/s" if c.limit_bytes_per_s else "")
+              + f" since {c.set_at:%Y-%m-%d %H:%M:%S} UTC by {c.set_by}: {c.reason}" for c in active] or ["- none"]
+    paused = store.paused_partitions(flow=req.flow)
+    lines += ["", "Partitions the live instances report paused:"]
+    lines += [f"- {p.topic}[{p.partition}] on {p.instance}: {p.reason}" for p in paused] or ["- none"]
+    return "\n".join(lines)

@@ -100,7 +100,8 @@ def test_resume_of_a_partition_the_mirror_paused_records_a_partition_action(
     assert main(["control", "resume", "--flow", FLOW, "--topic", "orders", "--partition", "0", "--reason",
                  "leader moved", "--state-db", db]) == 0
     line = out_line(capsys)
-    assert line.startswith(f"requested: resume {FLOW} orders[0], paused by the mirror (partition action id 1, by alice)")
+    assert line.startswith(f"requested: resume {FLOW} orders[0], paused by the mirror (partition action id 1, "
+                           "by alice)")
     # A live instance reports orders[1] paused (damaged batch): resumable the same way.
     s.report_flow_states("mirror-0", {FLOW: "running"}, {FLOW: [
         {"topic": "orders", "partition": 1, "reason": "CRC mismatch at 3061"}]})

@@ -74,6 +74,8 @@ def prune_round(config: MirrorConfig, flow: FlowConfig, instance: str, timeout: 
         if not changed and position == reader.loaded.round_position:
             log.info("flow %s: offset map round ended: nothing changed since the round at %d", flow.name, position)
             return None
+        for pm in changed.values():
+            pm.compact()  # what the snapshot holds folded too, down to the last few runs
         producer.begin_transaction()
         write_round(producer, snapshot_topic(flow.source), changed, reader.loaded.chunks, position, instance,
                     int(time.time() * 1000))

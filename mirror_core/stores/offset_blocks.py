@@ -20,8 +20,11 @@ from dataclasses import dataclass
 
 from pyroaring import BitMap
 
+from mirror_core.stores.dense_bits import DENSE_SPAN, DenseBits
+
 _ALL = 1 << 32  # the end of every relative range: pyroaring's values are 32-bit
-_BLOCK = struct.Struct(">qii")
+_BLOCK = struct.Struct(">qBii")  # records, source kind (0 roaring, 1 dense bits), source bytes, target bytes
+Sources = BitMap | DenseBits
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +32,7 @@ class Folding:
     """When runs fold into blocks (tests make them small to fold short histories)."""
 
     #: Unfolded runs a partition may hold before they are folded (16 bytes each meanwhile).
-    at: int = 128
+    at: int = 32
     #: A new block needs this many consecutive foldable runs (a block costs a few hundred bytes).
     min_runs: int = 8
     #: A run this long stays a run: a bitmap holds a run as one interval per 65,536 offsets.
@@ -43,8 +46,8 @@ class Block:
 
     __slots__ = ("n", "src", "tgt")
 
-    def __init__(self, src: BitMap | None = None, tgt: BitMap | None = None) -> None:
-        self.src = src if src is not None else BitMap()
+    def __init__(self, src: Sources | None = None, tgt: BitMap | None = None) -> None:
+        self.src: Sources = src if src is not None else BitMap()
         self.tgt = tgt
         self.n = len(self.src)
 
@@ -66,6 +69,8 @@ class Block:
 
     def append(self, rel_source: int, rel_target: int, count: int) -> None:
         """``count`` records from ``rel_source`` landed from ``rel_target`` on (after every record held)."""
+        if isinstance(self.src, DenseBits) and rel_source + count > DENSE_SPAN:
+            self.src = self.src.to_bitmap()
         self.src.add_range(rel_source, rel_source + count)
         if self.tgt is None and rel_target != self.n:
             self.tgt = BitMap()
@@ -96,11 +101,18 @@ class Block:
         return first
 
     def optimize(self) -> None:
-        """Run containers where they are smaller (a few long runs), spare capacity given back."""
+        """Run containers where they are smaller (a few long runs), spare capacity given back; a small
+        block's sources as plain bits where they are smaller than roaring's containers."""
         for bitmap in (self.src, self.tgt):
-            if bitmap is not None:
+            if isinstance(bitmap, BitMap):
                 bitmap.run_optimize()
                 bitmap.shrink_to_fit()
+        if isinstance(self.src, BitMap) and self.n and self.src.max() < DENSE_SPAN:
+            stats = self.src.get_statistics()
+            held = stats["n_bytes_array_containers"] + stats["n_bytes_run_containers"] + \
+                stats["n_bytes_bitset_containers"]
+            if (self.src.max() >> 3) + 1 < held:
+                self.src = DenseBits.of(self.src)
 
     def runs(self, source: int, target: int) -> list[tuple[int, int]]:
         """The runs this block stands for, starting at ``(source, target)`` (for tools that want runs)."""
@@ -119,14 +131,18 @@ class Block:
     def encode(self) -> bytes:
         tgt = b"" if self.tgt is None else self.tgt.serialize()
         src = self.src.serialize()
-        return _BLOCK.pack(self.n, len(src), len(tgt) if self.tgt is not None else -1) + src + tgt
+        kind = 1 if isinstance(self.src, DenseBits) else 0
+        return _BLOCK.pack(self.n, kind, len(src), len(tgt) if self.tgt is not None else -1) + src + tgt
 
     @classmethod
     def decode(cls, raw: memoryview | bytes, pos: int) -> tuple[Block, int]:
         """The block at ``pos`` of ``raw`` and where the next item begins."""
-        n, len_src, len_tgt = _BLOCK.unpack_from(raw, pos)
+        n, kind, len_src, len_tgt = _BLOCK.unpack_from(raw, pos)
         pos += _BLOCK.size
-        src = BitMap.deserialize(bytes(raw[pos:pos + len_src]))
+        if kind not in (0, 1):
+            raise ValueError(f"an offset-map block of an unknown kind ({kind})")
+        body = bytes(raw[pos:pos + len_src])
+        src: Sources = DenseBits(body) if kind else BitMap.deserialize(body)
         pos += len_src
         tgt = None
         if len_tgt >= 0:

@@ -13,7 +13,9 @@ import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyroaring import BitMap
 
+from mirror_core.stores.dense_bits import DenseBits
 from mirror_core.stores.map_snapshots import decode_chunk, encode_chunks, partition_from_chunks
 from mirror_core.stores.offset_blocks import Folding
 from mirror_core.stores.offset_map import PartitionMap
@@ -184,3 +186,34 @@ def test_a_replay_into_folded_history_supersedes_it() -> None:
     assert pm.translate(5_000).target_offset == 2_500
     assert pm.translate(5_001).target_offset == 20_000  # the newest copy
     assert pm.translate(9_000).target_offset == 20_000 + 3_999
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 30)), min_size=1, max_size=30), st.integers(0, 900))
+def test_dense_bits_answer_as_roaring_does(ranges: list[tuple[int, int]], cut: int) -> None:
+    """The plain bit array a small block may hold its source offsets in, against roaring itself."""
+    dense, roaring, end = DenseBits(), BitMap(), 0
+    for gap, length in ranges:  # appended in order, as a block appends runs
+        dense.add_range(end + gap, end + gap + length)
+        roaring.add_range(end + gap, end + gap + length)
+        end += gap + length
+    assert len(dense) == len(roaring) and dense.max() == roaring.max()
+    assert list(dense.to_array()) == list(roaring) and list(DenseBits.of(roaring).to_array()) == list(roaring)
+    assert DenseBits(dense.serialize()).to_array() == dense.to_array()
+    for v in range(-1, end + 10):
+        assert dense.rank(v) == roaring.rank(v) if v >= 0 else dense.rank(v) == 0
+    assert [dense[i] for i in range(len(dense))] == list(roaring)
+    assert list(dense.shift(-cut).to_array()) == [v - cut for v in roaring if v >= cut]
+    dense.remove_range(cut, 1 << 32)
+    roaring.remove_range(cut, 1 << 32)
+    assert list(dense.to_array()) == list(roaring) and len(dense) == len(roaring)
+
+
+def test_small_gappy_blocks_cost_a_bit_per_offset() -> None:
+    """5,000 offsets a partition, every other one removed: plain bits, not roaring's 8 KiB container."""
+    pm, _ = alternating(2_500)
+    pm.compact()
+    assert any(isinstance(b.src, DenseBits) for b in pm.blocks.values())
+    assert pm.nbytes() / 5_000 < 0.2, pm.nbytes()
+    for x in range(5_000):
+        assert pm.translate(x).target_offset == (x + 1) // 2

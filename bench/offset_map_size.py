@@ -4,9 +4,10 @@ In-process, no brokers: a flow of 2,000 partitions whose history is gappy — a 
 every other record removed, or a transactional one (a marker after every 100 records) — of 1 M, 10 M
 and 50 M source offsets, on the 8 partitions of one topic (a changelog) or spread over all 2,000. The
 map is built as a reader builds it from the offset-sync log (``PartitionMap.add`` per entry, measured as
-``built_map_bytes``), folded and encoded as a snapshot round writes it (``map_bytes``, ``snapshot_bytes``), then, in a fresh process, loaded as a reader loads it and asked
-for 100 groups x 2,000 partitions (200,000 positions), every answer checked against the closed-form
-truth. The same with no history (one run a partition) is the baseline, and ``--runs-only`` builds the
+``built_map_bytes``), folded and encoded as a snapshot round writes it (``map_bytes``,
+``snapshot_bytes``), then, in a fresh process, loaded as a reader loads it and asked for 100 groups x
+2,000 partitions (200,000 positions), every answer checked against the closed-form truth. The same with
+no history (one run a partition) is the baseline, and ``--runs-only`` builds the
 map as before issue 62 (runs only, never folded).
 
     .venv/bin/python -m bench.offset_map_size [--sizes 1000000,10000000,50000000] [--runs-only]

@@ -13,6 +13,8 @@ What it shows, and where it comes from:
   ``HISTORY_SAMPLES`` per flow, in this process's memory (status_lag.py says why).
 * **Paused partitions** (what the live instances report: a damaged batch or a record the target refused,
   the reason naming what to do) and the operators' **partition actions** (resume, skip): status_partitions.py.
+* **Runtime controls**: the operators' active pauses and bandwidth limits, and the partitions applying a
+  pause: status_controls.py.
 * **Needs attention**: paused partitions, unreachable clusters, flows whose desired state is not applied, instances that
   stopped reporting, failed workflows, approvals waiting (failover records and Airflow's own
   human-in-the-loop tasks).
@@ -39,6 +41,7 @@ from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse
 from sqlalchemy import desc, select
 
+from mirror_airflow.status_controls import control_records
 from mirror_airflow.status_lag import LAG_DEADLINE_S, LAGS, LagBoard, LagReading, LagSample, PartitionLag, epoch_iso
 from mirror_airflow.status_partitions import partition_records, paused_attention
 from mirror_core.state.models import Cutover, DrDrill, Failover, FlowInstance
@@ -364,7 +367,8 @@ def summary(store: StateStore, with_lag: bool = True, lag_deadline_s: float = LA
 
     flows, lost = collect_flows(store, lags, board.history if with_lag else lambda _: [])
     approvals, approvals_error = pending_approvals()
-    recs = {**records(store), **partition_records(store, INSTANCE_FRESH_S)}
+    recs = {**records(store), **partition_records(store, INSTANCE_FRESH_S),
+            **control_records(store, INSTANCE_FRESH_S)}
     return {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "refresh_seconds": REFRESH_S,

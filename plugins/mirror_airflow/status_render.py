@@ -199,6 +199,7 @@ def render_page(data: Row) -> str:
         "<div class='grid'>" + "".join(flow_card(f) for f in flows) + "</div>" if flows else
         "<p class='card note'>No flow known yet: no mirror instance has reported to the state store "
         "(run it with --state-db), no workflow controls one and no config is recorded.</p>") + "</section>")
+    from mirror_airflow.status_controls import CONTROLS_NOTE, controls_html  # uses this module
     from mirror_airflow.status_partitions import ACTIONS_NOTE, actions_html, paused_html  # uses this module
 
     parts.append(paused_html(data["paused_partitions"]))
@@ -210,6 +211,8 @@ def render_page(data: Row) -> str:
         else:
             empty.append(title.lower())
 
+    add("runtime-controls", "Runtime controls", data["runtime_controls"],
+        lambda: controls_html(data["runtime_controls"]), CONTROLS_NOTE)
     add("partition-actions", "Partition actions", data["partition_actions"],
         lambda: actions_html(data["partition_actions"]), ACTIONS_NOTE)
     add("approvals", "Approvals waiting", data["approvals"],

@@ -273,3 +273,53 @@ def test_no_paused_partition_and_no_action_is_said_in_a_line(tmp_path: Path, aut
     assert "Nothing paused: no live mirror instance reports a paused partition." in page
     assert "id='partition-actions'" not in page
     assert "partition actions" in page.split("Nothing recorded yet:", 1)[1]
+
+
+def test_runtime_controls_desired_and_applied(tmp_path: Path, auth_headers: dict[str, str]) -> None:
+    """The operators' active pauses and limits (who, when, why; escaped) in the page and the JSON; a pause shows
+    the partitions the live instances report paused for it; cleared controls are gone."""
+    from mirror_airflow.status_app import create_app
+
+    store = StateStore(f"sqlite:///{tmp_path / 's.db'}")
+    store.migrate()
+    pause = store.pause_topic("dc1->dc2", "orders", "<alice>", "backfill <saturates> the link")
+    one = store.pause_topic("dc1->dc2", "payments", "bob", "poison record", partition=3)
+    limit = store.limit_bandwidth("dc1->dc2", "carol", "share the WAN", 50_000_000)
+    store.limit_bandwidth("dc1->dc2", "carol", "gone", 1000, topic="audit")
+    store.unlimit_bandwidth("dc1->dc2", "carol", "done", topic="audit")
+    reason = f"paused by <alice> at {pause.set_at}: backfill <saturates> the link (`mirror-core control resume ...`)"
+    store.report_flow_states("m-0", {"dc1->dc2": "running"}, paused={"dc1->dc2": [
+        {"topic": "orders", "partition": 0, "reason": reason}, {"topic": "orders", "partition": 1, "reason": reason},
+        {"topic": "payments", "partition": 3, "reason": "record too large for the target"}]})
+
+    client = TestClient(create_app(store, with_lag=False), headers=auth_headers)
+    data = client.get("/api/summary").json()
+    rows = {r["id"]: r for r in data["runtime_controls"]}
+    assert set(rows) == {pause.id, one.id, limit.id}  # the cleared limit is not shown
+    assert {k: rows[pause.id][k] for k in ("kind", "topic", "partition", "scope", "set_by", "reason", "active")} == {
+        "kind": "pause", "topic": "orders", "partition": None, "scope": "orders", "set_by": "<alice>",
+        "reason": "backfill <saturates> the link", "active": True}
+    assert rows[pause.id]["applied"] == {"partitions": 2, "instances": ["m-0"]}
+    assert rows[one.id]["applied"] == {"partitions": 0, "instances": []}  # paused, but not for the operator yet
+    assert (rows[limit.id]["scope"], rows[limit.id]["limit_bytes_per_s"], rows[limit.id]["applied"]) == (
+        "(whole flow)", 50_000_000, None)
+
+    page = client.get("/").text
+    section_html = page.split("id='runtime-controls'", 1)[1].split("</section>", 1)[0]
+    for text in ("Runtime controls", "&lt;alice&gt;", "backfill &lt;saturates&gt; the link", "payments[3]",
+                 "limit 50,000,000 bytes/s", "(whole flow)", "2 partitions", "no live instance reports it paused",
+                 "dc1-&gt;dc2", "share the WAN"):
+        assert text in section_html, text
+    assert "<alice>" not in page and "<saturates>" not in page and "audit" not in section_html
+
+
+def test_no_runtime_control_is_named_among_the_empty_sections(tmp_path: Path, auth_headers: dict[str, str]) -> None:
+    from mirror_airflow.status_app import create_app
+
+    store = StateStore(f"sqlite:///{tmp_path / 's.db'}")
+    store.migrate()
+    client = TestClient(create_app(store, with_lag=False), headers=auth_headers)
+    assert client.get("/api/summary").json()["runtime_controls"] == []
+    page = client.get("/").text
+    assert "id='runtime-controls'" not in page
+    assert "runtime controls" in page.split("id='nothing-yet'", 1)[1]

@@ -29,6 +29,7 @@ from mirror_core.errors import ReadIncomplete
 from mirror_core.kafka_io import QUIET, first_visible
 from mirror_core.offsets.groups import commit_offsets
 from mirror_core.offsets.translate import FlowOffsets, translate_group
+from mirror_core.quotas import QuotaChange, QuotaError, copy_quotas, record_quota_changes
 from mirror_core.replication.acls import topic_acls
 from mirror_core.state.store import StateStore
 from mirror_core.status import flow_status
@@ -83,6 +84,8 @@ def preflight(config: MirrorConfig, store: StateStore, source: str, target: str,
         raise WorkflowError(f"replication lag {lag.total} on {', '.join(topics)} is above the threshold "
                             f"{max_lag} (or unknown: {', '.join(lag.unknown)})")
     warnings = _write_acl_warnings(config, flow, topics)
+    warnings += [f"client quota {c.entity} {c.describe()} is copied to {target} at the switch"
+                 for c in _quotas(config, store, flow, dry_run=True, run_id=None)]
     others = sorted(p.topic for p in flow_status(config, flow).partitions
                     if p.topic not in topics and not flow.policy.is_heartbeats_topic(p.topic))
     if others:
@@ -215,6 +218,7 @@ def switch(config: MirrorConfig, store: StateStore, plan: CutoverPlan, who: str,
     groups = list(plan.groups)
     require_idle(config, target, groups)
     final = {g: [r for r in translate_group(config, g, source, target) if r.topic in plan.topics] for g in groups}
+    quotas = _quotas(config, store, flow_of(config, plan.flow), dry_run=False, run_id=run_id)  # before: all or nothing
     committed = commit_translations(config, target, final)
     flow = flow_of(config, plan.flow)  # exactly the cut-over topics become writable (remote.topics.read.only)
     lifted = (lift_remote_read_only(config, flow, list(plan.topics), store, run_id, "cutover")
@@ -222,7 +226,19 @@ def switch(config: MirrorConfig, store: StateStore, plan: CutoverPlan, who: str,
     previous = {a: m.current for a, m in plan.apps.items()}
     for alias in plan.apps:
         store.set_active_cluster(alias, target, who, f"cutover {source} -> {target}", run_id)
-    return {"committed": committed, "registry_previous": previous, "read_only_lifted": lifted}
+    return {"committed": committed, "registry_previous": previous, "read_only_lifted": lifted,
+            "quotas": [f"{c.entity} {c.describe()}" for c in quotas]}
+
+
+def _quotas(config: MirrorConfig, store: StateStore, flow: FlowConfig, dry_run: bool,
+            run_id: str | None) -> list[QuotaChange]:
+    """The source's client quotas copied to the target (mirror_core.quotas), in the drift history."""
+    try:
+        changes = copy_quotas(config.cluster(flow.source), config.cluster(flow.target), dry_run=dry_run)
+    except QuotaError as exc:
+        raise WorkflowError(str(exc)) from None
+    record_quota_changes(store, flow.name, changes, dry_run, run_id)
+    return changes
 
 
 def rollback(config: MirrorConfig, store: StateStore, plan: CutoverPlan, done: dict[str, Any], who: str,

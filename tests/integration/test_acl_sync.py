@@ -253,8 +253,8 @@ def test_a_guard_that_would_stop_the_mirror_is_refused_and_nothing_changes(clust
         revoke(dc1, *cluster_ops)
 
 
-def test_the_running_mirror_keeps_acls_converged_and_remote_topics_read_only(
-        clusters: dict[str, LocalCluster], name: str, start_mirror) -> None:  # type: ignore[no-untyped-def]
+def test_the_running_mirror_keeps_acls_converged_and_remote_topics_read_only(  # type: ignore[no-untyped-def]
+        clusters: dict[str, LocalCluster], name: str, start_mirror) -> None:
     from tests.integration.conftest import flow_lines
     from tests.kafka_harness import produce_sequence, read_all, wait_until
 

@@ -38,6 +38,7 @@ from mirror_core.replication.topic_changes import TopicChange
 from mirror_core.replication.topics import TopicManager
 from mirror_core.state.models import DriftEvent, TopicSnapshot
 from mirror_core.state.store import StateStore
+from mirror_core.topic_deletions import propagate_deletions
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ class FlowSyncResult:
     sync_run_id: int | None = None
     #: the source ACLs (mapped) an applied ACL sync converged on: kept in the run's summary (``previous``)
     acl_snapshot: list[AclRule] | None = None
+    #: orphaned remote topics (source topic deleted) and when first seen: the grace period (topic_deletions.py)
+    deleted_seen: dict[str, float] | None = None
 
     @property
     def status(self) -> str:
@@ -97,6 +100,11 @@ def sync_flow(config: MirrorConfig, flow: FlowConfig, dry_run: bool = False, sto
             acl_sync.previous = _previous_acls(store, flow)
             result.changes += _sync_acls(acl_sync, [t for t in wanted if t not in manager.uncreatable],
                                          sync_acls and flow.sync_topic_acls, guard, dry_run, result)
+        if flow.sync_topic_deletions:
+            gone, kept, result.deleted_seen = propagate_deletions(config, flow, src_admin, tgt_admin, store,
+                                                                  dry_run or flow.sync_topic_deletions_dry_run)
+            result.changes += gone
+            result.refused += kept
     except (KafkaException, MirrorError) as exc:
         if store and sync_id is not None:
             store.finish_sync_run(sync_id, "failed", {"error": str(exc)})
@@ -163,6 +171,8 @@ def _record(store: StateStore, sync_id: int, flow: FlowConfig, result: FlowSyncR
     summary: dict[str, Any] = {"topics": result.topics, "changes": len(result.changes), "refused": len(result.refused)}
     if result.acl_snapshot is not None:
         summary["acls"] = [r.row() for r in result.acl_snapshot]
+    if result.deleted_seen is not None:
+        summary["deleted_seen"] = result.deleted_seen
     store.finish_sync_run(sync_id, result.status, summary)
 
 

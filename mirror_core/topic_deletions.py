@@ -88,8 +88,8 @@ def propagate_deletions(config: MirrorConfig, flow: FlowConfig, src_admin: Any, 
                         ) -> tuple[list[TopicChange], list[TopicChange], dict[str, float]]:
     """(changes, refusals, orphans with when first seen) of one sync run; nothing without a state store."""
     if store is None:
-        log.warning("flow %s: sync.topic.deletions.enabled needs a state store (the grace period is counted across "
-                    "runs): no deletion propagated", flow.name)
+        log.log(logging.INFO if dry_run else logging.WARNING, "flow %s: sync.topic.deletions.enabled needs a state "
+                "store (the grace period is counted across runs): no deletion propagated", flow.name)
         return [], [], {}
     now = time.time() if now is None else now
     source_names = set(src_admin.list_topics(timeout=15).topics)

@@ -192,7 +192,7 @@ class TopicManager:
         changes = acl_changes(plan.add, plan.remove)
         for change in changes:
             log.info("flow %s: %s %s: %s", self.flow.name, change.kind, change.topic, change.detail)
-        self.acl_changes += changes
+        self.acl_changes = (self.acl_changes + changes)[-1000:]  # bounded until someone takes them
         return changes
 
     def take_acl_changes(self) -> list[TopicChange]:

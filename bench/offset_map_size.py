@@ -94,7 +94,8 @@ def write_case(args: argparse.Namespace) -> None:
     built_bytes = om.nbytes()
     t0 = time.perf_counter()
     for pm in om.partitions.values():
-        pm.compact()  # as a snapshot round does before it writes (offsets/pruning.py)
+        if not args.runs_only:
+            pm.compact()  # as a snapshot round does before it writes (offsets/pruning.py)
     values = {k: encode_chunks(pm, 0) for k, pm in om.partitions.items()}
     encoded = time.perf_counter() - t0
     with open(args.out, "wb") as f:
@@ -121,9 +122,11 @@ def read_case(args: argparse.Namespace) -> None:
     rng = random.Random(62)
     gappy = set(range(PARTITIONS) if args.spread else range(8))
     groups = [[(key(p), rng.randrange(ends[key(p)])) for p in range(PARTITIONS)] for _ in range(GROUPS)]
-    t0 = time.perf_counter()
-    answers = [[om.translate(k[0], k[1], x, ends[k]).target_offset for k, x in g] for g in groups]
-    took = time.perf_counter() - t0
+    took = float("inf")
+    for _ in range(3):  # the fastest of three: two shared cores
+        t0 = time.perf_counter()
+        answers = [[om.translate(k[0], k[1], x, ends[k]).target_offset for k, x in g] for g in groups]
+        took = min(took, time.perf_counter() - t0)
     wrong = sum(a != expected(args.shape, ends[k], x, k[1] in gappy)
                 for g, row in zip(groups, answers, strict=True) for (k, x), a in zip(g, row, strict=True))
     print(json.dumps({"load_s": round(loaded, 3), "loaded_rss_mib": round(held / 1024, 1),

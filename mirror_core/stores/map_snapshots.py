@@ -19,7 +19,8 @@ the log is read from its start, as before.
 
 Versions: 1 (runs only, before issue 62) is still read, and a partition read in it is written again in
 version 2 by the next round. A process older than version 2 refuses a version-2 snapshot in one line
-("version 2 not understood ... upgrade mirror_core") and keeps copying: see docs/operations "offset map".
+("version 2 not understood ... upgrade mirror_core") and keeps copying (docs/guarantees.md, "Compact
+offset map": a mixed rollout is refused, not supported).
 """
 
 from __future__ import annotations

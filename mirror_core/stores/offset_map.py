@@ -97,14 +97,15 @@ class PartitionMap:
             del self.blocks[start]  # nothing left: the piece is a plain run again
             return True
         last_s, last_t = block.last()
-        if rel_target <= last_t or rel_target - rel == last_t - last_s:
-            # Targets going back (a recreated remote topic), or the new run continuing the block's last
-            # one (no mirror writes either, short of a replay landing nowhere new): as runs, exactly.
+        # As runs, the last run would go on linearly up to the new one: the block does the same.
+        end = min(rel, rel_target - (last_t - last_s))
+        if rel_target <= last_t or rel_target - rel == last_t - last_s or end - last_s > self.folding.long_run:
+            # Targets going back (a recreated remote topic), the new run continuing the block's last one, or
+            # a long stretch to fill (none of which a mirror writes, short of a replay that starts inside a
+            # source gap): as runs, exactly.
             self._unfold(len(self.sources) - 1)
             self.add(source, target)
             return False
-        # As runs, the last run would go on linearly up to the new one: the block does the same.
-        end = min(rel, rel_target - (last_t - last_s))
         if end > last_s + 1:
             block.append(last_s + 1, last_t + 1, end - last_s - 1)
         return True

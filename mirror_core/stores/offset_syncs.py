@@ -3,7 +3,8 @@
 Entries are written by the replicator only for acknowledged (or, exactly-once, committed) records,
 before the progress that covers them. The topic's own retention is infinite (``retention.ms=-1``):
 what is no longer needed is removed by the pruner, only below a committed snapshot round
-(stores/map_snapshots.py), so the log holds the runs written since the last round.
+(stores/map_snapshots.py), so the log holds the runs written since the last round. It stays in MM2's
+layout (MM2 tooling reads it) rather than the snapshots' compact one: a reader folds what it loads.
 """
 
 from __future__ import annotations

@@ -183,6 +183,18 @@ def sync_topics(config: MirrorConfig, flows: list[str] | None = None, dry_run: b
     return [sync_flow(config, f, dry_run, store, run_id) for f in selected]
 
 
+def record_watcher_changes(store: StateStore, flow: str, changes: list[TopicChange]) -> int | None:
+    """The running mirror's ACL changes (``TopicManager.take_acl_changes``) as an applied sync run of ``flow`` in
+    the drift history; None when there were none. The service's control loop calls it (one line, see the report)."""
+    if not changes:
+        return None
+    sync_id = store.start_sync_run(flow, False, "mirror")
+    store.add(*[DriftEvent(sync_run_id=sync_id, flow=flow, topic=c.topic, kind=c.kind, detail=c.detail,
+                           action="applied") for c in changes])
+    store.finish_sync_run(sync_id, "drift", {"changes": len(changes), "by": "running mirror"})
+    return sync_id
+
+
 def lift_remote_read_only(config: MirrorConfig, flow: FlowConfig, topics: list[str] | tuple[str, ...] | None = None,
                           store: StateStore | None = None, run_id: str | None = None,
                           why: str = "promoted") -> list[str]:

@@ -66,3 +66,17 @@ def test_the_mirrors_principal_from_its_settings() -> None:
     assert principals_of({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER"}) == set()
     config = parse_text(BASE + "mirror.principals = User:CN=mirror\n", validate_clients=False)
     assert config.flow("dc1->dc2").mirror_principals == ("User:CN=mirror",)
+
+
+def test_the_running_mirrors_acl_changes_go_to_the_drift_history(tmp_path: Any) -> None:
+    from mirror_core.replication.topic_changes import TopicChange
+    from mirror_core.state.store import StateStore
+    from mirror_core.topic_sync import record_watcher_changes
+
+    store = StateStore(f"sqlite:///{tmp_path / 'state.db'}")
+    store.migrate()
+    assert record_watcher_changes(store, "dc1->dc2", []) is None
+    record_watcher_changes(store, "dc1->dc2", [TopicChange("acl-removed", "dc1.orders", "ALLOW User:app@* READ")])
+    assert [(d.topic, d.kind, d.action) for d in store.recent_drift("dc1->dc2")] == [
+        ("dc1.orders", "acl-removed", "applied")]
+    assert store.sync_runs("dc1->dc2")[0].status == "drift"

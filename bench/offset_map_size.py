@@ -117,8 +117,8 @@ def read_case(args: argparse.Namespace) -> None:
     for k, vs in values.items():
         om.partitions[k] = partition_from_chunks([decode_chunk(v) for v in vs])
     loaded = time.perf_counter() - t0
+    held = rss_kib() - before  # the snapshot's values still held: what the map itself took
     del values
-    held = rss_kib() - before
     rng = random.Random(62)
     gappy = set(range(PARTITIONS) if args.spread else range(8))
     groups = [[(key(p), rng.randrange(ends[key(p)])) for p in range(PARTITIONS)] for _ in range(GROUPS)]

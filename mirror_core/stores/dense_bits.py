@@ -20,11 +20,14 @@ DENSE_SPAN = 1 << 16
 class DenseBits:
     """Bit ``i`` of byte ``i >> 3`` (least significant first) is offset ``i``."""
 
-    __slots__ = ("bits", "count")
+    __slots__ = ("_directory", "bits", "count")
 
     def __init__(self, bits: bytes | bytearray = b"") -> None:
         self.bits = bytearray(bits)
         self.count = int.from_bytes(self.bits, "little").bit_count()
+        #: Offsets below each 512-byte stretch, so a rank counts at most 512 bytes (built when first asked,
+        #: dropped by every change: 4 bytes per 4,096 offsets).
+        self._directory: array[int] | None = None
 
     @classmethod
     def of(cls, bitmap: BitMap) -> DenseBits:
@@ -48,10 +51,20 @@ class DenseBits:
             return 0
         end = value + 1
         full = end >> 3
-        count = int.from_bytes(self.bits[:full], "little").bit_count()
+        directory = self._directory if self._directory is not None else self._build_directory()
+        stretch = min(full >> 9, len(directory) - 1)
+        count = directory[stretch] + int.from_bytes(self.bits[stretch << 9:full], "little").bit_count()
         if end & 7 and full < len(self.bits):
             count += (self.bits[full] & ((1 << (end & 7)) - 1)).bit_count()
         return count
+
+    def _build_directory(self) -> array[int]:
+        directory, total = array("I", [0]), 0
+        for start in range(0, len(self.bits) - 511, 512):
+            total += int.from_bytes(self.bits[start:start + 512], "little").bit_count()
+            directory.append(total)
+        self._directory = directory
+        return directory
 
     def __getitem__(self, index: int) -> int:
         """The ``index``-th offset (select)."""
@@ -71,6 +84,7 @@ class DenseBits:
 
     def add_range(self, start: int, end: int) -> None:
         """Offsets ``start..end-1``, all above the largest held."""
+        self._directory = None
         need = (end + 7) >> 3
         if len(self.bits) < need:
             self.bits.extend(bytes(need - len(self.bits)))
@@ -85,6 +99,7 @@ class DenseBits:
 
     def remove_range(self, start: int, _end: int) -> None:
         """Every offset from ``start`` on."""
+        self._directory = None
         value = int.from_bytes(self.bits, "little") & ((1 << start) - 1)
         self.bits = bytearray(value.to_bytes(len(self.bits), "little").rstrip(b"\x00"))
         self.count = value.bit_count()
@@ -102,4 +117,4 @@ class DenseBits:
         return bytes(self.bits)
 
     def nbytes(self) -> int:
-        return len(self.bits)
+        return len(self.bits) + (4 * len(self._directory) if self._directory is not None else 0)

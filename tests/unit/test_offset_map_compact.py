@@ -217,3 +217,24 @@ def test_small_gappy_blocks_cost_a_bit_per_offset() -> None:
     assert pm.nbytes() / 5_000 < 0.2, pm.nbytes()
     for x in range(5_000):
         assert pm.translate(x).target_offset == (x + 1) // 2
+
+
+def test_dense_bits_rank_and_select_across_its_directory() -> None:
+    """Spans of many 512-byte stretches (the rank directory), changed after it was built."""
+    rng = random.Random(62)
+    dense, roaring, end = DenseBits(), BitMap(), 0
+    for _ in range(3):
+        for _ in range(2_000):
+            gap, length = rng.randrange(0, 9), rng.randrange(1, 12)
+            dense.add_range(end + gap, end + gap + length)
+            roaring.add_range(end + gap, end + gap + length)
+            end += gap + length
+        for v in rng.sample(range(end + 5), 3_000):
+            assert dense.rank(v) == roaring.rank(v), v
+        for i in rng.sample(range(len(roaring)), 300):
+            assert dense[i] == roaring[i]
+    cut = end // 3
+    dense.remove_range(cut, 1 << 32)
+    roaring.remove_range(cut, 1 << 32)
+    for v in rng.sample(range(end + 5), 3_000):
+        assert dense.rank(v) == roaring.rank(v), v

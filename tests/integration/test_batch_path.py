@@ -188,3 +188,25 @@ def test_what_is_in_flight_stays_within_its_bytes_while_the_target_is_cut_off_an
     wait_until(caught_up, 120, what="caught up after the link healed")
     assert_same_records(dc1, dc2, t, remote)
     assert metric(m, "mirror_in_flight_bytes", **flow) == 0
+
+
+def test_auto_copies_on_batches_when_nothing_stands_in_the_way_and_says_so(dc1, dc2, clusters, name, start_mirror):  # type: ignore[no-untyped-def]
+    """replication.data.path = auto on a flow with no obstacle (at-least-once, the default policy, nothing its
+    clients set that the mirror's own client does not honour): the source's batches land whole, and the start line
+    and /status say batches and why."""
+    t = f"{name}.auto"
+    create_topic(dc1, t, 2)
+    p = producer(dc1, **{"linger.ms": 1000})
+    for i in range(600):
+        p.produce(t, value=b"auto-%d" % i, partition=i % 2)
+        if i % 50 == 49:
+            p.flush(10)
+    assert p.flush(30) == 0
+    m = start_mirror(flow_lines(name, "replication.data.path = auto", "emit.checkpoints.enabled = false"))
+    wait_until(lambda: len([p for p in m.partitions() if p["topic"] == t]) == 2
+               and all(p["lag"] == 0 for p in m.partitions() if p["topic"] == t), 30, what="caught up")
+    assert "data path: batches (auto: batches)" in m.log()
+    flow = (m.status() or {})["flows"][0]
+    assert (flow["data_path"], flow["data_path_reason"]) == ("batches", "auto: batches")
+    assert_same_records(dc1, dc2, t, f"dc1.{t}")
+    assert record_counts(clusters["dc1"], t) == record_counts(clusters["dc2"], f"dc1.{t}")  # whole batches

@@ -180,9 +180,10 @@ def test_workflows_survive_killed_workers(engines: Engines) -> None:
     assert ti["try_number"] == 2, ti  # the first try died with the worker; its retry ran elsewhere
     _reconciled(e, run_id, t)
 
-    # Planned failover: eve is refused by the API, dana approves; the record names dana.
+    # Planned failover, four eyes: eve triggers it and is refused as its approver by the API (not an approver of
+    # failovers), dana approves; the record names dana.
     conf = {"flow": "dc1->dc2", "apps": [app], "groups": [group], "mode": "planned", "drain_timeout_s": 60}
-    run_id = e.runs.trigger("failover", conf)
+    run_id = e.eve.trigger("failover", conf)
     path = f"/dags/failover/dagRuns/{run_id}/taskInstances/approve/-1/hitlDetails"
     e.airflow.wait(lambda: e.runs.states("failover", run_id).get("approve") == "awaiting_input", 180,
                    "the failover gate")
@@ -197,7 +198,7 @@ def test_workflows_survive_killed_workers(engines: Engines) -> None:
 
     # Failback (nothing stranded on dc1): the group returns to dc1 at the same offsets.
     fb = {"flow": "dc1->dc2", "apps": [app], "groups": [group], "max_reverse_lag": 0, "drain_timeout_s": 60}
-    run_id = e.runs.trigger("failback", fb)
+    run_id = e.eve.trigger("failback", fb)  # four eyes: the triggering user may not decide it
     e.runs.answer("failback", run_id, "decide", "Fail back; consumers replay the unreplicated records")
     assert e.runs.finish("failback", run_id, 240) == "success", e.runs.states("failback", run_id)
     assert e.store.failovers()[0].kind == "failback" and e.store.failovers()[0].status == "done"

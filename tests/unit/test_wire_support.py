@@ -145,3 +145,32 @@ def test_tls_settings_it_cannot_take_are_one_line_naming_the_setting(settings: d
     with pytest.raises(WireError) as err:
         tls_context(settings, "cluster dc1")
     assert says in str(err.value) and str(err.value).startswith("cluster dc1") and "\n" not in str(err.value)
+
+
+def test_check_prints_each_flows_data_path_and_why_and_refuses_batches_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    base = ("clusters = dc1, dc2\ndc1.bootstrap.servers = 127.0.0.1:9\ndc2.bootstrap.servers = 127.0.0.1:9\n"
+            "dc1.security.protocol = SSL\ndc1.ssl.sigalgs.list = ECDSA+SHA256\n"
+            "dc1->dc2.enabled = true\ndc2->dc1.enabled = true\nreplication.data.path = auto\n")
+
+    def check(text: str) -> subprocess.CompletedProcess[str]:
+        path = tmp_path / "mm2.properties"
+        path.write_text(text)
+        return subprocess.run([sys.executable, "-m", "mirror_core", "check", "--config", str(path)],
+                              capture_output=True, text=True, timeout=60)
+
+    done = check(base)
+    assert done.returncode == 0, done.stderr
+    lines = {line.split(":")[0]: line for line in done.stdout.splitlines() if line.startswith("flow ")}
+    assert "data path records (auto: records, because cluster dc1 sets ssl.sigalgs.list" in lines["flow dc1->dc2"]
+    # the reverse flow reads dc2 (plaintext) and writes to dc1, whose producer would carry the setting
+    assert "data path records (auto: records, because cluster dc1 sets ssl.sigalgs.list" in lines["flow dc2->dc1"]
+    refused = check(base.replace("replication.data.path = auto", "dc1->dc2.replication.data.path = batches"))
+    assert refused.returncode != 0
+    [line] = [s for s in refused.stderr.strip().splitlines() if "ssl.sigalgs.list" in s]
+    assert "replication.data.path = batches: cluster dc1 sets ssl.sigalgs.list" in line
+    assert "use replication.data.path = records (or auto)" in line
+    plain = check(base.replace("dc1.ssl.sigalgs.list = ECDSA+SHA256\n", ""))
+    assert "data path batches (auto: batches)" in plain.stdout

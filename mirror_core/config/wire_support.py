@@ -45,7 +45,7 @@ OAUTHBEARER_VARIANTS: Mapping[str, tuple[bool, str]] = {
 
 @dataclass(frozen=True)
 class TlsSetting:
-    """One librdkafka TLS setting and how the mirror's own client (wire/connection.py tls_context) takes it."""
+    """One librdkafka TLS setting and how the mirror's own client (wire/tls.py tls_context) takes it."""
 
     name: str
     support: Support

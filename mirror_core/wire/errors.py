@@ -3,6 +3,8 @@ them a client asks again for (after finding the partition's leader again, where 
 
 from __future__ import annotations
 
+from mirror_core.errors import MirrorError
+
 NAMES = {
     -1: "UNKNOWN_SERVER_ERROR", 1: "OFFSET_OUT_OF_RANGE", 2: "CORRUPT_MESSAGE", 3: "UNKNOWN_TOPIC_OR_PARTITION",
     5: "LEADER_NOT_AVAILABLE", 6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT", 10: "MESSAGE_TOO_LARGE",
@@ -22,3 +24,7 @@ STALE_LEADER = frozenset({3, 5, 6, 74, 75})
 
 def name(code: int) -> str:
     return NAMES.get(code, f"error {code}")
+
+
+class WireError(MirrorError):
+    """A broker connection that cannot be set up or used as asked: one line naming the cluster and broker."""

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mirror_core.config.sasl import ALLOW_HTTP_KEY, ALLOW_HTTP_MARKER
-from mirror_core.wire.connection import tls_context
 from mirror_core.wire.sasl import SaslError
+from mirror_core.wire.tls import tls_context
 
 #: a token is asked again once this share of its lifetime has passed
 REFRESH_AT = 0.8

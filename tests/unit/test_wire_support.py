@@ -1,5 +1,5 @@
 """The one description of what the mirror's own Kafka client speaks (config/wire_support.py) and the TLS settings
-its connections honour (wire/connection.py tls_context)."""
+its connections honour (wire/tls.py tls_context)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from mirror_core.config.wire_support import (
     wire_problems,
 )
 from mirror_core.wire import sasl
-from mirror_core.wire.connection import WireError, tls_context
+from mirror_core.wire.errors import WireError
+from mirror_core.wire.tls import tls_context
 from tests.unit.stores import Pki
 
 TLS = {"security.protocol": "SSL"}

@@ -8,7 +8,7 @@ batches per target broker per round trip, however much bandwidth the link has. E
 connections, so N producers have up to N times that window; but while all of a producer's partitions wait
 for their responses with records queued behind, its broker thread polls without sleeping (the linger
 wake-up is set before the in-flight check turns the partition away): 0.12-0.27 of a core per producer over
-80 ms on a saturated 2-core machine, more when cores are free (``python -m bench.wan_threads``). So with
+80 ms on a saturated 2-core machine, more when cores are free (``python -m bench.probes.wan_threads``). So with
 several producers the records behind wait in the mirror instead (``replication.one.batch.per.partition``,
 produce.py), and the threads sleep. A partition always goes through
 the same producer (its order and the idempotent producer's sequence numbers are per producer); progress and
@@ -141,8 +141,8 @@ def needs_round_trip(flow: FlowConfig) -> bool:
 
 
 #: the batches data path's connections per target broker with replication.producers = auto: a broker handles one
-#: request of a connection at a time; the target took the same batches 33-34 % faster over two at 2,000 partitions
-#: and 47-75 % at 8 than over one; four no faster than two at 2,000, 6-15 % at 8 (bench.target_ceiling, on 2 cores)
+#: request of a connection at a time; two took the same batches faster than one, four no faster than two
+#: (bench.probes.target_ceiling)
 BATCH_SENDER_CONNECTIONS = 2
 
 

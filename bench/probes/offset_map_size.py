@@ -10,7 +10,7 @@ map is built as a reader builds it from the offset-sync log (``PartitionMap.add`
 no history (one run a partition) is the baseline, and ``--runs-only`` builds the
 map as before issue 62 (runs only, never folded).
 
-    .venv/bin/python -m bench.offset_map_size [--sizes 1000000,10000000,50000000] [--runs-only]
+    .venv/bin/python -m bench.probes.offset_map_size [--sizes 1000000,10000000,50000000] [--runs-only]
 
 Writes ``bench/results/offset-map-size-<date>.json``.
 """
@@ -37,7 +37,7 @@ from mirror_core.stores.offset_map import OffsetMap, PartitionMap
 PARTITIONS = 2_000
 GROUPS = 100
 TXN = 100  # records between two transaction markers
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RUNS_ONLY = Folding(at=1 << 62)
 
 
@@ -135,7 +135,7 @@ def read_case(args: argparse.Namespace) -> None:
 
 
 def run(cmd: str, shape: str, offsets: int, spread: bool, runs_only: bool, out: str) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "bench.offset_map_size", cmd, "--shape", shape, "--offsets", str(offsets),
+    argv = [sys.executable, "-m", "bench.probes.offset_map_size", cmd, "--shape", shape, "--offsets", str(offsets),
             "--out", out, *(["--spread"] if spread else []), *(["--runs-only"] if runs_only else [])]
     done = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=REPO)
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])

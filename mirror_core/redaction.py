@@ -14,6 +14,7 @@ import logging
 import re
 import threading
 from collections.abc import Mapping
+from typing import Any
 
 MASK = "********"
 MIN_SECRET_LENGTH = 4
@@ -57,6 +58,21 @@ def scrub(text: str) -> str:
     """``text`` with every registered secret value masked."""
     pattern = _pattern
     return text if pattern is None or not text else pattern.sub(MASK, text)
+
+
+def scrub_json(value: Any) -> Any:
+    """A JSON-ready value (dicts, lists, strings, numbers) with every registered secret masked in its strings,
+    keys included: for answers built from error messages (``/status``, ``/healthz``). Masked before encoding,
+    since JSON escaping could split a secret holding a quote or a backslash."""
+    if _pattern is None:
+        return value
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {scrub_json(k): scrub_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub_json(v) for v in value]
+    return value
 
 
 def _tell_airflow(value: str) -> None:

@@ -27,6 +27,7 @@ from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.metrics import Metrics
 from mirror_core.offsets.checkpoints import CheckpointEmitter
 from mirror_core.offsets.pruning import MapPruner
+from mirror_core.redaction import scrub_json
 from mirror_core.replication.controls import TopicControl
 from mirror_core.replication.damage import PartitionAction
 from mirror_core.replication.replicator import FlowReplicator, instance_id
@@ -146,10 +147,10 @@ class Service:
                     body, ctype, code = generate_latest(service.metrics.registry), CONTENT_TYPE_LATEST, 200
                 elif self.path.startswith("/healthz"):
                     ok = service.healthy()
-                    body = json.dumps({"healthy": ok, **service.status()}).encode()
+                    body = json.dumps(scrub_json({"healthy": ok, **service.status()})).encode()
                     ctype, code = "application/json", 200 if ok else 503
                 elif self.path.startswith("/status"):
-                    body, ctype, code = json.dumps(service.status()).encode(), "application/json", 200
+                    body, ctype, code = json.dumps(scrub_json(service.status())).encode(), "application/json", 200
                 else:
                     body, ctype, code = b"not found\n", "text/plain", 404
                 self.send_response(code)

@@ -1,6 +1,8 @@
 """failback: return applications to the old primary after a failover — no rebuild of the primary.
 
-Trigger by hand with ``flow`` (the original forward flow primary->standby), ``apps``, ``groups``.
+Trigger by hand with ``flow`` (the original forward flow primary->standby), ``apps``, ``groups`` and, after a
+failover of some topics, ``topics`` (their failover's pauses are cleared; the reverse flow keeps running while
+other topics are still switched).
 
 check (the Params, before any cluster is touched) -> catch_up (``ReplicationLagSensor``: the reverse
 flow's data lag down to ``max_reverse_lag``, within ``drain_timeout_s``) -> assess (records only the
@@ -64,6 +66,9 @@ DECIDED = {"decide": (REPLAY, SKIP)}  # the gate the steps after it need, and th
         "max_reverse_lag": Param(0, type="integer", minimum=0,
                                  description="Wait until the reverse flow's lag is at most this before asking"),
         "drain_timeout_s": Param(300, type="integer", minimum=10, maximum=86400),
+        "topics": Param([], type="array", items={"type": "string"},
+                        description="Only these source topics (names or patterns) "
+                                    "come back (as a failover of some topics switched them); empty: the whole flow"),
     },
 )
 def failback() -> None:

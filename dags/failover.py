@@ -1,7 +1,9 @@
 """failover: move applications from a flow's primary to its standby, with an approval gate.
 
 Trigger by hand with ``flow`` (source->target), ``apps`` (application aliases in the active-cluster
-registry), ``groups`` (consumer groups to move) and ``mode`` (planned | unplanned).
+registry), ``groups`` (consumer groups to move), ``mode`` (planned | unplanned) and optionally ``topics``
+(source topic names or patterns: only those switch — paused in the forward flow by this run, which goes on
+copying the others; a group reading a switched and a staying topic is refused at assess).
 
 assess (reachability, lag, data at risk, translated offsets; recorded and bound to the run in the state
 store with its digest) -> **approve** (the bound plan and its digest are the gate's body; Reject changes
@@ -59,6 +61,9 @@ APPROVED = {"approve": (ApprovalGate.APPROVE,)}  # the gate the steps after it n
         "mode": Param("planned", type="string", enum=["planned", "unplanned"],
                       description="planned: drain to lag 0 first (primary reachable); unplanned: primary lost"),
         "drain_timeout_s": Param(300, type="integer", minimum=10, maximum=86400),
+        "topics": Param([], type="array", items={"type": "string"},
+                        description="Only these source topics (names or patterns) "
+                                    "switch, the others stay mirrored (a group reading both: refused); empty: all"),
     },
 )
 def failover() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
@@ -37,6 +38,7 @@ from mirror_core.replication.topic_changes import error_reason
 from mirror_core.state.store import StateStore
 from mirror_core.status import FlowStatus, flow_status
 from mirror_core.topic_sync import lift_remote_read_only
+from mirror_core.workflows import scope
 from mirror_core.workflows.control import WorkflowError, flow_of, set_flow
 from mirror_core.workflows.plans import (
     DataLag,
@@ -69,10 +71,11 @@ def required_reverse(config: MirrorConfig, flow: FlowConfig) -> FlowConfig:
     return reverse
 
 
-def data_lag(status: FlowStatus, flow: FlowConfig) -> DataLag:
-    """Lag of the flow's data topics (heartbeats excluded: they never stop while a flow runs); the
-    partitions listed are those lagging."""
-    parts = [p for p in status.partitions if not flow.policy.is_heartbeats_topic(p.topic)]
+def data_lag(status: FlowStatus, flow: FlowConfig, topics: Collection[str] = ()) -> DataLag:
+    """Lag of the flow's data topics (heartbeats excluded: they never stop while a flow runs; ``topics``: only
+    these source topics); the partitions listed are those lagging."""
+    parts = [p for p in status.partitions if not flow.policy.is_heartbeats_topic(p.topic)
+             and (not topics or p.topic in topics)]
     unknown = tuple(f"{p.topic}[{p.partition}]" for p in parts if p.lag is None)
     total = None if unknown or not status.reachable else sum(p.lag or 0 for p in parts)
     return DataLag(total, unknown, tuple(PartitionLag(p.topic, p.partition, p.lag, p.position, p.source_end)
@@ -100,10 +103,10 @@ def translate_groups(config: MirrorConfig, flow: FlowConfig, groups: list[str],
     return {g: translate_from_checkpoints(config, flow, g, None, 30) for g in groups}
 
 
-def wait_data_lag(config: MirrorConfig, flow: FlowConfig, timeout: float) -> int:
+def wait_data_lag(config: MirrorConfig, flow: FlowConfig, timeout: float, topics: Collection[str] = ()) -> int:
     deadline = time.monotonic() + timeout
     while True:
-        current = data_lag(flow_status(config, flow), flow).total
+        current = data_lag(flow_status(config, flow), flow, topics).total
         if current == 0:
             return 0
         if time.monotonic() > deadline:
@@ -190,8 +193,9 @@ def canary(config: MirrorConfig, cluster: str, groups: list[str], timeout: float
 
 # -- failover -----------------------------------------------------------------------------------------
 def assess_failover(config: MirrorConfig, flow_name: str, apps: list[str], groups: list[str], planned: bool,
-                    store: StateStore | None = None) -> FailoverPlan:
-    """What a failover would do and cost, computed without changing anything."""
+                    store: StateStore | None = None, topics: Sequence[str] = ()) -> FailoverPlan:
+    """What a failover would do and cost, computed without changing anything; ``topics`` (names or patterns of
+    source topics): only those switch, the rest stay mirrored (:mod:`.scope`)."""
     flow = flow_of(config, flow_name)
     standby_ok, standby_note = reachable(config, flow.target)
     if not standby_ok:
@@ -202,8 +206,16 @@ def assess_failover(config: MirrorConfig, flow_name: str, apps: list[str], group
                             f"({primary_note}); run an unplanned failover")
     warnings: list[str] = []
     lag = DataLag(None)
-    if primary_ok:
-        lag = data_lag(flow_status(config, flow), flow)
+    status = flow_status(config, flow) if primary_ok else None
+    switching: tuple[str, ...] = ()
+    staying: tuple[str, ...] = ()
+    if topics:
+        known = ({p.topic for p in status.partitions} if status is not None
+                 else {t for t, _ in FlowOffsets.load(config, flow).progress})
+        switching, staying = scope.resolve(topics, {t for t in known if not flow.policy.is_heartbeats_topic(t)},
+                                           flow.name)
+    if status is not None:
+        lag = data_lag(status, flow, switching)
         rpo: int | None = lag.total
         rpo_note = "records on the primary not yet replicated (0 once a planned failover drains)" if planned \
             else "records on the primary not yet replicated; they stay there for failback to report"
@@ -211,6 +223,8 @@ def assess_failover(config: MirrorConfig, flow_name: str, apps: list[str], group
         rpo, rpo_note = None, ("primary unreachable: unknown; the records it had not replicated are listed by the "
                                "failback workflow when it returns")
     translations = translate_groups(config, flow, groups, primary_ok)
+    if switching:
+        scope.split_groups(translations, switching)
     warnings += [f"group {g}: no committed offsets for the flow's topics (nothing to translate)"
                  for g, rows in translations.items() if not rows]
     reverse = reverse_of(config, flow)
@@ -220,36 +234,41 @@ def assess_failover(config: MirrorConfig, flow_name: str, apps: list[str], group
     registry = registry_moves(store, apps, flow.target)
     warnings += [f"application {alias} already uses {flow.target}" for alias, move in registry.items()
                  if move.current == flow.target]
-    failed_over = already_failed_over(store, flow, reverse, registry)
+    failed_over = already_failed_over(store, flow, reverse, registry, switching)
     return FailoverPlan(flow.name, flow.source, flow.target, planned, primary_ok, primary_note, lag, rpo, rpo_note,
                         group_offsets(translations), registry, reverse.name if reverse else None, tuple(warnings),
-                        failed_over)
+                        failed_over, switching, staying)
 
 
 def already_failed_over(store: StateStore | None, flow: FlowConfig, reverse: FlowConfig | None,
-                        registry: dict[str, RegistryMove]) -> tuple[str, ...]:
+                        registry: dict[str, RegistryMove], topics: Sequence[str] = ()) -> tuple[str, ...]:
     """Why the standby is active already (the flow controls and the registry say so); empty when it is not.
-    A stopped forward flow reads lag 0 while the primary goes on taking writes: "lag 0" would mislead."""
+    A stopped forward flow reads lag 0 while the primary goes on taking writes: "lag 0" would mislead.
+    ``topics``: a failover of these only (the reverse flow may run for other topics switched before)."""
     controls = store.flow_controls() if store is not None else {}
     forward, back = controls.get(flow.name), controls.get(reverse.name) if reverse else None
     why = []
     if forward is not None and forward.desired == "stopped":
         why.append(f"the forward flow {flow.name} is stopped (by {forward.changed_by})")
-    if reverse is not None and back is not None and back.desired == "running":
+    switched = scope.switched_already(store, flow.name, topics)
+    if switched:
+        why.append(f"the topics {', '.join(switched)} are switched already (paused in {flow.name} by a failover)")
+    if not topics and reverse is not None and back is not None and back.desired == "running":
         why.append(f"the reverse flow {reverse.name} is running (by {back.changed_by})")
     if registry and all(move.current == flow.target for move in registry.values()):
         why.append(f"every application listed already uses {flow.target}")
     return tuple(why)
 
 
-def measured_loss(config: MirrorConfig, flow: FlowConfig, primary_reachable: bool) -> dict[str, Any]:
+def measured_loss(config: MirrorConfig, flow: FlowConfig, primary_reachable: bool,
+                  topics: Collection[str] = ()) -> dict[str, Any]:
     """The RPO measured at the switch of an unplanned failover, once the forward flow stopped: the records on
     the primary not on the standby (its data lag), or None with why it could not be read."""
     if not primary_reachable:
         return {"records": None, "note": "primary unreachable at the switch: the records it had not replicated are "
                                          "counted by the failback when it returns"}
     try:
-        lag = data_lag(flow_status(config, flow), flow)
+        lag = data_lag(flow_status(config, flow), flow, topics)
     except Exception as exc:  # measuring must not fail a failover under way
         return {"records": None, "note": f"not measured: {' '.join(str(exc).split())}"}
     if lag.total is None:
@@ -342,9 +361,16 @@ def translate_back(config: MirrorConfig, forward: FlowConfig, reverse: FlowConfi
     return out
 
 
+def home_topic(row: PartitionTranslation) -> str:
+    """The forward flow's source topic a failback row belongs to: a replica's upstream, or the standby's own topic
+    (written there after the failover, named as the source topic it stands in for)."""
+    return row.remote_topic if row.basis.startswith("forward") else row.topic
+
+
 def assess_failback(config: MirrorConfig, flow_name: str, apps: list[str], groups: list[str],
-                    store: StateStore | None = None) -> FailbackPlan:
-    """What a failback would do, computed without changing anything."""
+                    store: StateStore | None = None, topics: Sequence[str] = ()) -> FailbackPlan:
+    """What a failback would do, computed without changing anything; ``topics``: only these source topics (names
+    or patterns) come back, as a failover of some topics switched them."""
     forward = flow_of(config, flow_name)
     reverse = required_reverse(config, forward)
     for alias in (forward.source, forward.target):
@@ -364,12 +390,30 @@ def assess_failback(config: MirrorConfig, flow_name: str, apps: list[str], group
                 ranges[i] = r.ending_at(pm.targets[0])
         ranges = [r for r in ranges if r.count > 0]
     translations = {g: translate_back(config, forward, reverse, g) for g in groups}
+    switching: tuple[str, ...] = ()
+    if topics:
+        known = {p.topic for p in flow_status(config, forward).partitions
+                 if not forward.policy.is_heartbeats_topic(p.topic)}
+        switching = scope.resolve(topics, known, forward.name)[0]
+        scope.split_groups(translations, switching, home_topic)
+        ranges = [r for r in ranges if r.topic in switching]
     return FailbackPlan(forward.name, reverse.name, forward.source, forward.target,
                         data_lag(flow_status(config, reverse), reverse).total, tuple(ranges),
-                        group_offsets(translations), registry_moves(store, apps, forward.source))
+                        group_offsets(translations), registry_moves(store, apps, forward.source), topics=switching)
 
 
 SKIP, REPLAY = "skip", "replay"
+
+
+def skip_unreplicated(final: dict[str, list[PartitionTranslation]], plan: FailbackPlan) -> None:
+    """Move each position that falls among the records only the old primary holds past them (``skip``)."""
+    ends = {(r.topic, r.partition): (r.first, r.end) for r in plan.unreplicated}
+    for rows in final.values():
+        for row in rows:
+            first_end = ends.get((row.remote_topic, row.partition))
+            if first_end and row.target_offset is not None and first_end[0] <= row.target_offset < first_end[1]:
+                row.target_offset = max(row.target_offset, first_end[1])
+                row.note = "moved past the records never replicated (skip)"
 
 
 def execute_failback(config: MirrorConfig, store: StateStore, plan: FailbackPlan, unreplicated_action: str,
@@ -397,14 +441,7 @@ def execute_failback(config: MirrorConfig, store: StateStore, plan: FailbackPlan
                                 "applications there and run the failback again")
         final = {g: translate_back(config, forward, reverse, g) for g in groups}
         if unreplicated_action == SKIP:
-            ends = {(r.topic, r.partition): (r.first, r.end) for r in plan.unreplicated}
-            for rows in final.values():
-                for row in rows:
-                    first_end = ends.get((row.remote_topic, row.partition))
-                    if first_end and row.target_offset is not None and \
-                            first_end[0] <= row.target_offset < first_end[1]:
-                        row.target_offset = max(row.target_offset, first_end[1])
-                        row.note = "moved past the records never replicated (skip)"
+            skip_unreplicated(final, plan)
         steps["committed"] = commit_translations(config, forward.source, final)
         if reverse.remote_topics_read_only:  # the reverse flow's copies are written again at home
             steps["read_only_lifted"] = lift_remote_read_only(config, reverse, None, store, run_id, why)

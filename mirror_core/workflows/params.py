@@ -162,6 +162,7 @@ class FailoverParams:
     groups: tuple[str, ...] = param(default=())
     mode: str = param(default="planned", choices=("planned", "unplanned"))
     drain_timeout_s: int = param(default=300, minimum=10, maximum=86400)
+    topics: tuple[str, ...] = param(default=())  # source topics (names or patterns) that switch; () the whole flow
 
     @property
     def planned(self) -> bool:
@@ -175,6 +176,7 @@ class FailbackParams:
     groups: tuple[str, ...] = param(default=())
     max_reverse_lag: int = param(default=0, minimum=0)
     drain_timeout_s: int = param(default=300, minimum=10, maximum=86400)
+    topics: tuple[str, ...] = param(default=())  # the topics a failover of some topics switched; () the whole flow
 
 
 @dataclass(frozen=True, kw_only=True)

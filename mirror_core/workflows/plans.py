@@ -155,6 +155,8 @@ class FailoverPlan:
     reverse_flow: str | None
     warnings: tuple[str, ...] = ()
     failed_over: tuple[str, ...] = ()  # why the standby is active already (empty: it is not)
+    topics: tuple[str, ...] = ()  # the source topics that switch (empty: the whole flow)
+    staying: tuple[str, ...] = ()  # with topics: the flow's other topics, still mirrored
     record_id: int | None = None  # the state-store record, once made
 
     @property
@@ -176,7 +178,7 @@ class FailoverPlan:
                 "primary_note": self.primary_note, "lag": self.lag.to_xcom(), "rpo_records": self.rpo_records,
                 "rpo_note": self.rpo_note, "groups": _groups_to_xcom(self.groups), "apps": _apps_to_xcom(self.apps),
                 "reverse_flow": self.reverse_flow, "warnings": list(self.warnings),
-                "failed_over": list(self.failed_over)}
+                "failed_over": list(self.failed_over), "topics": list(self.topics), "staying": list(self.staying)}
 
     def render(self) -> str:
         return render.failover_plan(self)
@@ -189,7 +191,8 @@ class FailoverPlan:
         return cls(data["flow"], data["primary"], data["standby"], data["planned"], data["primary_reachable"],
                    data["primary_note"], DataLag.from_xcom(data["lag"]), data["rpo_records"], data["rpo_note"],
                    _groups_from_xcom(data["groups"]), _apps_from_xcom(data["apps"]), data["reverse_flow"],
-                   tuple(data.get("warnings", ())), tuple(data.get("failed_over", ())), data.get("record_id"))
+                   tuple(data.get("warnings", ())), tuple(data.get("failed_over", ())),
+                   tuple(data.get("topics", ())), tuple(data.get("staying", ())), data.get("record_id"))
 
 
 # -- failback ------------------------------------------------------------------------------------------
@@ -247,6 +250,7 @@ class FailbackPlan:
     groups: Groups
     apps: Apps
     warnings: tuple[str, ...] = ()
+    topics: tuple[str, ...] = ()  # the source topics that come back (empty: the whole flow)
     record_id: int | None = None
 
     @property
@@ -265,7 +269,7 @@ class FailbackPlan:
                 "standby": self.standby, "reverse_lag": self.reverse_lag,
                 "unreplicated": [r.to_xcom() for r in self.unreplicated],
                 "unreplicated_total": self.unreplicated_total, "groups": _groups_to_xcom(self.groups),
-                "apps": _apps_to_xcom(self.apps), "warnings": list(self.warnings)}
+                "apps": _apps_to_xcom(self.apps), "warnings": list(self.warnings), "topics": list(self.topics)}
 
     def render(self) -> str:
         return render.failback_plan(self)
@@ -277,7 +281,8 @@ class FailbackPlan:
     def from_xcom(cls, data: Mapping[str, Any]) -> FailbackPlan:
         return cls(data["flow"], data["reverse_flow"], data["primary"], data["standby"], data["reverse_lag"],
                    tuple(StrandedRange.from_xcom(r) for r in data["unreplicated"]), _groups_from_xcom(data["groups"]),
-                   _apps_from_xcom(data["apps"]), tuple(data.get("warnings", ())), data.get("record_id"))
+                   _apps_from_xcom(data["apps"]), tuple(data.get("warnings", ())), tuple(data.get("topics", ())),
+                   data.get("record_id"))
 
 
 @dataclass(frozen=True)

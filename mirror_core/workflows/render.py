@@ -24,7 +24,19 @@ def failover_plan(plan: FailoverPlan) -> str:
                   f"- replication lag now: {plan.lag.total if plan.lag.total is not None else 'unknown'}",
                   f"- estimated data at risk (RPO): **{rpo} records** — {plan.rpo_note}"]
     lines.append(f"- reverse flow started after the switch: {plan.reverse_flow or 'none configured'}")
+    if plan.topics:
+        lines += _split(plan)
     return "\n".join(lines + _moves(plan.apps, plan.groups, plan.warnings))
+
+
+def _split(plan: FailoverPlan) -> list[str]:
+    """A failover of some topics: what switches to the standby and what the forward flow keeps copying."""
+    return ["", f"**Only some topics switch** — the forward flow `{plan.flow}` keeps running; the switched topics "
+                "are paused in it (by this failover run) and their read-only guard is lifted on the standby",
+            f"- switching to **{plan.standby}**: topics {', '.join(f'`{t}`' for t in plan.topics)}; groups "
+            f"{', '.join(plan.groups) or 'none'}; applications {', '.join(plan.apps) or 'none'}",
+            f"- staying on **{plan.primary}**, still mirrored: topics "
+            f"{', '.join(f'`{t}`' for t in plan.staying) or 'none'}"]
 
 
 def failback_plan(plan: FailbackPlan) -> str:
@@ -33,6 +45,10 @@ def failback_plan(plan: FailbackPlan) -> str:
              f"lag now: {plan.reverse_lag}",
              f"- records only the old primary holds (never replicated before the failure): "
              f"**{plan.unreplicated_total}**"]
+    if plan.topics:
+        lines.insert(2, f"- only the topics {', '.join(f'`{t}`' for t in plan.topics)} come back: their failover's "
+                        f"pauses in `{plan.flow}` are lifted; the reverse flow stops unless other topics are still "
+                        "switched")
     for r in plan.unreplicated[:20]:
         lines.append(f"  - `{r.topic}[{r.partition}]` offsets {r.first}..{r.end - 1} ({r.count})")
     return "\n".join(lines + _moves(plan.apps, plan.groups, plan.warnings))

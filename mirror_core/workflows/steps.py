@@ -19,7 +19,7 @@ from mirror_core.config.model import MirrorConfig
 from mirror_core.errors import ClusterUnavailable
 from mirror_core.state.store import StateStore
 from mirror_core.topic_sync import sync_flow
-from mirror_core.workflows import cutover, failover
+from mirror_core.workflows import cutover, failover, topic_failover
 from mirror_core.workflows.control import flow_of
 from mirror_core.workflows.drill import run_drill
 from mirror_core.workflows.drill_plan import DrillPlan
@@ -39,7 +39,7 @@ def open_failover(config: MirrorConfig, store: StateStore, params: FailoverParam
                   triggered_at: datetime | None = None) -> FailoverPlan:
     """Assess the failover and record it as awaiting approval (``triggered_at``: when the run began)."""
     plan = failover.assess_failover(config, params.flow, list(params.apps), list(params.groups), params.planned,
-                                    store)
+                                    store, params.topics)
     plan = plan.with_record(store.start_failover("failover", plan.flow, plan.planned, run_id, plan.record(),
                                                  triggered_at))
     print(plan.render())
@@ -54,7 +54,7 @@ def failback_reverse_flow(config: MirrorConfig, params: FailbackParams) -> str:
 def open_failback(config: MirrorConfig, store: StateStore, params: FailbackParams, run_id: str | None,
                   triggered_at: datetime | None = None) -> FailbackPlan:
     """Assess the failback (the reverse flow caught up to ``max_reverse_lag``) and record it."""
-    plan = failover.assess_failback(config, params.flow, list(params.apps), list(params.groups), store)
+    plan = failover.assess_failback(config, params.flow, list(params.apps), list(params.groups), store, params.topics)
     if plan.reverse_lag is None or plan.reverse_lag > params.max_reverse_lag:
         raise WorkflowError(f"reverse flow {plan.reverse_flow} lag {plan.reverse_lag} is above "
                             f"max_reverse_lag={params.max_reverse_lag}; retry when it caught up")
@@ -85,7 +85,8 @@ def run_failover(config: MirrorConfig, store: StateStore, plan: FailoverPlan, wh
     if approver_name:
         store.note_failover(_record_id(plan), approved_by_name=approver_name)
     try:
-        steps = failover.execute_failover(config, store, plan, who, run_id, drain_timeout)
+        execute = topic_failover.execute_topic_failover if plan.topics else failover.execute_failover
+        steps = execute(config, store, plan, who, run_id, drain_timeout)
     except Exception as exc:
         store.finish_failover(_record_id(plan), "failed", who, error=str(exc))
         raise
@@ -105,7 +106,8 @@ def run_failback(config: MirrorConfig, store: StateStore, plan: FailbackPlan, un
     if approver_name:
         store.note_failover(_record_id(plan), approved_by_name=approver_name)
     try:
-        steps = failover.execute_failback(config, store, plan, unreplicated_action, who, run_id, drain_timeout)
+        execute = topic_failover.execute_topic_failback if plan.topics else failover.execute_failback
+        steps = execute(config, store, plan, unreplicated_action, who, run_id, drain_timeout)
     except Exception as exc:
         store.finish_failover(_record_id(plan), "failed", who, error=str(exc))
         raise

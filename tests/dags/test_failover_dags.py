@@ -426,3 +426,86 @@ def test_four_eyes_and_the_bound_plan(dc1, dc2, name, setup, monkeypatch, capfd)
     record = store.failovers()[0]
     assert (record.status, record.approved_by) == ("done", "dana")
     assert store.active_cluster(app).cluster == "dc2"  # type: ignore[union-attr]
+
+
+def test_failover_and_failback_of_one_topic_of_two(dc1, dc2, name, setup, monkeypatch, capfd) -> None:  # type: ignore[no-untyped-def]
+    """A failover of `orders` only: its group's offsets translated on the standby and its application re-pointed,
+    while `audit` goes on being copied by the forward flow; bad topics and a group reading both sets are refused in
+    one line with nothing changed; the failback of `orders` clears its pause and copies what it missed."""
+    store, _ = setup
+    orders, audit = f"{name}.orders", f"{name}.audit"
+    group, both, app = f"{name}-orders-app", f"{name}-both", f"{name}-orders-app"
+    for t in (orders, audit):
+        create_topic(dc1, t, 2)
+        produce_sequence(dc1, t, 2, 100)
+    commit_offsets(admin(dc1), group, {(orders, 0): 30, (orders, 1): 20})
+    commit_offsets(admin(dc1), both, {(orders, 0): 10, (audit, 0): 10})
+    for t in (orders, audit):
+        wait_until(lambda t=t: end_offsets(dc2, f"dc1.{t}") == {0: 50, 1: 50}, 60, what=f"forward replication {t}")
+    wait_until(lambda: store.flow_instances("dc1->dc2") != [], 30, what="the mirror reports")
+    triggered_as(monkeypatch, "eve")  # four eyes: eve triggers, dana approves
+    conf = {"flow": "dc1->dc2", "apps": [app], "groups": [group], "mode": "planned", "drain_timeout_s": 60,
+            "topics": [orders]}
+
+    # Bad input: one line each at assess; nothing recorded, paused or committed.
+    for bad, says in (({"topics": [f"{name}.nope"]}, f"topics: '{name}.nope' matches no source topic of flow dc1->dc2"),
+                      ({"topics": ["(orders"]}, "topics: '(orders' is not a topic name or pattern"),
+                      ({"groups": [both]}, f"group {both} reads switching {orders} and staying {audit}")):
+        capfd.readouterr()
+        dr = load("failover").test(run_conf={**conf, **bad})
+        assert dr.state == "failed" and states(dr)["assess"] == "failed", states(dr)
+        out = capfd.readouterr().out
+        lines = [x for x in out.splitlines() if "AirflowFailException: " in x]
+        assert lines and says in lines[0] and lines[0].endswith("nothing was changed"), out[-3000:]
+    assert store.failovers() == [] and store.active_topic_controls(None) == [] and store.registry() == []
+    assert committed_offsets(admin(dc2), group) == {} and committed_offsets(admin(dc2), both) == {}
+
+    dr, gate = run("failover", conf, {"approve": "Approve"}, user="dana")
+    assert dr.state == "success", states(dr)
+    body = gate.bodies["approve"]
+    assert "**Only some topics switch**" in body and f"switching to **dc2**: topics `{orders}`; groups {group}" in body
+    assert f"staying on **dc1**, still mirrored: topics `{audit}`" in body, body
+    bound = store.bound_plan("failover", dr.run_id)
+    assert bound is not None and bound.triggered_by == "eve" and bound.gates["approve"].approver_id == "dana"
+    assert (bound.plan["topics"], bound.plan["staying"]) == ([orders], [audit])  # in the digest approved
+    record = store.failovers()[0]
+    assert record.status == "done" and record.details["topics"] == [orders] and record.rpo_measured == 0
+    assert committed_offsets(admin(dc2), group) == {(f"dc1.{orders}", 0): 30, (f"dc1.{orders}", 1): 20}
+    assert store.active_cluster(app).cluster == "dc2"  # type: ignore[union-attr]
+    [pause] = store.active_topic_controls(["dc1->dc2"])
+    assert (pause.kind, pause.topic, pause.partition, pause.set_by) == ("pause", orders, None, "dana")
+    assert pause.reason.startswith(f"switched to dc2 by failover run {dr.run_id}"), pause.reason
+    controls = store.flow_controls()
+    assert "dc1->dc2" not in controls and controls["dc2->dc1"].desired == "running"  # forward not stopped
+
+    # The forward flow goes on copying audit; orders stays where it was switched.
+    produce_sequence(dc1, audit, 2, 10, start=100)
+    produce_sequence(dc1, orders, 2, 10, start=100)
+    wait_until(lambda: end_offsets(dc2, f"dc1.{audit}") == {0: 55, 1: 55}, 60, what="audit copied after the failover")
+    assert [i.state for i in store.flow_instances("dc1->dc2")] == ["running"]
+    assert end_offsets(dc2, f"dc1.{orders}") == {0: 50, 1: 50}
+    paused = {(p.topic, p.partition) for p in store.paused_partitions(flow="dc1->dc2")}
+    assert paused == {(orders, 0), (orders, 1)}, paused
+
+    # A second failover of orders says it is switched already.
+    monkeypatch.setenv("MIRROR_CORE_GATE_TIMEOUT_S_FAILOVER", "3")
+    dr, gate = run("failover", conf, {"approve": None})
+    assert dr.state == "failed" and f"the topics {orders} are switched already" in gate.bodies["approve"]
+    monkeypatch.delenv("MIRROR_CORE_GATE_TIMEOUT_S_FAILOVER")
+
+    # Failback of orders: its group home, the pause cleared, orders' 10 missed records copied, reverse stopped.
+    fb = {"flow": "dc1->dc2", "apps": [app], "groups": [group], "max_reverse_lag": 0, "drain_timeout_s": 60,
+          "topics": [orders]}
+    dr, gate = run("failback", fb, {"decide": "Fail back; consumers skip the unreplicated records (kept and listed)"},
+                   user="dana")
+    assert dr.state == "success", states(dr)
+    assert f"only the topics `{orders}` come back" in gate.bodies["decide"]
+    record = store.failovers()[0]
+    assert record.kind == "failback" and record.status == "done" and record.details["topics"] == [orders]
+    assert record.details["unreplicated_total"] == 10  # orders' only: audit's lag is not the failback's
+    assert committed_offsets(admin(dc1), group) == {(orders, 0): 30, (orders, 1): 20}
+    assert store.active_cluster(app).cluster == "dc1"  # type: ignore[union-attr]
+    assert store.active_topic_controls(["dc1->dc2"]) == []
+    assert store.flow_controls()["dc2->dc1"].desired == "stopped"
+    wait_until(lambda: end_offsets(dc2, f"dc1.{orders}") == {0: 55, 1: 55}, 60, what="orders copied again")
+    assert sorted(r.value for r in read_all(dc2, f"dc1.{orders}")) == sorted(r.value for r in read_all(dc1, orders))

@@ -398,14 +398,7 @@ class _Builder:
                 raise self.error("replication.data.path = batches is at-least-once only (exactly.once.enabled is "
                                  "true for this flow): set one of them differently, or replication.data.path = auto",
                                  p)
-        elif policy.uses_provenance:
-            obstacle = (f"replication.policy.class is {policy.name}, whose provenance header is per record (batches "
-                        "are copied whole)")
-            if path == "batches":
-                raise self.error("replication.data.path = batches cannot add the identity policy's provenance header "
-                                 "(batches are copied whole): use replication.data.path = records (or auto) with "
-                                 "this policy", p)
-        else:
+        else:  # (the identity policy too: its cycles are prevented by producer id, replication/mirror_writes.py)
             found = [f"cluster {alias} {problem}" for settings, alias in clients for problem in wire_problems(settings)]
             if found and path == "batches":
                 raise self.error(f"replication.data.path = batches: {'; '.join(dict.fromkeys(found))}: use "

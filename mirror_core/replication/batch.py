@@ -28,8 +28,8 @@ IDEMP_MAX_INFLIGHT = 5
 
 
 class Batch:
-    __slots__ = ("acked_at", "count", "err", "first", "gaps", "gen", "next", "pending", "purged", "size", "stamps",
-                 "t_first", "t_last", "ts_last", "wire")
+    __slots__ = ("acked_at", "count", "err", "first", "gaps", "gen", "next", "pending", "purged", "size", "skipped",
+                 "stamps", "t_first", "t_last", "ts_last", "wire")
 
     def __init__(self, gen: int, first: int) -> None:
         self.gen = gen
@@ -51,6 +51,8 @@ class Batch:
         #: (index in the run, source offset) of each record that follows a source gap
         #: (compaction, transaction markers): where the offset map needs a new run.
         self.gaps: list[tuple[int, int]] = []
+        #: source offsets deliberately not copied (a mirror's own copies, replication/mirror_writes.py): no records
+        self.skipped = False
 
     @classmethod
     def record(cls, gen: int, offset: int, reported: bool) -> Batch:
@@ -244,6 +246,9 @@ class PartitionState:
     def map_landed(self, b: Batch) -> None:
         """Record offset-map runs for a landed batch (its target offsets are contiguous)."""
         if b.count == 0:
+            if b.skipped and self.t_next is not None:
+                # Offsets not copied: a position among them translates to where the next copy lands.
+                self.map_skipped(b.next, self.t_next)
             return
         self.t_next = b.t_last + 1
         if self.delta != b.t_first - b.first:

@@ -29,6 +29,7 @@ from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import Acks
 from mirror_core.replication.batch import RECORD_ERRORS, Batch, PartitionState
 from mirror_core.replication.delivery import AtLeastOnce
+from mirror_core.replication.mirror_writes import MirrorWrites, Verdict
 from mirror_core.replication.producer_pool import batch_sender_connections
 from mirror_core.replication.retry import MAX_BACKOFF_S
 from mirror_core.wire.errors import name
@@ -214,8 +215,10 @@ class BatchCopier:
 
     def __init__(self, flow_name: str, reader: WireReader, sender: BatchSender, states: Mapping[TP, PartitionState],
                  acks: Acks, metrics: Metrics, max_records: int | None, max_bytes: int,
-                 source: ClusterConfig) -> None:
+                 source: ClusterConfig, mirror_writes: MirrorWrites | None = None) -> None:
         self.flow_name, self.reader, self.sender, self.states = flow_name, reader, sender, states
+        #: the identity policy's cycle prevention: source batches that are a mirror's copies of the target's records
+        self.mirror_writes = mirror_writes
         self.acks, self.metrics, self.source = acks, metrics, source
         self.max_records, self.max_bytes = max_records, max_bytes
         #: records handed to the sender and not answered yet (0 once closed: nothing more will be answered)
@@ -277,12 +280,24 @@ class BatchCopier:
         out: list[Outgoing] = []
         records = size = 0
         at = start
+        last: Batch | None = None  # the last batch sent or skipped
         try:
             for raw in committed(part.batches, part.aborted):
                 h = HEADER.unpack_from(raw)
                 at = h[BASE]
                 if at + h[LAST_DELTA] < start:
                     continue  # a fetch serves the whole batch holding its position
+                if self.mirror_writes is not None:
+                    verdict = self.mirror_writes.verdict(raw, h)
+                    if verdict is Verdict.MIXED:
+                        self.acks.pause(st, f"record batch at offset {at} holds records the mirror copied from "
+                                            f"{self.mirror_writes.target} (provenance header) and others: copied "
+                                            "whole some would go back, left out others would be lost "
+                                            "(replication.data.path = records copies it record by record)")
+                        return 0
+                    if verdict is Verdict.SKIP:
+                        last = self._skipped(st, max(at, start), at + h[LAST_DELTA] + 1)
+                        continue
                 b = self._batch(st, raw, start, h)
                 if b is None:
                     continue
@@ -290,15 +305,17 @@ class BatchCopier:
                 out.append(Outgoing(st.remote, st.partition, data, token=batch))
                 records += batch.count
                 size += batch.size
+                last = batch
         except Exception as exc:  # a batch that cannot be read (codec, layout): its partition alone stops there
             self.acks.pause(st, f"record batch at offset {at} cannot be copied whole: {exc} (its CRC matched: "
                                 "replication.data.path = records copies it record by record)")
             return 0
+        if last is not None:
+            st.next = last.next
+            self.acks.active.add(st)
         if out:
             if st.origin is None:
                 st.origin = cast(Batch, out[0].token).first
-            st.next = cast(Batch, out[-1].token).next
-            self.acks.active.add(st)
             sent = self._sent.get(key)
             if sent is None or sent[0] is not st or sent[1] != st.gen:
                 self.sender.rewind((st.remote, st.partition))
@@ -314,6 +331,18 @@ class BatchCopier:
         # Before a damaged batch the next fetch starts at it, and finds it first (then the partition pauses).
         self.reader.handed_over(key, next_offset(part.batches[-1]), hold=full)
         return records
+
+    @staticmethod
+    def _skipped(st: PartitionState, first: int, end: int) -> Batch:
+        """Source offsets ``first``..``end - 1`` deliberately not copied (a mirror's copies of the target's records):
+        acknowledged at once, in order with the batches around them, and an offset-map entry where the next copy
+        lands (PartitionState.map_landed)."""
+        b = Batch(st.gen, first)
+        b.next, b.skipped = end, True
+        st.pending.append(b)
+        if st.origin is None:
+            st.origin = first
+        return b
 
     def _damaged(self, st: PartitionState, damage: Damage) -> None:
         """The batch at ``st``'s position failed its checks (replication/damage.py)."""
@@ -407,6 +436,8 @@ class BatchCopier:
         """Idempotent. Nothing handed over is answered after it (a restart reads it again from progress)."""
         self.reader.fetcher.close()
         self.sender.close()
+        if self.mirror_writes is not None:
+            self.mirror_writes.close()
         self.in_flight = self.in_flight_bytes = 0
 
 

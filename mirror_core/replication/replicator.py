@@ -51,6 +51,7 @@ from mirror_core.replication.exactly_once import SlotManager
 from mirror_core.replication.fencing import StaticGroups
 from mirror_core.replication.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
 from mirror_core.replication.lag_watch import LagWatch
+from mirror_core.replication.mirror_writes import cycle_guard
 from mirror_core.replication.pacing import SendPacer
 from mirror_core.replication.produce import Producing
 from mirror_core.replication.producer_pool import ProducerChooser, batch_limits, make_target_producers
@@ -58,6 +59,7 @@ from mirror_core.replication.reporting import CHECKING_FENCE, REJOINING_AFTER_FE
 from mirror_core.replication.retry import MAX_PROBE_INTERVAL_S, Backoff
 from mirror_core.replication.topics import TopicManager
 from mirror_core.stores.offset_syncs import ensure_offset_syncs_topic, offset_syncs_topic
+from mirror_core.stores.producer_ids import PRODUCER_IDS_TOPIC, ensure_producer_ids_topic
 from mirror_core.stores.progress import ProgressStore, ensure_progress_topic
 from mirror_core.throttling import ThrottledLine
 from mirror_core.wire.fetcher import BatchFetcher
@@ -220,6 +222,10 @@ class FlowReplicator:
                 with guard(flow.name, Access("Create", offset_syncs_topic(flow.source), tgt)):
                     ensure_offset_syncs_topic(topics.target, offset_syncs_topic(flow.source),
                                               flow.internal_replication_factor)
+                if flow.data_path == "batches" and flow.policy.uses_provenance:  # (replication/mirror_writes.py)
+                    for admin, cluster in ((topics.target, tgt), (topics.source, src)):
+                        with guard(flow.name, Access("Create", PRODUCER_IDS_TOPIC, cluster)):
+                            ensure_producer_ids_topic(admin, flow.internal_replication_factor)
                 self.target_health.mark_ok()
                 if flow.emit_heartbeats:
                     with guard(flow.name, Access("Create", HEARTBEATS_TOPIC, src)):
@@ -282,8 +288,11 @@ class FlowReplicator:
                                    own)
         else:  # the records go by the wire sender: one producer, for progress and offset-map records
             producer = make_producer(tgt, flow.producer_overrides, self.target_health, fits=internal)
+            guard_ = cycle_guard(flow, src, tgt, wire[1], self.instance, self.source_health, self.target_health) \
+                if flow.policy.uses_provenance else None
             self._copier = BatchCopier(flow.name, cast(WireReader, reading), wire[1], assignment.states, acks,
-                                       self.metrics, flow.in_flight_records_limit, flow.max_in_flight_bytes, src)
+                                       self.metrics, flow.in_flight_records_limit, flow.max_in_flight_bytes, src,
+                                       guard_)
             delivery = BatchDelivery(self._copier, [producer], assignment, acks, committer, target_meta, False, None)
         self._delivery = delivery
         acks.on_failure = delivery.on_failure

@@ -25,7 +25,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -139,6 +139,9 @@ class BatchSender:
         self._stop = threading.Event()
         self.producer_id, self.epoch = -1, -1
         self._renew = True  # no producer id yet
+        #: told each new producer id before any batch is sent with it (stores/producer_ids.register: the reverse
+        #: flow must know the batches this one writes); what it raises is a failure to get one, asked again
+        self.on_producer_id: Callable[[int], None] | None = None
         #: batches sent again after a transient failure (a moved leader, a lost connection...)
         self.retried = 0
         self._sent = 0  # batches sent so far (each one's ``order``)
@@ -315,6 +318,8 @@ class BatchSender:
                 if time.monotonic() > deadline:
                     raise WireError(f"{self.brokers.where}: no producer id within {self.timeout_ms} ms: {name(error)}")
                 self._stop.wait(RETRY_S)
+            if self.on_producer_id is not None:
+                self.on_producer_id(producer_id)
             with self._cond:
                 self.producer_id, self.epoch = producer_id, epoch
                 for p in self._parts.values():

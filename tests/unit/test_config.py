@@ -245,8 +245,6 @@ def test_the_batches_data_path_is_opt_in_and_refused_where_it_cannot_go_in_one_l
                  'unsecuredLoginStringClaim_sub="alice";\n')
     for extra, says in [
         ("dc1->dc2.replication.data.path = batches\ndc1->dc2.exactly.once.enabled = true\n", "at-least-once only"),
-        ("dc1->dc2.replication.data.path = batches\n"
-         "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n", "provenance"),
         ("dc1->dc2.replication.data.path = sideways\n", "sideways"),
         # OAUTHBEARER without an OIDC endpoint: unsecured JWTs
         (f"{unsecured}dc1->dc2.replication.data.path = batches\n",
@@ -308,11 +306,11 @@ def test_auto_takes_batches_where_the_flow_allows_and_says_why_not_otherwise() -
     assert chosen.data_path_reason == "replication.data.path = batches"
     assert (flow("").data_path, flow("").data_path_reason) == ("batches", "auto: batches")
     assert flow("").in_flight_records_limit is None  # as batches
+    # The identity policy's cycles are prevented by producer id on batches (replication/mirror_writes.py).
+    identity = flow("replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n")
+    assert (identity.data_path, identity.data_path_reason) == ("batches", "auto: batches")
     for extra, reason in [
         ("exactly.once.enabled = true\n", "auto: records, because exactly.once.enabled = true"),
-        ("replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n",
-         "auto: records, because replication.policy.class is IdentityReplicationPolicy, whose provenance header is "
-         "per record"),
         ("dc1.security.protocol = SSL\ndc1.ssl.sigalgs.list = ECDSA+SHA256\n",
          "auto: records, because cluster dc1 sets ssl.sigalgs.list, which the mirror's own client does not honour"),
         ("dc2.security.protocol = SASL_PLAINTEXT\ndc2.sasl.mechanism = OAUTHBEARER\n"

@@ -12,7 +12,9 @@ NAMES = {
     18: "RECORD_LIST_TOO_LARGE", 19: "NOT_ENOUGH_REPLICAS", 20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
     29: "TOPIC_AUTHORIZATION_FAILED", 31: "CLUSTER_AUTHORIZATION_FAILED", 32: "INVALID_TIMESTAMP",
     35: "UNSUPPORTED_VERSION", 45: "OUT_OF_ORDER_SEQUENCE_NUMBER", 46: "DUPLICATE_SEQUENCE_NUMBER",
-    47: "INVALID_PRODUCER_EPOCH", 51: "CONCURRENT_TRANSACTIONS", 53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+    47: "INVALID_PRODUCER_EPOCH", 48: "INVALID_TXN_STATE", 49: "INVALID_PRODUCER_ID_MAPPING",
+    50: "INVALID_TRANSACTION_TIMEOUT", 51: "CONCURRENT_TRANSACTIONS", 52: "TRANSACTION_COORDINATOR_FENCED",
+    53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
     56: "KAFKA_STORAGE_ERROR", 59: "UNKNOWN_PRODUCER_ID", 74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH",
     87: "INVALID_RECORD", 90: "PRODUCER_FENCED", 100: "UNKNOWN_TOPIC_ID",
 }
@@ -28,3 +30,8 @@ def name(code: int) -> str:
 
 class WireError(MirrorError):
     """A broker connection that cannot be set up or used as asked: one line naming the cluster and broker."""
+
+
+class ProducerFenced(WireError):
+    """A newer producer took the transactional id over (its InitProducerId bumped the epoch): this one must stop
+    writing; its open transaction is the new owner's to abort."""

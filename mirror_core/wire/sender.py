@@ -43,6 +43,7 @@ from mirror_core.wire.produce import (
     produce_request,
 )
 from mirror_core.wire.records import next_sequence, restamp
+from mirror_core.wire.transactions import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 MAX_IN_FLIGHT = 5
@@ -122,7 +123,8 @@ class BatchSender:
     produce requests on one of its request handler threads."""
 
     def __init__(self, brokers: Brokers, timeout_ms: int = 30_000, delivery_timeout_s: float = 120.0,
-                 max_request_bytes: int = 16 << 20, connections: int = 1) -> None:
+                 max_request_bytes: int = 16 << 20, connections: int = 1,
+                 transaction: TransactionCoordinator | None = None) -> None:
         if connections < 1:
             raise ValueError(f"connections must be 1 or more, not {connections}")
         self.brokers, self.timeout_ms, self.connections = brokers, timeout_ms, connections
@@ -138,7 +140,12 @@ class BatchSender:
         self._results: queue.SimpleQueue[Sent] = queue.SimpleQueue()
         self._stop = threading.Event()
         self.producer_id, self.epoch = -1, -1
-        self._renew = True  # no producer id yet
+        #: transactional: batches go in the caller's transactions (:meth:`use_producer` after each InitProducerId,
+        #: every partition added to the transaction before its batches are queued); a batch whose outcome is not
+        #: known, or that the broker refuses for its producer state, fails to the caller (its transaction aborts and
+        #: a new epoch follows) instead of a new producer id asked here
+        self.transaction = transaction
+        self._renew = True  # no producer id yet (transactional: until use_producer)
         #: told each new producer id before any batch is sent with it (stores/producer_ids.register: the reverse
         #: flow must know the batches this one writes); what it raises is a failure to get one, asked again
         self.on_producer_id: Callable[[int], None] | None = None
@@ -150,7 +157,11 @@ class BatchSender:
         self._leaders = LeaderTracker(brokers, self._cond, self._start, self._stop)
 
     def send(self, batches: Iterable[Outgoing]) -> None:
-        """Queue batches, in order per partition."""
+        """Queue batches, in order per partition (transactional: their partitions added to the open transaction
+        first; a refusal raises here, nothing queued)."""
+        if self.transaction is not None:
+            batches = list(batches)
+            self.transaction.add((b.topic, b.partition) for b in batches)
         with self._cond:
             tps = []
             for b in batches:
@@ -164,6 +175,17 @@ class BatchSender:
                 self._queued[tp] = None
                 tps.append(tp)
             self._leaders.want(tps)
+            self._cond.notify_all()
+
+    def use_producer(self, producer_id: int, epoch: int) -> None:
+        """Transactional: the producer id and epoch the coordinator gave (InitProducerId with the transactional id,
+        after a take-over or an abort); every partition's sequences start again at 0."""
+        with self._cond:
+            self.producer_id, self.epoch = producer_id, epoch
+            for p in self._parts.values():
+                p.acked_seq = p.next_seq = 0
+                p.known = False
+            self._renew = False
             self._cond.notify_all()
 
     def rewind(self, tp: TP) -> None:
@@ -272,8 +294,10 @@ class BatchSender:
                         continue
                 if chosen:
                     outstanding.append(chosen)  # first: were the request not built, these are answered all the same
-                    body = produce_request({tp: restamp(b.data, b.producer_id, b.epoch, b.sequence)
-                                            for tp, b in chosen.items()}, self.timeout_ms)
+                    txn = self.transaction
+                    body = produce_request({tp: restamp(b.data, b.producer_id, b.epoch, b.sequence, txn is not None)
+                                            for tp, b in chosen.items()}, self.timeout_ms,
+                                           txn.transactional_id if txn is not None else None)
                     conn.send(API_PRODUCE, conn.version(API_PRODUCE, (PRODUCE_VERSION,)), body)
                     continue
                 answers = parse_produce(conn.receive())  # before the request leaves `outstanding`: it may fail
@@ -297,7 +321,7 @@ class BatchSender:
     def _claim_renewal(self) -> bool:
         """This worker asks for the new producer id (one at a time, and only for batches waiting to go)."""
         with self._cond:
-            if self._renewing or not self._renew or not self._queued:
+            if self._renewing or not self._renew or not self._queued or self.transaction is not None:
                 return False
             self._renewing = True
             return True
@@ -373,7 +397,8 @@ class BatchSender:
                     if current:
                         p.acked_seq, p.known = next_sequence(b.sequence, b.data), True
                     self._results.put(Sent(b, 0, base, message))
-                elif p.returned or error == CONNECTION_LOST or error in RETRIABLE or error in RENEW:
+                elif p.returned or error == CONNECTION_LOST or error in RETRIABLE or (
+                        error in RENEW and self.transaction is None):
                     # Sent again in order once the partition's batches in flight have all answered.
                     if time.monotonic() - b.first_sent > self.delivery_timeout_s:
                         p.returned.append(b)  # its outcome may be unknown too

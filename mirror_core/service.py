@@ -118,6 +118,10 @@ class Service:
         flows = config.all_flows if state_db else config.flows
         self.runners = {f.name: FlowRunner(self, f) for f in flows}
         self._enabled = {f.name for f in config.flows}
+        #: each flow's filters as its config file says (the state store's, when set, override them by key)
+        self._file_filters = {f.name: (f.topics, f.groups) for f in flows}
+        #: the state store's filter applied to each flow: (its id, the keys it sets); absent: the file's
+        self._store_filters: dict[str, tuple[int, dict[str, str]]] = {}
         self._state_db = state_db
         self._control_interval_s = control_interval_s
         self._control: threading.Thread | None = None
@@ -236,8 +240,14 @@ class Service:
             if self.stop_event.is_set():
                 return
             try:
+                self._apply_store_filters(store)
+            except Exception as exc:
+                log.warning("control plane: the flows' filters in the state store not read: %s", exc)
+            try:
+                applied = {n: {**reload.filter_values(r.flow), "filter_id": self._store_filters.get(n, (None,))[0]}
+                           for n, r in self.runners.items()}
                 store.report_flow_states(self.instance, {n: r.state for n, r in self.runners.items()},
-                                         self._paused_partitions())
+                                         self._paused_partitions(), applied)
             except Exception as exc:
                 log.warning("control plane: could not report flow states: %s", exc)
             try:
@@ -246,6 +256,31 @@ class Service:
                 log.warning("control plane: operators' partition actions not read: %s", exc)
             if self.stop_event.wait(self._control_interval_s):
                 return
+
+    def _apply_store_filters(self, store: Any) -> None:
+        """Give each flow the filters the state store sets for it (``mirror-core control filter``), over its file's;
+        the flow discovers its topics again at once: a topic no longer matched stops with its progress kept, a new
+        one starts (at its progress, if it was copied before)."""
+        active = store.active_flow_filters(list(self.runners))
+        for name, runner in self.runners.items():
+            record = active.get(name)
+            wanted = (record.id, record.overrides) if record is not None else None
+            if wanted == self._store_filters.get(name):
+                continue
+            self._refilter(runner, wanted[1] if wanted is not None else {})
+            if wanted is None:
+                self._store_filters.pop(name, None)
+                log.info("flow %s: filters from the config file again (the state store's were cleared)", name)
+            else:
+                self._store_filters[name] = wanted
+                log.info("flow %s: filters from the state store (id %d, by %s: %s): %s", name, record.id,
+                         record.set_by, record.reason, ", ".join(f"{k} '{v}'" for k, v in wanted[1].items()))
+
+    def _refilter(self, runner: FlowRunner, overrides: dict[str, str]) -> None:
+        topics, groups = reload.with_overrides(*self._file_filters[runner.flow.name], overrides)
+        runner.flow.refilter(topics, groups)
+        if runner.replicator is not None:
+            runner.replicator.refresh_topics_soon()
 
     def _paused_partitions(self) -> dict[str, list[dict[str, Any]]]:
         """Each running flow's paused partitions and why, for the status page (from the flows' /status)."""
@@ -291,6 +326,12 @@ class Service:
             line = change.describe()
             change.apply()
             runner = self.runners.get(change.flow.name)
+            if runner is not None:
+                self._file_filters[runner.flow.name] = (change.topics, change.groups)
+                stored = self._store_filters.get(runner.flow.name)
+                if stored is not None:  # the state store's keys still override the file's
+                    self._refilter(runner, stored[1])
+                    line += f" (the state store's filter id {stored[0]} still overrides {', '.join(stored[1])})"
             replicator = runner.replicator if runner is not None else None
             if replicator is not None:
                 replicator.refresh_topics_soon()

@@ -14,7 +14,7 @@ from mirror_core.clients import ClusterHealth, explain_failure, make_admin, make
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.kafka_io import SILENT
 from mirror_core.replication.topics import TopicManager
-from mirror_core.state.models import FlowControl
+from mirror_core.state.models import FlowControl, FlowFilterRecord
 from mirror_core.state.store import StateStore
 from mirror_core.stores.progress import ProgressStore
 
@@ -40,10 +40,12 @@ class FlowControlView:
     set_by: str | None  # who, when, why and in which run; None: never set (as configured)
     applied: str  # "<instance>=<state>, ..." or "no live instance"
     change: str | None  # the command that changes the desired state (None: not known without the config)
+    filters: str | None = None  # the filters set in the state store (desired) and those the instances apply
 
     def parts(self) -> list[str]:
         want = f"desired {self.desired}" + (f" (set by {self.set_by})" if self.set_by else "")
-        return [want, f"applied: {self.applied}", *([self.change] if self.change else [])]
+        return [want, f"applied: {self.applied}", *([self.change] if self.change else []),
+                *([self.filters] if self.filters else [])]
 
     def __str__(self) -> str:
         return "; ".join(self.parts())
@@ -147,16 +149,35 @@ def flow_controls(store: StateStore, flows: list[str],
     """Per flow: the desired state the workflows set (who set it, when, why, in which run), what the live
     instances apply and, with the ``config``, the command that changes it."""
     desired = store.flow_controls()
+    filters = store.active_flow_filters(flows)
     out = {}
     for name in flows:
-        applied = sorted(f"{i.instance}={i.state}" for i in store.flow_instances(name))
+        instances = store.flow_instances(name)
+        applied = sorted(f"{i.instance}={i.state}" for i in instances)
         row = desired.get(name)
         set_by = None if row is None else (f"{row.changed_by} {_utc(row.changed_at)}: {row.reason}"
                                            f"{f', run {row.run_id}' if row.run_id else ''}")
         out[name] = FlowControlView(row.desired if row else "as configured", set_by,
                                     ", ".join(applied) if applied else "no live instance",
-                                    change_command(config, name, row) if config is not None else None)
+                                    change_command(config, name, row) if config is not None else None,
+                                    filters_line(filters.get(name), instances))
     return out
+
+
+def filters_line(stored: FlowFilterRecord | None, instances: list[Any]) -> str | None:
+    """``filters desired: topics 'a|b' (state store id 4, by alice ...); applied: m-1=id 4 ...`` (None: no filter set
+    in the store and every live instance applies its config file's)."""
+    reported = [(i.instance, (i.filters or {}).get("filter_id"), i.filters or {}) for i in instances]
+    if stored is None and all(fid is None for _, fid, _ in reported):
+        return None
+    keys = ", ".join(f"{k} '{v}'" for k, v in stored.overrides.items()) if stored is not None else ""
+    want = (f"filters desired: {keys} (state store id "
+            f"{stored.id}, by {stored.set_by} {_utc(stored.set_at)}: {stored.reason})" if stored is not None
+            else "filters desired: the config file's")
+    have = ", ".join(f"{inst}=" + (f"id {fid}" if fid is not None else "the file's")
+                     + f" (topics '{vals.get('topics')}', exclude '{vals.get('topics.exclude')}')"
+                     for inst, fid, vals in sorted(reported, key=lambda r: r[0])) or "no live instance"
+    return f"{want}; applied: {have}"
 
 
 def change_command(config: MirrorConfig, name: str, control: FlowControl | None) -> str | None:

@@ -1,7 +1,8 @@
-"""``mirror-core control pause|resume|limit|unlimit|list|history``: an operator's runtime controls of a flow —
-pause or resume a source topic or one partition, limit the bytes per second of the flow or a topic — recorded in
-the state store with who and why (:mod:`mirror_core.workflows.topic_control`); mirrors running with
-``--state-db`` on the same store apply them within seconds, without a restart."""
+"""``mirror-core control pause|resume|limit|unlimit|list|history|filter|unfilter|filters``: an operator's runtime
+controls of a flow — its topic and group filters (over the config file's, ``filter``), pause or resume a source
+topic or one partition, limit the bytes per second of the flow or a topic — recorded in the state store with who
+and why (:mod:`mirror_core.workflows.topic_control`); mirrors running with ``--state-db`` on the same store apply
+them within seconds, without a restart."""
 
 from __future__ import annotations
 
@@ -45,6 +46,46 @@ def cmd_control(args: argparse.Namespace) -> int:
         store.migrate()
         print(apply_control(store, req, args.by.strip()))
     except WorkflowError as exc:
+        return _refuse(args, str(exc))
+    return 0
+
+
+def cmd_filter(args: argparse.Namespace) -> int:
+    """``control filter|unfilter|filters``: a flow's topic and group filters set in the state store."""
+    from mirror_core.state.errors import StateStoreError
+    from mirror_core.state.flow_filters import describe, filter_json
+    from mirror_core.state.store import StateStore
+
+    store = StateStore(args.state_db)
+    store.migrate()
+    if args.control_action == "filters":
+        active = store.active_flow_filters([args.flow] if args.flow else None)
+        if args.json:
+            print(json.dumps([filter_json(f) for f in active.values()], indent=2))
+        for name, f in sorted(active.items()) if not args.json else ():
+            print(f"{name}: {describe(f)} (id {f.id})")
+        if not active and not args.json:
+            print("no filters set in the state store: every flow applies its config file's")
+        return 0
+    if not args.by.strip():
+        return _refuse(args, "who does it is unknown (no OS user name): pass --by NAME")
+    try:
+        if args.config:
+            load_logged(args.config).flow(args.flow)
+        if args.control_action == "unfilter":
+            rec = store.clear_flow_filter(args.flow, args.by.strip(), args.reason)
+            print(f"cleared the filters of {rec.flow} set by {rec.set_by} (id {rec.id}): the config file's apply "
+                  "again; the running mirror instances follow within seconds")
+            return 0
+        values = {"topics": args.topics, "topics.exclude": args.topics_exclude, "groups": args.groups,
+                  "groups.exclude": args.groups_exclude}
+        expected = -1 if args.expect_id is None else (None if args.expect_id == 0 else args.expect_id)
+        rec = store.set_flow_filter(args.flow, args.by.strip(), args.reason, values, expected)
+        print(f"filters of {rec.flow}: {describe(rec)} (id {rec.id}); the running mirror instances apply them within "
+              "seconds (`mirror-core status` shows desired and applied)")
+    except KeyError as exc:
+        return _refuse(args, str(exc.args[0]))
+    except StateStoreError as exc:
         return _refuse(args, str(exc))
     return 0
 
@@ -102,6 +143,30 @@ def add_control_parser(sub: Any) -> None:
         p.add_argument("--config", default=None,
                        help="mm2.properties: also check that the flow exists and replicates the topic")
         p.set_defaults(func=cmd_control)
+    for name in ("filter", "unfilter", "filters"):
+        p = actions.add_parser(name, help={
+            "filter": "set a flow's topics / topics.exclude / groups / groups.exclude in the state store (regexes, "
+                      "comma-separated, as in the config file; each overrides the file's value, the others are kept)",
+            "unfilter": "clear the filters set in the state store: the config file's apply again",
+            "filters": "the filters set in the state store, by flow"}[name])
+        p.add_argument("--flow", required=name != "filters", default=None,
+                       help="the flow, e.g. 'dc1->dc2' (quoted: '>' redirects in a shell)")
+        if name == "filter":
+            for key in ("topics", "topics-exclude", "groups", "groups-exclude"):
+                p.add_argument(f"--{key}", default=None, metavar="REGEXES",
+                               help=f"{key.replace('-exclude', '.exclude')}: comma-separated regexes (default: the "
+                                    "config file's)")
+            p.add_argument("--expect-id", type=int, default=None, metavar="ID",
+                           help="refuse unless the filter set now has this id (0: none set), as `control filters` "
+                                "showed it: another operator's change in between is not overwritten")
+        if name != "filters":
+            p.add_argument("--reason", required=True, help="why (recorded with the change)")
+            p.add_argument("--by", default=_default_user(), help="who does it (default: the OS user)")
+            p.add_argument("--config", default=None, help="mm2.properties: also check that the flow exists")
+        else:
+            p.add_argument("--json", action="store_true")
+        add_state_db_argument(p, "state store URL: the one the mirror runs with")
+        p.set_defaults(func=cmd_filter)
     for name, help_text in (("list", "the active controls (desired state) by flow"),
                             ("history", "every control set and cleared, newest first: who, when, why")):
         p = actions.add_parser(name, help=help_text)

@@ -4,8 +4,11 @@ is named in one line and taken at the next restart."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 
+from mirror_core.config.keys import parse_patterns
 from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.filters import NameFilter
 
@@ -65,3 +68,19 @@ def changes(running: MirrorConfig, fresh: MirrorConfig) -> tuple[list[FilterChan
     if changed:
         later.append(f"cluster settings of {', '.join(changed)} changed in the file: taken at the next restart")
     return apply, later
+
+
+def with_overrides(topics: NameFilter, groups: NameFilter,
+                   overrides: Mapping[str, str]) -> tuple[NameFilter, NameFilter]:
+    """A flow's filters from its file (``topics``, ``groups``) with the keys the state store sets (``overrides``, by
+    config key: ``topics``, ``topics.exclude``, ``groups``, ``groups.exclude``; checked when they were stored)."""
+    def pick(key: str, default: Any) -> Any:
+        return parse_patterns(overrides[key]) if key in overrides else default
+    return (NameFilter(pick("topics", topics.include), pick("topics.exclude", topics.exclude)),
+            NameFilter(pick("groups", groups.include), pick("groups.exclude", groups.exclude)))
+
+
+def filter_values(flow: FlowConfig) -> dict[str, str]:
+    """The filters a flow applies now, by config key (as a mirror instance reports them)."""
+    return {"topics": str(flow.topics.include), "topics.exclude": str(flow.topics.exclude),
+            "groups": str(flow.groups.include), "groups.exclude": str(flow.groups.exclude)}

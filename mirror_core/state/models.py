@@ -227,6 +227,9 @@ class FlowInstance(Base):
     #: the instance's paused source partitions of the flow: [{"topic", "partition", "reason", "since"}]
     #: ("since": ISO 8601, when this pause was first reported); NULL in rows written before migration 0006
     paused: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    #: the topic and group filters the instance applies to the flow ({"topics", "topics.exclude", "groups",
+    #: "groups.exclude", "filter_id": the state-store filter or None: the config file's}); NULL before 0009
+    filters: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 @dataclass(frozen=True)
@@ -481,3 +484,64 @@ def control_scope(topic: str | None, partition: int | None) -> str:
     if topic is None:
         return ""
     return topic if partition is None else f"{topic}[{partition}]"
+
+
+FILTER_KEYS = ("topics", "topics.exclude", "groups", "groups.exclude")
+
+
+class FlowFilter(Base):
+    """The topic and group filters of a flow set in the state store: each key (``topics``, ``topics.exclude``,
+    ``groups``, ``groups.exclude``; comma-separated regexes as in the config file) overrides the file's value, NULL
+    keeps it. Who, when and why it was set and cleared; active while ``cleared_at`` is NULL.
+
+    Invariant: at most one active row per flow (a partial unique index), also against two operators at once."""
+
+    __tablename__ = "flow_filters"
+    __table_args__ = (
+        Index("uq_flow_filters_active", "flow", unique=True,
+              sqlite_where=text("cleared_at IS NULL"), postgresql_where=text("cleared_at IS NULL")),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    flow: Mapped[str] = mapped_column(String(300))
+    topics: Mapped[str | None] = mapped_column(Text)
+    topics_exclude: Mapped[str | None] = mapped_column(Text)
+    groups: Mapped[str | None] = mapped_column(Text)
+    groups_exclude: Mapped[str | None] = mapped_column(Text)
+    reason: Mapped[str] = mapped_column(Text)
+    set_by: Mapped[str] = mapped_column(String(250))
+    set_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    cleared_by: Mapped[str | None] = mapped_column(String(250))
+    cleared_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    clear_reason: Mapped[str | None] = mapped_column(Text)
+
+    def record(self) -> FlowFilterRecord:
+        return FlowFilterRecord(
+            id=self.id, flow=self.flow,
+            values={"topics": self.topics, "topics.exclude": self.topics_exclude, "groups": self.groups,
+                    "groups.exclude": self.groups_exclude},
+            reason=self.reason, set_by=self.set_by, set_at=aware(self.set_at), cleared_by=self.cleared_by,
+            cleared_at=aware(self.cleared_at) if self.cleared_at is not None else None, clear_reason=self.clear_reason)
+
+
+@dataclass(frozen=True)
+class FlowFilterRecord:
+    """A :class:`FlowFilter` as a plain value: ``values`` by config key (None: the file's value kept)."""
+
+    id: int
+    flow: str
+    values: dict[str, str | None]
+    reason: str
+    set_by: str
+    set_at: datetime
+    cleared_by: str | None
+    cleared_at: datetime | None
+    clear_reason: str | None
+
+    @property
+    def active(self) -> bool:
+        return self.cleared_at is None
+
+    @property
+    def overrides(self) -> dict[str, str]:
+        """The keys it sets (``""`` is a value: an empty include list copies nothing)."""
+        return {k: v for k, v in self.values.items() if v is not None}

@@ -12,11 +12,12 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, desc, func, select, update
+from sqlalchemy import Engine, Select, create_engine, desc, func, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from mirror_core.config.model import MirrorConfig
+from mirror_core.state import flow_filters as ff
 from mirror_core.state import topic_controls as tc
 from mirror_core.state.errors import StateStoreError
 from mirror_core.state.migration_lock import advisory_lock, file_lock
@@ -32,6 +33,8 @@ from mirror_core.state.models import (
     Failover,
     Flow,
     FlowControl,
+    FlowFilter,
+    FlowFilterRecord,
     FlowInstance,
     GateAnswer,
     PartitionAction,
@@ -203,20 +206,24 @@ class StateStore:
             return {r.flow: r for r in s.scalars(select(FlowControl))}
 
     def report_flow_states(self, instance: str, states: dict[str, str],
-                           paused: dict[str, list[dict[str, Any]]] | None = None) -> None:
+                           paused: dict[str, list[dict[str, Any]]] | None = None,
+                           filters: dict[str, dict[str, Any]] | None = None) -> None:
         """A mirror instance's heartbeat: the state it applies to each of its flows and, in ``paused[flow]``,
         its paused source partitions of the flow, each ``{"topic": str, "partition": int, "reason": str}``
         (``reason`` one line; a flow absent from ``paused``, or ``paused`` None: none paused). A pause
-        reported again (same partition, same reason) keeps the time it was first reported (``since``)."""
+        reported again (same partition, same reason) keeps the time it was first reported (``since``).
+        ``filters[flow]``: the topic and group filters it applies (FlowInstance.filters)."""
         now = utcnow()
         with self.session() as s:
             for flow, state in states.items():
                 row = s.get(FlowInstance, (instance, flow))
                 entries = _paused_entries((paused or {}).get(flow) or [], row.paused if row else None, now)
+                applied = (filters or {}).get(flow)
                 if row is None:
-                    s.add(FlowInstance(instance=instance, flow=flow, state=state, seen_at=now, paused=entries))
+                    s.add(FlowInstance(instance=instance, flow=flow, state=state, seen_at=now, paused=entries,
+                                       filters=applied))
                 else:
-                    row.state, row.seen_at, row.paused = state, now, entries
+                    row.state, row.seen_at, row.paused, row.filters = state, now, entries, applied
 
     def paused_partitions(self, fresh_s: float = 20.0, flow: str | None = None) -> list[PausedPartition]:
         """The source partitions paused on instances that reported within the last ``fresh_s`` seconds
@@ -562,6 +569,61 @@ class StateStore:
                 q = q.where(TopicControl.flow == flow)
             return [r.record() for r in s.scalars(q)]
 
+    # -- flow filters set in the store (override the config file's) ----------------------------------------
+    def set_flow_filter(self, flow: str, set_by: str, reason: str, values: dict[str, str | None],
+                        expected: int | None = -1) -> FlowFilterRecord:
+        """Set ``flow``'s filters (``values`` by config key; None keeps the file's value), replacing the active ones in
+        the same transaction. ``expected``: the id of the active filter the operator saw (None: none; -1: not
+        checked); another one there means another operator changed it meanwhile: refused in one line, as is a
+        concurrent change (the active index is unique) and a pattern that does not compile; nothing recorded."""
+        checked = ff.check("filter", flow, set_by, reason, values)
+        now = utcnow()
+        row = FlowFilter(flow=flow, topics=checked["topics"], topics_exclude=checked["topics.exclude"],
+                         groups=checked["groups"], groups_exclude=checked["groups.exclude"],
+                         reason=tc.one_line(reason), set_by=set_by.strip(), set_at=now)
+        try:
+            with self.session() as s:
+                current = s.scalars(_active_filter(flow)).first()
+                if expected != -1 and (current.id if current is not None else None) != expected:
+                    raise ff.changed_meanwhile("filter", flow, current.record() if current is not None else None)
+                if current is not None and not _filter_cleared(s, current.id, set_by, f"replaced: {reason}", now):
+                    raise ff.changed_meanwhile("filter", flow, _active_filter_record(s, flow))
+                s.add(row)
+                s.flush()
+                return row.record()
+        except IntegrityError as exc:  # a concurrent change came first
+            with self.session() as s:
+                winner = _active_filter_record(s, flow)
+            if winner is None:
+                raise ff.refusal("filter", flow, str(exc.orig)) from exc
+            raise ff.changed_meanwhile("filter", flow, winner) from None
+
+    def clear_flow_filter(self, flow: str, cleared_by: str, reason: str) -> FlowFilterRecord:
+        """Back to the config file's filters for ``flow`` (the cleared record is returned); refused if none is set."""
+        ff.check("unfilter", flow, cleared_by, reason, {})
+        with self.session() as s:
+            current = s.scalars(_active_filter(flow)).first()
+            if current is None or not _filter_cleared(s, current.id, cleared_by, reason, utcnow()):
+                raise ff.refusal("unfilter", flow, f"{flow} has no filters set in the state store (it applies the "
+                                                   "config file's)")
+            s.refresh(current)
+            return current.record()
+
+    def active_flow_filters(self, flows: Iterable[str] | None = None) -> dict[str, FlowFilterRecord]:
+        """The filters set in the store, by flow (None: of every flow)."""
+        q = select(FlowFilter).where(FlowFilter.cleared_at.is_(None))
+        if flows is not None:
+            q = q.where(FlowFilter.flow.in_(list(flows)))
+        with self.session() as s:
+            return {r.flow: r.record() for r in s.scalars(q)}
+
+    def flow_filter_history(self, flow: str | None = None, limit: int = 100) -> list[FlowFilterRecord]:
+        with self.session() as s:
+            q = select(FlowFilter).order_by(desc(FlowFilter.id)).limit(limit)
+            if flow:
+                q = q.where(FlowFilter.flow == flow)
+            return [r.record() for r in s.scalars(q)]
+
     def _clear_control(self, verb: str, flow: str, kind: str, topic: str | None, partition: int | None,
                        cleared_by: str, reason: str) -> TopicControlRecord:
         at = tc.where(flow, topic, partition)
@@ -589,6 +651,23 @@ class StateStore:
                        partition: int | None) -> TopicControlRecord | None:
         row = s.scalars(tc.active_on(flow, kind, topic, partition)).first()
         return row.record() if row is not None else None
+
+
+def _active_filter(flow: str) -> Select[FlowFilter]:
+    return select(FlowFilter).where(FlowFilter.flow == flow, FlowFilter.cleared_at.is_(None))
+
+
+def _active_filter_record(s: Session, flow: str) -> FlowFilterRecord | None:
+    row = s.scalars(_active_filter(flow)).first()
+    return row.record() if row is not None else None
+
+
+def _filter_cleared(s: Session, filter_id: int, who: str, reason: str, at: datetime) -> bool:
+    """Clear an active filter row: False if it was no longer active (changed concurrently)."""
+    q = (update(FlowFilter).where(FlowFilter.id == filter_id, FlowFilter.cleared_at.is_(None))
+         .values(cleared_at=at, cleared_by=who.strip(), clear_reason=tc.one_line(reason))
+         .execution_options(synchronize_session=False))
+    return bool(s.execute(q).rowcount == 1)  # type: ignore[attr-defined]
 
 
 def _paused_entries(reported: list[dict[str, Any]], before: list[Any] | None,

@@ -9,6 +9,10 @@ Two kinds of mirror writes are recognised:
   whose producer id librdkafka does not say): by that header, read from the records of batches whose producer's
   first batch carried it; skipped when every record's chain holds this flow's target.
 
+Where the reverse flow copies on the records path (it cannot see producer ids: librdkafka does not say them), the
+batches this flow copies get its hop in their records' provenance chains (a rewrite of each batch, as the records
+path's producer tags each record), so that flow recognises them too.
+
 A skipped batch is not copied and its offsets are passed (batch_path.BatchCopier: an offset-map entry where the next
 copy lands, as for offsets compaction removed).
 """
@@ -20,11 +24,11 @@ from enum import Enum
 from confluent_kafka import Consumer
 
 from mirror_core.clients import ClusterHealth, make_consumer, make_producer
-from mirror_core.config.model import ClusterConfig, FlowConfig
+from mirror_core.config.model import FlowConfig, MirrorConfig
 from mirror_core.kafka_io import QUIET
 from mirror_core.replication.produce import PROVENANCE_HEADER
 from mirror_core.stores.producer_ids import MAX_FOREIGN, MirrorProducerIds, register
-from mirror_core.wire.headers import header_values
+from mirror_core.wire.headers import header_values, with_hop
 from mirror_core.wire.records import HEADER, PRODUCER_ID
 from mirror_core.wire.sender import BatchSender
 
@@ -41,8 +45,12 @@ class Verdict(Enum):
 class MirrorWrites:
     """Which source batches of a flow (``source->target``) are the mirrors' copies of the target's records."""
 
-    def __init__(self, ids: MirrorProducerIds, target: str, reader: Consumer | None = None) -> None:
+    def __init__(self, ids: MirrorProducerIds, target: str, reader: Consumer | None = None,
+                 hop: str | None = None) -> None:
         self.ids, self.target = ids, target
+        #: this flow's source, added to each copied record's provenance chain where the reverse flow copies on the
+        #: records path (which knows a record's provenance only by that header): None, batches go as they are
+        self.hop = hop.encode() if hop is not None else None
         self._reader = reader  # the consumer ``ids`` reads with, closed by :meth:`close`
         #: producer ids whose first batch seen carried the provenance header (a records-path mirror's producer),
         #: and those whose first did not (an application's: never tagged)
@@ -77,18 +85,26 @@ class MirrorWrites:
             return Verdict.SKIP
         return Verdict.COPY if not any(back) else Verdict.MIXED
 
+    def tagged(self, data: memoryview | bytearray) -> memoryview | bytearray:
+        """What to send of a batch to copy: as it is, or with this flow's hop in its records' provenance chains."""
+        return data if self.hop is None else with_hop(data, _KEY, self.hop)
+
     def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
 
 
-def cycle_guard(flow: FlowConfig, source: ClusterConfig, target: ClusterConfig, sender: BatchSender, instance: str,
+def cycle_guard(config: MirrorConfig, flow: FlowConfig, sender: BatchSender, instance: str,
                 source_health: ClusterHealth, target_health: ClusterHealth) -> MirrorWrites:
     """A batches flow's side of the identity policy's cycle prevention: every producer id the sender gets is
-    recorded on the target before it writes with it, and the source's mirror writes are recognised."""
+    recorded on the target before it writes with it, the source's mirror writes are recognised, and where the
+    reverse flow (in this configuration) copies on the records path, the copies carry the provenance header too."""
+    source, target = config.cluster(flow.source), config.cluster(flow.target)
+    reverse_on_records = any(f.source == flow.target and f.target == flow.source and f.data_path == "records"
+                             for f in config.all_flows)
     registrar = make_producer(target, flow.producer_overrides, target_health,
                               enforced={"linger.ms": "0"})  # (acks=all, as every producer)
     sender.on_producer_id = lambda pid: register(registrar, pid, flow.source, flow.target, instance)
     reader = make_consumer(source, f"{flow.worker_group_id}.producer-ids", QUIET, health=source_health)
-    return MirrorWrites(MirrorProducerIds(reader), flow.target, reader)
+    return MirrorWrites(MirrorProducerIds(reader), flow.target, reader, flow.source if reverse_on_records else None)

@@ -185,3 +185,38 @@ def test_active_active_identity_policy_on_batches_no_loop_across_restarts(dc1, d
             assert m.stop() == 0, m.log()[-3000:]
         started = [start_mirror(lines, config=m.config, name=f"m{i}-again") for i, (lines, m)
                    in enumerate(zip(specs, started, strict=True))]
+
+
+def test_active_active_identity_policy_one_direction_on_records_the_other_on_batches(dc1, dc2, name, start_mirror):
+    """dc1->dc2 on records (provenance header, a producer id librdkafka does not say), dc2->dc1 on batches: the
+    batches flow skips the records flow's copies by their header, and tags its own copies' records with it (a
+    rewrite of each batch) because the records flow knows a record's provenance only by it."""
+    t = f"{name}.orders"
+    create_topic(dc1, t, 2)
+    create_topic(dc2, t, 2)
+    produce_labelled(dc1, t, "dc1", 100)
+    produce_labelled(dc2, t, "dc2", 60)
+    lines = flow_lines(name, IDENTITY, "dc2->dc1.replication.data.path = batches", flow="dc1->dc2")
+    lines += flow_lines(name, flow="dc2->dc1")[:3]
+    started = [start_mirror(lines)]
+    total = 160
+    for round_ in range(2):
+        produce_labelled(dc1, t, f"dc1-live{round_}", 40)
+        produce_labelled(dc2, t, f"dc2-live{round_}", 40)
+        total += 80
+        wait_until(lambda ms=started, n=total: caught_up(ms, t, 2) and sum(end_offsets(dc1, t).values()) == n
+                   and sum(end_offsets(dc2, t).values()) == n, 90, what=f"round {round_}: both sides hold all")
+        said = {line.split(": replicating")[0].split("flow ")[-1]: line for line in started[0].log().splitlines()
+                if ": replicating (" in line}
+        assert "data path: records" in said["dc1->dc2"] and "data path: batches" in said["dc2->dc1"]
+        assert stable_total(dc1, t, total) and stable_total(dc2, t, total)
+        assert caught_up(started, t, 2)
+        for bootstrap, other in ((dc1, b"dc2"), (dc2, b"dc1")):
+            records = read_all(bootstrap, t)
+            values = [r.value for r in records]
+            assert len(values) == len(set(values)) == total  # each record exactly once: no loop, no duplicate
+            # Each side's copies of the other's records carry the chain of where they came from.
+            copies = [r for r in records if r.value is not None and r.value.startswith(other)]
+            assert copies and all(dict(r.headers)["mirror-core.provenance"] == other for r in copies)
+        assert started[0].stop() == 0, started[0].log()[-3000:]
+        started = [start_mirror(lines, config=started[0].config, name="again")]

@@ -18,6 +18,7 @@ from mirror_core.config.model import MirrorConfig
 from mirror_core.state.errors import StateStoreError
 from mirror_core.workflows.errors import ParamError, WorkflowError
 from mirror_core.workflows.params import param
+from mirror_core.workflows.scope import PAUSE_MARK
 
 if TYPE_CHECKING:
     from mirror_core.state.models import TopicControlRecord
@@ -159,7 +160,11 @@ def _resume(store: StateStore, req: ControlRequest, who: str) -> str:
     """An operator's pause of exactly this scope is cleared; else a partition the mirror paused itself
     (damaged batch, record refused) gets a recorded partition action "resume"; else: not paused."""
     assert req.topic is not None
-    if _active(store, req, "pause") is not None:
+    own = _active(store, req, "pause")
+    if own is not None and own.reason.startswith(PAUSE_MARK):  # copying it again would overwrite the standby's writes
+        raise _refuse("resume", req.where, f"{req.where} is {own.reason.split(' (')[0]} (applications use the standby "
+                                           f"copy now): the failback DAG with topics [{req.topic}] resumes it")
+    if own is not None:
         rec = store.resume_topic(req.flow, req.topic, who, req.reason, partition=req.partition)
         return (f"resumed {rec.where} (operator's pause id {rec.id} by {rec.set_by} cleared by {rec.cleared_by}): "
                 f"{_applies(store, req.flow)}")

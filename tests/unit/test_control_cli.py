@@ -179,3 +179,17 @@ def test_empty_list_and_history(env: tuple[str, str], capsys: pytest.CaptureFixt
     assert capsys.readouterr().out.strip() == "no active runtime controls"
     assert main(["control", "history", "--state-db", db, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def test_a_topic_switched_by_a_failover_is_resumed_by_its_failback_only(env: tuple[str, str],
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from mirror_core.workflows.scope import pause_switched
+
+    _, db = env
+    s = store(db)
+    pause_switched(s, FLOW, ["orders"], "dc2", "dana", "manual__1", "planned failover of orders dc1 -> dc2")
+    before = s.topic_control_history()
+    assert main(["control", "resume", "--flow", FLOW, "--topic", "orders", "--reason", "x", "--state-db", db]) == 2
+    line = one_line_error(capsys)
+    assert "is switched to dc2 by failover run manual__1" in line and "the failback DAG with topics [orders]" in line
+    assert s.topic_control_history() == before and before[0].active

@@ -21,7 +21,9 @@ What it shows, and where it comes from:
 * The state store's records: failovers, cutovers, DR drills (RPO/RTO trend charts), registry,
   reconciliations, topic sync.
 
-The HTML (status_render.py) and ``/api/summary`` are built from the same :func:`summary`.
+The HTML (status_render.py) and ``/api/summary`` are built from the same :func:`summary`, for the user who
+asks: sections of DAGs whose runs they may not read are left out whole (status_access.py says which DAG each
+section belongs to; Airflow's auth manager decides).
 
 Airflow does not protect plugin apps by itself: every route here depends on Airflow's own
 ``requires_authenticated`` check, which accepts the UI session (the ``_token`` JWT cookie) or an API
@@ -41,6 +43,7 @@ from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse
 from sqlalchemy import desc, select
 
+from mirror_airflow.status_access import Access, access_for
 from mirror_airflow.status_controls import control_records
 from mirror_airflow.status_lag import LAG_DEADLINE_S, LAGS, LagBoard, LagReading, LagSample, PartitionLag, epoch_iso
 from mirror_airflow.status_partitions import partition_records, paused_attention
@@ -227,14 +230,14 @@ def attention(flows: list[FlowView], lost: list[FlowInstance], approvals: list[A
     for a in approvals:
         items.append(Attention("warning", "approval waiting", f"{a.dag_id} / {a.task_id}: {a.subject}"
                                + (f" (since {a.since})" if a.since else "")))
-    for rec in records["failovers"]:
+    for rec in records.get("failovers", []):
         if rec["status"] == "awaiting-approval" and not approvals:
             items.append(Attention("warning", f"{rec['kind']} awaiting approval", f"run {rec['run_id']}", rec["flow"]))
     for title, key, bad in (("failover failed", "failovers", ("failed",)), ("cutover failed", "cutovers", ("failed",)),
                             ("DR drill missed its objectives", "drills", ("failed", "error")),
                             ("reconciliation found problems", "reconciliations", ("failed", "discrepancies")),
                             ("topic sync failed", "sync_runs", ("failed",))):
-        for row in _latest_per_flow(records[key]):
+        for row in _latest_per_flow(records.get(key, [])):
             if row["status"] in bad:
                 detail = row.get("error") or row.get("missed") or row.get("problems") or f"status {row['status']}"
                 items.append(Attention("critical" if key != "sync_runs" else "warning", title,
@@ -356,33 +359,38 @@ def records(store: StateStore) -> dict[str, list[dict[str, Any]]]:
 
 
 def summary(store: StateStore, with_lag: bool = True, lag_deadline_s: float = LAG_DEADLINE_S,
-            board: LagBoard | None = None) -> dict[str, Any]:
-    """Everything the page shows, JSON-ready (the ``/api/summary`` answer; fields in docs/runbooks.md)."""
+            board: LagBoard | None = None, user: Any = None) -> dict[str, Any]:
+    """Everything the page shows to ``user`` (an Airflow user; None: everything), JSON-ready (the
+    ``/api/summary`` answer; fields in docs/runbooks.md). A section the user may not read is not computed."""
     board = board or LAGS
+    approvals, approvals_error = pending_approvals()
+    access = Access() if user is None else access_for(user, {a.dag_id for a in approvals})
+    approvals = [a for a in approvals if access.approval(a.dag_id)]
 
     def lags(names: list[str]) -> dict[str, LagReading]:
         if not with_lag:
             return {n: LagReading(time.time(), None, error="lag not measured here") for n in names}
         return board.lags(names, lag_deadline_s)
 
-    flows, lost = collect_flows(store, lags, board.history if with_lag else lambda _: [])
-    approvals, approvals_error = pending_approvals()
-    recs = {**records(store), **partition_records(store, INSTANCE_FRESH_S),
-            **control_records(store, INSTANCE_FRESH_S)}
+    flows, lost = (collect_flows(store, lags, board.history if with_lag else lambda _: [])
+                   if access.section("flows") else ([], []))
+    recs = access.records({**records(store), **partition_records(store, INSTANCE_FRESH_S),
+                           **control_records(store, INSTANCE_FRESH_S)})
     return {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "refresh_seconds": REFRESH_S,
         "attention": [asdict(a) for a in attention(flows, lost, approvals, recs)],
-        "flows": [asdict(f) for f in flows],
+        **({"flows": [asdict(f) for f in flows]} if access.section("flows") else {}),
         "approvals": [asdict(a) for a in approvals],
         "approvals_error": approvals_error,
+        "hidden": access.hidden(),
         **recs,
     }
 
 
 def create_app(store: StateStore | None = None, with_lag: bool = True,
                lag_deadline_s: float = LAG_DEADLINE_S) -> FastAPI:
-    from airflow.api_fastapi.core_api.security import requires_authenticated
+    from airflow.api_fastapi.core_api.security import get_user, requires_authenticated
 
     from mirror_airflow.status_render import render_page
 
@@ -395,12 +403,15 @@ def create_app(store: StateStore | None = None, with_lag: bool = True,
             holder["store"].migrate()
         return holder["store"]
 
+    # The logged-in user (the same resolution as the app's login check, cached by FastAPI per request).
+    logged_in = Depends(get_user)
+
     @app.get("/api/summary")
-    def api_summary() -> dict[str, Any]:
-        return summary(get_store(), with_lag, lag_deadline_s)
+    def api_summary(user: Any = logged_in) -> dict[str, Any]:
+        return summary(get_store(), with_lag, lag_deadline_s, user=user)
 
     @app.get("/", response_class=HTMLResponse)
-    def page() -> str:
-        return render_page(summary(get_store(), with_lag, lag_deadline_s))
+    def page(user: Any = logged_in) -> str:
+        return render_page(summary(get_store(), with_lag, lag_deadline_s, user=user))
 
     return app

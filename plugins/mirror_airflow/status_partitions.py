@@ -8,7 +8,8 @@
 * **Partition actions**: the newest :data:`ACTIONS_SHOWN` ``mirror-core partitions resume|skip`` requests
   (``partition_actions``), pending or applied, with the outcome the instance recorded.
 
-Like the rest of the page, every authenticated Airflow user sees every flow (the page has no per-DAG filter).
+Who sees them: paused partitions with the flows (readers of the ``failover`` DAG's runs), the actions with the
+runtime controls (readers of ``runtime_control``'s): status_access.py.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ follow Airflow 3's UI (sans-serif, cards, its blue and state colours, light and 
 page's content every ``refresh_seconds`` without a reload, so the scroll position and the open
 partition tables stay as they are. Values are for people: no ``None``/``True``, times in UTC with the
 zone, numbers grouped; sections with nothing recorded are left out and named in one line at the end.
+Sections the user may not read are not in the data at all (status_access.py): left out, not named among
+the empty ones, and one line says which DAGs' runs hide them.
 """
 
 from __future__ import annotations
@@ -124,11 +126,12 @@ def section(key: str, title: str, body: str, note: str = "") -> str:
 
 # -- the parts of the page ----------------------------------------------------------------------------------
 
-def attention_html(items: list[Row]) -> str:
+def attention_html(items: list[Row], partial: bool = False) -> str:
     if not items:
         return ("<section id='attention' class='card calm'><h2>Needs attention first</h2>"
-                "<p>Nothing: every flow is measured, desired states are applied, no failed workflow, no "
-                "approval waiting.</p></section>")
+                + ("<p>Nothing among what you may read.</p></section>" if partial else
+                   "<p>Nothing: every flow is measured, desired states are applied, no failed workflow, no "
+                   "approval waiting.</p></section>"))
     lis = "".join(f"<li class='att {esc(i['severity'])}'><span class='sev'>{esc(i['severity'])}</span>"
                   f"<b>{esc(i['what'])}</b>{' · ' + esc(i['flow']) if i.get('flow') else ''}"
                   f"<div class='detail'>{esc(i['detail'])}</div></li>" for i in items)
@@ -190,57 +193,72 @@ def drills_html(trends: list[Row], drills: list[Row]) -> str:
 
 
 
+def hidden_html(hidden: Row) -> str:
+    """The one line saying that sections are left out, and by which DAGs (fixed names, nothing recorded)."""
+    if not hidden["dags"]:
+        return ""
+    return (f"<p class='note' id='hidden-by-permissions'>Some sections are hidden by your Airflow permissions: "
+            f"you may not read the runs of {esc(', '.join(hidden['dags']))} (docs/security.md says which "
+            f"section needs which DAG). Approvals are shown for the DAGs you may read.</p>")
+
+
 def render_page(data: Row) -> str:
+    hidden = data.get("hidden") or {"sections": [], "dags": []}
     parts = [f"<h1>Replication status</h1><p class='meta'>Generated {when(data['generated_at'])} · "
              f"refreshes every {data['refresh_seconds']} s · <a href='api/summary'>JSON</a></p>",
-             attention_html(data["attention"])]
-    flows = data["flows"]
-    parts.append("<section id='flows'><h2 class='bare'>Flows</h2>" + (
-        "<div class='grid'>" + "".join(flow_card(f) for f in flows) + "</div>" if flows else
-        "<p class='card note'>No flow known yet: no mirror instance has reported to the state store "
-        "(run it with --state-db), no workflow controls one and no config is recorded.</p>") + "</section>")
+             hidden_html(hidden), attention_html(data["attention"], partial=bool(hidden["dags"]))]
+    if "flows" in data:
+        flows = data["flows"]
+        parts.append("<section id='flows'><h2 class='bare'>Flows</h2>" + (
+            "<div class='grid'>" + "".join(flow_card(f) for f in flows) + "</div>" if flows else
+            "<p class='card note'>No flow known yet: no mirror instance has reported to the state store "
+            "(run it with --state-db), no workflow controls one and no config is recorded.</p>") + "</section>")
     from mirror_airflow.status_controls import CONTROLS_NOTE, controls_html  # uses this module
     from mirror_airflow.status_partitions import ACTIONS_NOTE, actions_html, paused_html  # uses this module
 
-    parts.append(paused_html(data["paused_partitions"]))
+    if "paused_partitions" in data:
+        parts.append(paused_html(data["paused_partitions"]))
     empty: list[str] = []
 
-    def add(key: str, title: str, rows: list[Row], body: Callable[[], str], note: str = "") -> None:
+    def add(key: str, title: str, rows: list[Row] | None, body: Callable[[], str], note: str = "") -> None:
+        if rows is None:  # not the user's to read: not named either
+            return
         if rows:
             parts.append(section(key, title, body(), note))
         else:
             empty.append(title.lower())
 
-    add("runtime-controls", "Runtime controls", data["runtime_controls"],
+    add("runtime-controls", "Runtime controls", data.get("runtime_controls"),
         lambda: controls_html(data["runtime_controls"]), CONTROLS_NOTE)
-    add("partition-actions", "Partition actions", data["partition_actions"],
+    add("partition-actions", "Partition actions", data.get("partition_actions"),
         lambda: actions_html(data["partition_actions"]), ACTIONS_NOTE)
     add("approvals", "Approvals waiting", data["approvals"],
         lambda: table(data["approvals"], (("since", "since"), ("dag_id", "DAG"), ("task_id", "gate"),
                                           ("subject", "subject"), ("run_id", "run"))),
         "Answer them in Airflow: Browse → Required actions.")
-    add("failovers", "Failovers and failbacks", data["failovers"], lambda: table(data["failovers"], (
+    add("failovers", "Failovers and failbacks", data.get("failovers"), lambda: table(data["failovers"], (
         ("triggered", "triggered"), ("approved", "approved"), ("finished", "finished"), ("kind", "kind"),
         ("flow", "flow"), ("mode", "mode"), ("status", "outcome"), ("approved_by", "approved by"),
         ("rto_s", "RTO from trigger (s)"), ("rto_from_approval_s", "RTO from approval (s)"),
         ("rpo_measured", "RPO measured (records)"), ("rpo_estimate", "RPO estimated at approval"), ("error", "error"),
         ("run_id", "run")), numeric=("rto_s", "rto_from_approval_s", "rpo_measured", "rpo_estimate")))
-    add("cutovers", "Cutovers", data["cutovers"], lambda: table(data["cutovers"], (
+    add("cutovers", "Cutovers", data.get("cutovers"), lambda: table(data["cutovers"], (
         ("started", "started"), ("finished", "finished"), ("source", "from"), ("target", "to"),
         ("status", "outcome"), ("approved_by", "approved by"), ("topics", "topics"), ("error", "error"),
         ("run_id", "run"))))
-    add("drills", "DR drills: RPO and RTO", data["drills"], lambda: drills_html(data["drill_trends"], data["drills"]))
-    add("registry", "Active-cluster registry", data["registry"], lambda: table(data["registry"], (
+    add("drills", "DR drills: RPO and RTO", data.get("drills"),
+        lambda: drills_html(data["drill_trends"], data["drills"]))
+    add("registry", "Active-cluster registry", data.get("registry"), lambda: table(data["registry"], (
         ("app", "application"), ("cluster", "cluster"), ("at", "since"), ("changed_by", "by"), ("reason", "why"))))
-    add("reconciliations", "Latest reconciliation per flow", data["reconciliations"], lambda: table(
+    add("reconciliations", "Latest reconciliation per flow", data.get("reconciliations"), lambda: table(
         data["reconciliations"], (("at", "at"), ("flow", "flow"), ("status", "status"), ("checked", "checked"),
                                   ("missing", "missing"), ("mismatched", "mismatched"), ("extra", "extra"),
                                   ("groups_wrong", "groups wrong"), ("problems", "problems"), ("run_id", "run")),
         numeric=("checked", "missing", "mismatched", "extra", "groups_wrong")))
-    add("sync", "Topic sync runs", data["sync_runs"], lambda: table(data["sync_runs"], (
+    add("sync", "Topic sync runs", data.get("sync_runs"), lambda: table(data["sync_runs"], (
         ("started", "started"), ("flow", "flow"), ("status", "status"), ("dry_run", "dry run"),
         ("summary", "summary"), ("run_id", "run"))))
-    add("drift", "Recent topic drift", data["drift"], lambda: table(data["drift"], (
+    add("drift", "Recent topic drift", data.get("drift"), lambda: table(data["drift"], (
         ("at", "at"), ("flow", "flow"), ("topic", "topic"), ("kind", "kind"), ("detail", "detail"),
         ("action", "status"))))
     if data.get("approvals_error"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -28,6 +29,22 @@ from mirror_core.config.sasl import client_conf
 from mirror_core.config.wire_support import wire_problems
 from mirror_core.filters import NameFilter
 from mirror_core.policy import ReplicationPolicy, policy_from_name
+
+
+def _longer_cycle(edges: set[tuple[str, str]], source: str, target: str) -> list[str] | None:
+    """A cycle through the edge ``source->target`` of three clusters or more (``[source, target, ..., source]``),
+    or None: a path back from ``target`` to ``source`` that does not take the direct edge back."""
+    paths = [[source, target]]
+    while paths:
+        path = paths.pop()
+        for a, b in sorted(edges):
+            if a != path[-1] or (a == target and b == source and len(path) == 2):
+                continue
+            if b == source:
+                return [*path, b]
+            if b not in path:
+                paths.append([*path, b])
+    return None
 
 _ALIAS_RE = re.compile(r"^[A-Za-z0-9_\-]+$")
 _FLOW_RE = re.compile(r"^([^.\s]+?)->([^.\s]+?)\.(.+)$")
@@ -180,12 +197,39 @@ class _Builder:
             # failover), not run until a workflow starts it through the control plane.
             enabled = self.parse_value("enabled", enabled_prop)
             (flows if enabled else standby).append(self.build_flow(src, dst, keys, globals_, clusters))
+        configured = [*flows, *standby]
+        flows = self.check_identity_rings(flows, configured, flow_keys, globals_)
+        standby = self.check_identity_rings(standby, configured, flow_keys, globals_)
         if not flows:
             hint = "; a global 'enabled' has no effect" if global_enabled is not None else ""
             raise self.error("no replication flow is enabled (set e.g. "
                              f"{aliases[0]}->{aliases[-1]}.enabled = true{hint})", global_enabled, key="enabled")
         return MirrorConfig(MappingProxyType(clusters), tuple(flows), tuple(dict.fromkeys(self.warnings)),
                             self.source, tuple(standby))
+
+    def check_identity_rings(self, group: list[FlowConfig], every: list[FlowConfig],
+                             flow_keys: Mapping[tuple[str, str], Mapping[str, Property]],
+                             globals_: Mapping[str, Property]) -> list[FlowConfig]:
+        """``group``'s identity-policy flows on batches that lie on a cycle of three clusters or more of the
+        configured identity flows: refused when batches was asked for, else (auto) on records. A batch copied whole
+        tells only which flow wrote it (replication/mirror_writes.py), one hop; around such a cycle a record would
+        come back through the third cluster (the records path's provenance chain holds every hop)."""
+        edges = {(f.source, f.target) for f in every if f.policy.uses_provenance}
+        out = []
+        for f in group:
+            ring = _longer_cycle(edges, f.source, f.target) if f.policy.uses_provenance and \
+                f.data_path == "batches" else None
+            if ring is not None:
+                why = (f"the identity policy's flows form the cycle {'->'.join(ring)}, around which batches copied "
+                       "whole would come back (they say only which cluster they were copied from)")
+                if f.data_path_reason == "replication.data.path = batches":
+                    keys = flow_keys[(f.source, f.target)]
+                    raise self.error(f"replication.data.path = batches: {why}: use replication.data.path = records "
+                                     "(or auto) for this flow",
+                                     keys.get("replication.data.path") or globals_.get("replication.data.path"))
+                f = replace(f, data_path="records", data_path_reason=f"auto: records, because {why}")
+            out.append(f)
+        return out
 
     def check_one_kerberos_identity(self, clusters: dict[str, ClusterConfig]) -> None:
         """A process has one Kerberos ticket cache: clients of two principals would overwrite each other's

@@ -435,19 +435,16 @@ class _Builder:
         mirror's own client honours: config/wire_support.py), records otherwise, saying which setting required it."""
         if p is None or path == "records":
             return "records", "replication.data.path = records" + (" (the default)" if p is None else "")
-        obstacle: str | None = None
-        if exactly_once:
-            obstacle = "exactly.once.enabled = true"
-            if path == "batches":
-                raise self.error("replication.data.path = batches is at-least-once only (exactly.once.enabled is "
-                                 "true for this flow): set one of them differently, or replication.data.path = auto",
-                                 p)
-        else:  # (the identity policy too: its cycles are prevented by producer id, replication/mirror_writes.py)
-            found = [f"cluster {alias} {problem}" for settings, alias in clients for problem in wire_problems(settings)]
-            if found and path == "batches":
-                raise self.error(f"replication.data.path = batches: {'; '.join(dict.fromkeys(found))}: use "
-                                 "replication.data.path = records (or auto) for this flow", p)
-            obstacle = "; ".join(dict.fromkeys(found)) or None
+        # Exactly-once copies batches in each slot's transactions (replication/batch_transactions.py); the identity
+        # policy's cycles are prevented by producer id (replication/mirror_writes.py), which the transactional
+        # producers do not record yet: that pair stays on records.
+        found = [f"cluster {alias} {problem}" for settings, alias in clients for problem in wire_problems(settings)]
+        if exactly_once and policy.uses_provenance:
+            found.insert(0, "exactly.once.enabled = true with the identity replication policy")
+        if found and path == "batches":
+            raise self.error(f"replication.data.path = batches: {'; '.join(dict.fromkeys(found))}: use "
+                             "replication.data.path = records (or auto) for this flow", p)
+        obstacle = "; ".join(dict.fromkeys(found)) or None
         if path == "batches":
             return "batches", "replication.data.path = batches"
         return ("records", f"auto: records, because {obstacle}") if obstacle else ("batches", "auto: batches")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_INVALID, Consumer, KafkaError, TopicPartition
@@ -232,6 +232,9 @@ class BatchCopier:
         self.corrupt_refusals: dict[TP, int] = {}
         #: the flow's bandwidth limit is used up: nothing fetched until this monotonic time (controls.py)
         self.gated_until = 0.0
+        #: exactly-once: called before a partition's batches are handed over (its slot's transaction opened, its
+        #: batches routed through the slot's producer: batch_transactions.py)
+        self.before_send: Callable[[PartitionState], None] | None = None
 
     def pump(self, timeout: float) -> int:
         """Answers in, fetched batches out (waiting up to ``timeout`` for a fetch); the records handed over."""
@@ -323,6 +326,8 @@ class BatchCopier:
             if sent is None or sent[0] is not st or sent[1] != st.gen:
                 self.sender.rewind((st.remote, st.partition))
                 self._sent[key] = (st, st.gen)
+            if self.before_send is not None:
+                self.before_send(st)
             self.sender.send(out)
             if self.acks.count_read is not None:  # (a bandwidth limit: controls.py)
                 self.acks.count_read(st.topic, size)

@@ -98,8 +98,13 @@ class SlotManager:
 
     def __init__(self, flow: FlowConfig, target: ClusterConfig, metrics: Metrics, target_health: ClusterHealth,
                  assignment: Assignment, acks: Acks, committer: ProgressCommitter,
-                 membership: Mapping[str, str] | None = None, fits: int | None = None) -> None:
+                 membership: Mapping[str, str] | None = None, fits: int | None = None,
+                 slot_producer: Callable[[int, str], Producer] | None = None,
+                 on_release: Callable[[int], None] | None = None) -> None:
         self.flow = flow
+        #: the batches data path's: each slot's transactional producer is the wire client's
+        #: (batch_transactions.py), released through ``on_release``; else librdkafka's
+        self.slot_producer, self.on_release = slot_producer, on_release
         self.fits = fits  # what the progress and offset-map topics take (producer_pool.say_slot_cap)
         self.slots = flow.exactly_once_slots
         self.target = target
@@ -147,8 +152,9 @@ class SlotManager:
         for tp in partitions:
             k = tp.partition
             tid = f"mirror-core.{self.flow.source}-{self.flow.target}.slot-{k}"
-            producer = make_producer(self.target, self.flow.producer_overrides, self.target_health, enforced={
-                "transactional.id": tid, "transaction.timeout.ms": "60000", "message.timeout.ms": "55000"},
+            producer = self.slot_producer(k, tid) if self.slot_producer is not None else make_producer(
+                self.target, self.flow.producer_overrides, self.target_health, enforced={
+                    "transactional.id": tid, "transaction.timeout.ms": "60000", "message.timeout.ms": "55000"},
                 fits=self.fits)
             with authorization.guard(self.flow.name, Access("Write", tid, self.target)):
                 # Fences and aborts any previous owner of this slot, and settles a commit of ours whose
@@ -186,6 +192,8 @@ class SlotManager:
                 self._note_fenced(k, exc)
         self.open.discard(k)
         if producer is not None:
+            if self.on_release is not None:
+                self.on_release(k)
             log.info("flow %s: released exactly-once slot %d", self.flow.name, k)
 
     def _note_fenced(self, k: int, exc: KafkaException) -> None:

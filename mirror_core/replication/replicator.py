@@ -41,7 +41,9 @@ from mirror_core.metrics import Metrics
 from mirror_core.policy import HEARTBEATS_TOPIC
 from mirror_core.replication.acks import Acks
 from mirror_core.replication.assignment import Assignment
+from mirror_core.replication.batch import PartitionState
 from mirror_core.replication.batch_path import BatchCopier, BatchDelivery, WireReader, wire_clients
+from mirror_core.replication.batch_transactions import BatchExactlyOnce, SlotProducer, SlotSenders
 from mirror_core.replication.commit import OffsetMapWriter, ProgressCommitter, advance_idle
 from mirror_core.replication.consuming import IDLE_WAIT_S, Consuming
 from mirror_core.replication.controls import LIMITED_READ, RuntimeControls
@@ -277,7 +279,9 @@ class FlowReplicator:
         choice = self._producer_choice.choose(target_meta)
         limit, internal = batch_limits(tgt, flow, choice, topics.target, self.stop.wait)
         delivery: Delivery
-        if choice.count is None:
+        if choice.count is None and wire is not None:
+            delivery = self._batches_exactly_once(reading, wire, assignment, acks, committer, src, tgt, internal)
+        elif choice.count is None:
             # Each owned slot has its own transactional producer (see exactly_once.py).
             slots = SlotManager(flow, tgt, self.metrics, self.target_health, assignment, acks, committer,
                                 self._static.settings(f"{flow.worker_group_id}.slots"), internal)
@@ -304,6 +308,33 @@ class FlowReplicator:
                                               enforced={"linger.ms": "0", "message.timeout.ms": "30000"})
             self._heartbeats = HeartbeatEmitter(self._hb_producer, flow.source, flow.target,
                                                 flow.heartbeats_interval_s)
+
+    def _batches_exactly_once(self, reading: Consumer, wire: tuple[BatchFetcher, BatchSender],
+                              assignment: Assignment, acks: Acks, committer: ProgressCommitter, src: ClusterConfig,
+                              tgt: ClusterConfig, internal: int | None) -> Delivery:
+        """Exactly-once on the batches path: each owned slot's transactional producer is the wire client's, and
+        the copier sends each partition's batches through its slot's (batch_transactions.py)."""
+        flow, senders = self.flow, SlotSenders()
+        wire[1].close()  # (the idempotent sender is not used: each slot has its own, transactional)
+
+        def slot_producer(k: int, tid: str) -> Producer:
+            senders.producers[k] = p = SlotProducer(wire[1].brokers, tid, senders.on_data, wire[1].delivery_timeout_s)
+            return cast(Producer, p)
+
+        slots = SlotManager(flow, tgt, self.metrics, self.target_health, assignment, acks, committer,
+                            self._static.settings(f"{flow.worker_group_id}.slots"), internal,
+                            slot_producer=slot_producer, on_release=senders.released)
+        self._copier = copier = BatchCopier(flow.name, cast(WireReader, reading), cast(BatchSender, senders),
+                                            assignment.states, acks, self.metrics, flow.in_flight_records_limit,
+                                            flow.max_in_flight_bytes, src)
+        senders.answer = copier.answer
+
+        def before_send(st: PartitionState) -> None:
+            senders.route(st)
+            slots.ensure_txn(st)
+
+        copier.before_send = before_send
+        return BatchExactlyOnce(copier, senders, slots, assignment)
 
     def _run_once(self) -> None:
         self._setup()

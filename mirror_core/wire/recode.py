@@ -280,3 +280,20 @@ def _recoded(head: bytes, raw: bytes, base: int, count: int, codec: int,
     struct.pack_into(">i", copy, 57, kept)  # record count
     struct.pack_into(">I", copy, 17, computed_crc(copy))
     return copy, gaps
+
+
+def encode_batch(records: list[tuple[bytes | None, bytes | None]], timestamp_ms: int) -> bytearray:
+    """An uncompressed v2 batch of ``records`` (key, value; no headers), all stamped ``timestamp_ms``, for a
+    producer of the wire client to restamp and send (the mirror's own progress and offset-map records, written in
+    its transactions). Producer id, epoch and base sequence -1: :func:`~mirror_core.wire.records.restamp` sets them."""
+    out = bytearray()
+    for i, (key, value) in enumerate(records):
+        body = b"\x00" + varint(0) + varint(i)  # attributes, timestamp delta, offset delta
+        for part in (key, value):
+            body += varint(-1) if part is None else varint(len(part)) + part
+        body += varint(0)  # no headers
+        out += varint(len(body)) + body
+    tail = struct.pack(">hiqqqhii", 0, len(records) - 1, timestamp_ms, timestamp_ms, -1, -1, -1, len(records)) + out
+    batch = bytearray(struct.pack(">qiibI", 0, len(tail) + 9, 0, 2, 0)) + tail
+    struct.pack_into(">I", batch, 17, computed_crc(batch))
+    return batch

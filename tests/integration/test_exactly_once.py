@@ -8,6 +8,8 @@ import re
 import signal
 import time
 
+import pytest
+
 from mirror_core.replication.slots import slot_of
 from tests.integration.conftest import flow_lines
 from tests.integration.test_resilience import BackgroundProducer
@@ -43,12 +45,17 @@ def caught_up(*instances, topic: str, partitions: int = 4) -> bool:  # type: ign
     return len({p["partition"] for p in parts}) == partitions and all(p["lag"] == 0 for p in parts)
 
 
-def test_sigkill_repeatedly_gives_no_duplicates_and_no_gaps(dc1, dc2, name, start_mirror):
+#: both data paths: librdkafka's transactional producers, and the wire client's copying the source's batches whole
+DATA_PATHS = pytest.mark.parametrize("path", ["records", "batches"])
+
+
+@DATA_PATHS
+def test_sigkill_repeatedly_gives_no_duplicates_and_no_gaps(dc1, dc2, name, start_mirror, path):
     """10 SIGKILLs, each on a process that owns slots and has copied records of their partitions."""
     t = f"{name}.eos"
     slot_topic_of(dc2, 4)
     create_topic(dc1, t, 4)
-    lines = flow_lines(name, *EOS)
+    lines = flow_lines(name, *EOS, f"replication.data.path = {path}")
     args = ("--instance-id", f"{name}-0")
     first = start_mirror(lines, args=args)
     with BackgroundProducer(dc1, t, 4, rate_per_s=3000):
@@ -60,8 +67,9 @@ def test_sigkill_repeatedly_gives_no_duplicates_and_no_gaps(dc1, dc2, name, star
     src, dst = read_all(dc1, t), read_all(dc2, f"dc1.{t}")
     assert len(src) > 10000
     assert_exactly_once(src, dst)
+    assert f"data path: {path}" in m.log(), "the flow ran on the data path asked"
     assert m.stop() == 0
-    print(f"{effective} effective SIGKILLs, {len(src)} records, exactly once")
+    print(f"{effective} effective SIGKILLs, {len(src)} records, exactly once ({path})")
 
 
 def owned_slots(log: str) -> set[str]:
@@ -79,7 +87,8 @@ def slot_story(m) -> str:  # type: ignore[no-untyped-def]
     return f"{m.log_path.name} (alive: {m.alive()}):\n  " + "\n  ".join(lines[-40:])
 
 
-def test_second_instance_fences_a_zombie(dc1, dc2, name, start_mirror):
+@DATA_PATHS
+def test_second_instance_fences_a_zombie(dc1, dc2, name, start_mirror, path):
     t, partitions = f"{name}.fence", 8
     # The precondition: every slot has partitions of the topic, so both instances own some whichever slots they
     # get. (slot_of is crc32, affine over GF(2): partitions 0-3 fall in only 2 of 4 slots, whatever the name, and
@@ -87,7 +96,7 @@ def test_second_instance_fences_a_zombie(dc1, dc2, name, start_mirror):
     assert len({slot_of(t, p, 4) for p in range(partitions)}) == 4
     slot_topic_of(dc2, 4)  # (with 8 partitions there, b got slots 4-7 now and then: slots holding nothing)
     create_topic(dc1, t, partitions)
-    lines = flow_lines(name, *EOS)
+    lines = flow_lines(name, *EOS, f"replication.data.path = {path}")
     a = start_mirror(lines, name="a")
     with BackgroundProducer(dc1, t, partitions, rate_per_s=2000):
         wait_until(lambda: sum(end_offsets(dc2, f"dc1.{t}").values() or [0]) > 0, 60, what="replicating")
@@ -118,7 +127,11 @@ def test_second_instance_fences_a_zombie(dc1, dc2, name, start_mirror):
     # transaction it had sent records in), the broker refused it: counted as slot_fenced, never a commit.
     # (A transaction that had only queued records locally is aborted locally: nothing to refuse.)
     woke = a.log().split("released exactly-once slot", 1)[-1]
-    if "commit failed" in woke or "flush failed" in woke:
+    if path == "batches":  # the zombie's next batch or AddPartitionsToTxn is refused for its old epoch
+        wait_until(lambda: 'mirror_errors_total{flow="dc1->dc2",kind="slot_fenced"}' in a.metrics(), 30,
+                   what="the zombie's wire producer refused by the broker")
+        assert re.search(r"PRODUCER_FENCED|INVALID_PRODUCER_EPOCH", woke), slot_story(a)
+    elif "commit failed" in woke or "flush failed" in woke:
         wait_until(lambda: 'mirror_errors_total{flow="dc1->dc2",kind="slot_fenced"}' in a.metrics(), 30,
                    what="the zombie's producer refused by the broker")
 

@@ -237,6 +237,8 @@ def test_the_batches_data_path_is_opt_in_and_refused_where_it_cannot_go_in_one_l
             "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n")
     assert load(f"dc1->dc2.enabled = true\n{oidc}dc1->dc2.replication.data.path = batches\n").flows[0].data_path \
         == "batches"
+    eos = load("dc1->dc2.enabled = true\ndc1->dc2.exactly.once.enabled = true\ndc1->dc2.replication.data.path = auto\n")
+    assert (eos.flows[0].data_path, eos.flows[0].data_path_reason) == ("batches", "auto: batches")
     kerberos = "dc2.security.protocol = SASL_PLAINTEXT\ndc2.sasl.mechanism = GSSAPI\n"
     assert load(f"dc1->dc2.enabled = true\n{kerberos}dc1->dc2.replication.data.path = batches\n").flows[0].data_path \
         == "batches"
@@ -244,7 +246,9 @@ def test_the_batches_data_path_is_opt_in_and_refused_where_it_cannot_go_in_one_l
                  'dc1.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
                  'unsecuredLoginStringClaim_sub="alice";\n')
     for extra, says in [
-        ("dc1->dc2.replication.data.path = batches\ndc1->dc2.exactly.once.enabled = true\n", "at-least-once only"),
+        # Exactly-once copies batches, but not with the identity policy (its producer ids are not recorded yet).
+        ("replication.policy.class = IdentityReplicationPolicy\ndc1->dc2.replication.data.path = batches\n"
+         "dc1->dc2.exactly.once.enabled = true\n", "exactly.once.enabled = true with the identity replication policy"),
         ("dc1->dc2.replication.data.path = sideways\n", "sideways"),
         # OAUTHBEARER without an OIDC endpoint: unsecured JWTs
         (f"{unsecured}dc1->dc2.replication.data.path = batches\n",

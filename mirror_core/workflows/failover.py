@@ -395,6 +395,10 @@ def assess_failback(config: MirrorConfig, flow_name: str, apps: list[str], group
         known = {p.topic for p in flow_status(config, forward).partitions
                  if not forward.policy.is_heartbeats_topic(p.topic)}
         switching = scope.resolve(topics, known, forward.name)[0]
+        unswitched = sorted(set(switching) - set(scope.switched_already(store, forward.name, switching)))
+        if store is not None and unswitched:
+            raise WorkflowError(f"topics {', '.join(unswitched)} were not switched by a failover of some topics (no "
+                                f"failover pause of them in {forward.name}); nothing was changed")
         scope.split_groups(translations, switching, home_topic)
         ranges = [r for r in ranges if r.topic in switching]
     return FailbackPlan(forward.name, reverse.name, forward.source, forward.target,

@@ -496,6 +496,11 @@ def test_failover_and_failback_of_one_topic_of_two(dc1, dc2, name, setup, monkey
     # Failback of orders: its group home, the pause cleared, orders' 10 missed records copied, reverse stopped.
     fb = {"flow": "dc1->dc2", "apps": [app], "groups": [group], "max_reverse_lag": 0, "drain_timeout_s": 60,
           "topics": [orders]}
+    capfd.readouterr()  # (a failback of a topic never switched: one line at assess, nothing changed)
+    dr = load("failback").test(run_conf={**fb, "groups": [], "apps": [], "topics": [audit]})
+    assert dr.state == "failed" and states(dr)["assess"] == "failed", states(dr)
+    assert f"topics {audit} were not switched by a failover of some topics" in capfd.readouterr().out
+    assert len(store.active_topic_controls(["dc1->dc2"])) == 1 and store.failovers()[0].kind == "failover"
     dr, gate = run("failback", fb, {"decide": "Fail back; consumers skip the unreplicated records (kept and listed)"},
                    user="dana")
     assert dr.state == "success", states(dr)

@@ -20,6 +20,7 @@ from tests.kafka_harness import (
     kill_owners,
     partition_count,
     produce_sequence,
+    produce_transactions,
     read_all,
     slot_topic_of,
     wait_until,
@@ -152,3 +153,26 @@ def test_fewer_slots_than_the_slot_topic_has_are_refused_in_one_line(dc1, dc2, n
     time.sleep(2)
     assert m.alive() and sum(end_offsets(dc2, f"dc1.{t}").values() or [0]) == 0, "nothing copied"
     assert partition_count(dc2, SLOTS) == 4
+
+
+@DATA_PATHS
+def test_aborted_source_transactions_are_never_visible_on_the_target(dc1, dc2, name, start_mirror, path):
+    """A source written in transactions, every other one aborted, among plain records: the target holds exactly
+    the committed ones, once each, whether it is read committed or not (nothing of an aborted transaction is
+    copied, and the mirror's own transactions all committed)."""
+    t = f"{name}.aborted"
+    slot_topic_of(dc2, 4)
+    create_topic(dc1, t, 4)
+    produce_sequence(dc1, t, 4, 2000)
+    committed = produce_transactions(dc1, t, 4, 20, 50)
+    produce_sequence(dc1, t, 4, 2000, start=2000)
+    src = read_all(dc1, t)
+    assert committed == 500 and len(src) == 4500
+    assert len(read_all(dc1, t, "read_uncommitted")) == 5000, "aborted records are on the source"
+    m = start_mirror(flow_lines(name, *EOS, f"replication.data.path = {path}"))
+    wait_until(lambda: caught_up(m, topic=t), 120, what="caught up")
+    assert f"data path: {path}" in m.log()
+    remote = f"dc1.{t}"
+    assert_exactly_once(src, read_all(dc2, remote))
+    assert not [r for r in read_all(dc2, remote, "read_uncommitted") if r.value not in {s.value for s in src}]
+    assert m.stop() == 0

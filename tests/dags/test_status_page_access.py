@@ -49,6 +49,8 @@ def per_dag_auth(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     from airflow.api_fastapi.app import init_auth_manager, purge_cached_app
 
     monkeypatch.setenv("AIRFLOW__CORE__AUTH_MANAGER", CLASS_PATH)
+    # Not the other tests' all-admins mode, whose middleware makes every request without a bearer token admin.
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "False")
     READS.update(alice=ALICE, bob=BOB)
     assert type(init_auth_manager()).__name__ == "PerDagAuthManager"
     try:
@@ -58,6 +60,7 @@ def per_dag_auth(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.undo()
         purge_cached_app()  # a subclass of the simple manager: Airflow would keep it otherwise
         assert type(init_auth_manager()).__name__ == "SimpleAuthManager"  # the other tests' manager again
+        assert init_auth_manager().get_fastapi_middlewares()  # and their all-admins mode
 
 
 @pytest.fixture
@@ -88,12 +91,17 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StateStore:
     s.set_active_cluster("payments", "dc2", "carol", "planned failover")
     s.pause_topic(FLOW, "payments", "dave", "backfill saturates the link")
     s.request_partition_action(FLOW, "orders", 1, "skip", "erin", "CRC mismatch 40", 40, 79)
-    s.report_flow_states("m-0", {FLOW: "running"},
-                         paused={FLOW: [{"topic": "orders", "partition": 0, "reason": "record at 17 too large"}]})
+    report_live(s)
     summary = {"flow": FLOW, "status": "discrepancies", "checked": 10, "missing_count": 3, "mismatched_count": 0,
                "extra_count": 0, "groups_wrong": 0, "checkpoint_problems": []}
     record_report(s, {"summary": summary, "groups": [], "partitions": []}, "recon-run-11")
     return s
+
+
+def report_live(store: StateStore) -> None:
+    """What a live mirror instance reports every 2 s: its flow running, a partition paused (shown while fresh)."""
+    store.report_flow_states("m-0", {FLOW: "running"},
+                             paused={FLOW: [{"topic": "orders", "partition": 0, "reason": "record at 17 too large"}]})
 
 
 def _look(client: TestClient) -> tuple[dict[str, Any], str]:
@@ -136,11 +144,12 @@ def test_each_user_sees_only_the_dags_they_may_read(per_dag_auth: None, store: S
                 assert time.monotonic() < deadline, "the runtime_control gate did not wait within 300s"
                 time.sleep(0.5)
             for user, client in users.items():
+                report_live(store)
                 seen[user] = _look(client)
         except BaseException as exc:  # reported by the test; the gate must be answered whatever happened
             problems.append(repr(exc))
         finally:
-            responder = Responder("runtime_control", {"approve": "Reject"})
+            responder = Responder("runtime_control", {"approve": "Reject"}, user="carol")
             gate.append(responder.__enter__())
 
     bag = DagBag(dag_folder=str(REPO / "dags" / "runtime_control.py"))
@@ -206,3 +215,33 @@ def test_each_user_sees_only_the_dags_they_may_read(per_dag_auth: None, store: S
     _agree(bob, bob_page)
     assert "article class='card flow'" not in bob_page and "record at 17 too large" not in bob_page
     assert "you may not read the runs of failover " in bob_page
+
+
+def test_the_page_mounted_in_airflow_asks_about_the_user_of_each_request(per_dag_auth: None,
+                                                                        store: StateStore) -> None:
+    """The plugin as Airflow's API server mounts it (uvicorn, /mirror-core/): the UI session cookie and an API
+    token each decide what that request sees."""
+    import httpx
+
+    from tests.dags.conftest import api_server
+
+    # Signed before the server starts: the first token makes the process's JWT secret, which the server needs.
+    tokens = {u: headers(u, role)["Authorization"].removeprefix("Bearer ") for u, role in
+              (("alice", "viewer"), ("bob", "viewer"), ("carol", "admin"))}
+    with api_server() as base:
+        answers = {}
+        for user, token in tokens.items():
+            report_live(store)
+            by_cookie = httpx.get(f"{base}/mirror-core/api/summary", cookies={"_token": token}, timeout=60)
+            by_token = httpx.get(f"{base}/mirror-core/", headers={"Authorization": f"Bearer {token}"}, timeout=60)
+            assert by_cookie.status_code == 200 and by_token.status_code == 200, (user, by_cookie.text[:300])
+            answers[user] = (by_cookie.json(), by_token.text)
+        assert httpx.get(f"{base}/mirror-core/api/summary", timeout=60).status_code in (401, 403)  # no session
+    alice, alice_page = answers["alice"]
+    bob, bob_page = answers["bob"]
+    carol, carol_page = answers["carol"]
+    assert carol["hidden"] == {"sections": [], "dags": []} and "flows" in carol and "cutovers" in carol
+    assert "flows" in alice and "cutovers" not in alice and alice["hidden"]["dags"][0] == "failback"
+    assert "flows" not in bob and "cutovers" in bob and bob["hidden"]["dags"] == ["failover"]
+    assert "id='flows'" in alice_page and "id='flows'" not in bob_page and "id='flows'" in carol_page
+    assert "you may not read the runs of failover " in bob_page and "hidden-by-permissions" not in carol_page

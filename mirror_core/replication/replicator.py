@@ -297,7 +297,9 @@ class FlowReplicator:
             self._copier = BatchCopier(flow.name, cast(WireReader, reading), wire[1], assignment.states, acks,
                                        self.metrics, flow.in_flight_records_limit, flow.max_in_flight_bytes, src,
                                        guard_)
-            delivery = BatchDelivery(self._copier, [producer], assignment, acks, committer, target_meta, False, None)
+            # (the identity policy's remote topics may have other writers: their log end is not where a copy lands)
+            delivery = BatchDelivery(self._copier, [producer], assignment, acks, committer, target_meta,
+                                     flow.policy.uses_provenance, None)
         self._delivery = delivery
         acks.on_failure = delivery.on_failure
         self._producing = Producing(flow, acks.active.add, target_meta, delivery, limit,

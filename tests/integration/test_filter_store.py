@@ -93,5 +93,12 @@ def test_a_topic_added_and_removed_through_the_store_without_a_restart(dc1, dc2,
     wait_until(lambda: end_offsets(dc2, f"dc1.{b}") == end_offsets(dc1, b), 60, what=f"{b} resumed")
     assert records(dc2, f"dc1.{b}") == records(dc1, b) and len(records(dc1, b)) == 80  # every record once
     assert records(dc2, f"dc1.{a}") == records(dc1, a)
-    assert m.proc.pid == pid and m.alive()
     assert [h.set_by for h in store.flow_filter_history(FLOW)] == ["alice", "bob", "alice"]
+
+    # The file changes meanwhile (its topics.exclude): taken, and the store's topics stay on top of it.
+    m.config.write_text(m.config.read_text() + f"{FLOW}.topics.exclude = {escape(name)}\\.none\n")
+    wait_until(lambda: "still overrides topics" in m.log(), 30, what="the file reloaded under the store's filter")
+    produce_sequence(dc1, b, 2, 10, start=80)
+    wait_until(lambda: end_offsets(dc2, f"dc1.{b}") == end_offsets(dc1, b), 60, what=f"{b} still copied")
+    assert records(dc2, f"dc1.{b}") == records(dc1, b)
+    assert m.proc.pid == pid and m.alive()

@@ -120,6 +120,8 @@ IN_FLIGHT_BYTES = 64 << 20
 
 #: replication.data.path (auto: decided per flow at load, FlowConfig.data_path holds the path chosen)
 DATA_PATHS = ("records", "batches", "auto")
+#: schema.ids: what the mirror does with records' schema ids (mirror_core/schemas)
+SCHEMA_IDS = ("translate", "preserve", "off")
 
 
 KEYS: tuple[KeyDef, ...] = (
@@ -272,6 +274,14 @@ KEYS: tuple[KeyDef, ...] = (
            "that CPU. auto: true when the flow has more than one producer (replication.producers), at-least-once "
            "only (README 'Running across a WAN'). Not with the identity policy, whose remote topics may have "
            "other writers (delivery is proved per record there)."),
+    KeyDef("schema.ids", lambda raw: _choice(raw, SCHEMA_IDS), "off",
+           "Records written with a schema registry (Confluent wire format: a zero byte and a 4-byte big-endian schema "
+           "id before the key or value). translate: the mirror rewrites each source id to the id the same subject "
+           "version has in the target's registry (<alias>.schema.registry.url of both clusters; run `schema_sync` "
+           "first); a record whose id the target does not have pauses its partition, never copied with a wrong id. "
+           "Translation reads every record, so the flow runs the records data path. preserve: the ids are copied as "
+           "they are, for a target registry the schema sync filled with the same ids (a registry in IMPORT mode). "
+           "off: keys and values are copied untouched (docs/schemas.md)."),
     KeyDef("replication.data.path", lambda raw: _choice(raw, DATA_PATHS), "records",
            "How records travel. records: consumed and produced one by one through librdkafka (every feature). "
            "batches: the source's record batches copied whole over the mirror's own Kafka client (mirror_core.wire), "

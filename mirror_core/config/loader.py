@@ -29,6 +29,7 @@ from mirror_core.config.sasl import client_conf
 from mirror_core.config.wire_support import wire_problems
 from mirror_core.filters import NameFilter
 from mirror_core.policy import ReplicationPolicy, policy_from_name
+from mirror_core.redaction import register_secret
 
 
 def _longer_cycle(edges: set[tuple[str, str]], source: str, target: str) -> list[str] | None:
@@ -56,6 +57,8 @@ _GLOBAL_CLIENT_PREFIXES = ("security.protocol", "sasl.", "ssl.", "client.")
 # 'connector.client.config.override.policy' is a global key.)
 _CLUSTER_SETTINGS = ("bootstrap.servers", "security.protocol", "client.id")
 _CLUSTER_PREFIXES = ("consumer.", "producer.", "admin.", "sasl.", "ssl.")
+#: <alias>.schema.registry.url / .basic.auth.user.info: the cluster's schema registry (ClusterConfig.schema_registry)
+REGISTRY_PREFIX = "schema.registry."
 # MirrorMaker 2's connector-level client prefixes (source.consumer.*, target.admin.*, ...): global keys.
 _CONNECTOR_PREFIXES = ("source", "target")
 
@@ -306,6 +309,11 @@ class _Builder:
             elif (reason := no_effect_reason(rest, cluster_level=True)) is not None:
                 self.warn(f"{self.where(p)}: '{p.key}' {reason}")
                 del keys[rest]
+        # <alias>.schema.registry.*: the registry's address and credentials, not client settings.
+        registry = {rest[len(REGISTRY_PREFIX):]: keys.pop(rest).value.strip() for rest in list(keys)
+                    if rest.startswith(REGISTRY_PREFIX)}
+        if registry.get("basic.auth.user.info"):
+            register_secret(registry["basic.auth.user.info"])
         origins: dict[str, Origin] = {"bootstrap.servers": (bootstrap.key, bootstrap.line)}
         g_common, g_kinds = self.split_by_kind(global_client)
         c_common, c_kinds = self.split_by_kind(keys)
@@ -326,6 +334,7 @@ class _Builder:
             java=MappingProxyType({kind: MappingProxyType(
                 {k: p.value for k, p in {**g_common, **g_kinds[kind], **c_common, **c_kinds[kind]}.items()})
                 for kind in _KINDS}),
+            schema_registry=MappingProxyType(registry),
         )
 
     def build_flow(self, src: str, dst: str, keys: dict[str, Property], globals_: dict[str, Property],
@@ -381,7 +390,7 @@ class _Builder:
                                                        base=clusters[alias].client_settings(kind))
         data_path, data_path_reason = self.check_data_path(
             values["replication.data.path"], values["exactly.once.enabled"], policy,
-            chosen.get("replication.data.path") or globals_.get("replication.data.path"),
+            chosen.get("replication.data.path") or globals_.get("replication.data.path"), values["schema.ids"],
             (clusters[src].client_settings("consumer", settings["consumer"]), src),
             (clusters[dst].client_settings("producer", settings["producer"]), dst))
         return FlowConfig(
@@ -424,12 +433,13 @@ class _Builder:
             sync_topic_deletions=values["sync.topic.deletions.enabled"],
             sync_topic_deletions_grace_s=values["sync.topic.deletions.grace.seconds"],
             sync_topic_deletions_dry_run=values["sync.topic.deletions.dry.run"],
+            schema_ids=values["schema.ids"],
             consumer_overrides=MappingProxyType(settings["consumer"]),
             producer_overrides=MappingProxyType(settings["producer"]),
         )
 
     def check_data_path(self, path: str, exactly_once: bool, policy: ReplicationPolicy, p: Property | None,
-                        *clients: tuple[Mapping[str, str], str]) -> tuple[str, str]:
+                        schema_ids: str, *clients: tuple[Mapping[str, str], str]) -> tuple[str, str]:
         """The data path a flow runs ("records" or "batches") and why, in words. ``batches`` where the batches path
         cannot go is an error naming the key's line; ``auto`` takes batches where the flow allows them (what the
         mirror's own client honours: config/wire_support.py), records otherwise, saying which setting required it."""
@@ -441,6 +451,8 @@ class _Builder:
         found = [f"cluster {alias} {problem}" for settings, alias in clients for problem in wire_problems(settings)]
         if exactly_once and policy.uses_provenance:
             found.insert(0, "exactly.once.enabled = true with the identity replication policy")
+        if schema_ids == "translate":  # every record's key and value are read and rewritten
+            found.insert(0, "schema.ids = translate")
         if found and path == "batches":
             raise self.error(f"replication.data.path = batches: {'; '.join(dict.fromkeys(found))}: use "
                              "replication.data.path = records (or auto) for this flow", p)

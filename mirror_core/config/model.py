@@ -36,6 +36,9 @@ class ClusterConfig:
     #: The same settings as written for Java clients (placeholders resolved), per client kind: what a
     #: Java client (Spark's Kafka source) takes unchanged, JKS stores and JAAS lines included.
     java: Mapping[ClientKind, Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    #: <alias>.schema.registry.*: the cluster's schema registry (``url``, ``basic.auth.user.info``: a secret), keys
+    #: without the prefix; empty when it has none (mirror_core/schemas/registry.py)
+    schema_registry: Mapping[str, str] = field(default_factory=_frozen, repr=False)
 
     def client_settings(self, kind: ClientKind, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
         settings = dict(self.clients.get(kind, {}))
@@ -102,6 +105,8 @@ class FlowConfig:
     sync_topic_deletions: bool = False
     sync_topic_deletions_grace_s: float = 86400.0
     sync_topic_deletions_dry_run: bool = False
+    #: schema.ids: records' schema ids (Confluent wire format) translate | preserve | off (mirror_core/schemas)
+    schema_ids: str = "off"
     consumer_overrides: Mapping[str, str] = field(default_factory=_frozen, repr=False)
     producer_overrides: Mapping[str, str] = field(default_factory=_frozen, repr=False)
 

@@ -1,0 +1,123 @@
+"""Copying subjects, their versions and compatibility settings from the source cluster's schema registry to the
+target's, and the id map that follows from it (a source schema id → the id the same subject version has on the
+target).
+
+Validated first, applied second: :func:`plan` reads both registries and refuses in one line (nothing changed) a
+target subject whose versions differ from the source's, a version the target's compatibility rules would refuse, or
+``preserve`` where the target cannot take given ids; :func:`apply` then makes the changes the plan lists.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from mirror_core.schemas.registry import Registry, RegistryError, SchemaVersion
+
+IMPORT = "IMPORT"
+
+
+class SchemaSyncRefused(RegistryError):
+    """The sync would leave the target half-applied or wrong: nothing was changed."""
+
+
+@dataclass
+class SchemaPlan:
+    """What one sync changes on the target, and the ids of what both registries already share."""
+
+    preserve_ids: bool
+    #: versions to register on the target, in order (a subject's versions oldest first)
+    register: list[SchemaVersion] = field(default_factory=list)
+    #: (subject or None for the registry's default, level) to set on the target
+    compatibility: list[tuple[str | None, str]] = field(default_factory=list)
+    #: source id → target id of the versions both hold already
+    ids: dict[int, int] = field(default_factory=dict)
+    #: what was seen, for the run's summary (drift history)
+    subjects: int = 0
+    versions: int = 0
+
+    @property
+    def changes(self) -> list[str]:
+        return ([f"register {s.subject} version {s.version} (source id {s.id})" for s in self.register]
+                + [f"compatibility of {subject or '(default)'} = {level}" for subject, level in self.compatibility])
+
+
+def same_schema(a: SchemaVersion, b: SchemaVersion) -> bool:
+    """The same schema, whatever whitespace each registry keeps (JSON for Avro and JSON Schema)."""
+    if a.schema_type != b.schema_type:
+        return False
+    if a.schema_type in ("AVRO", "JSON"):
+        try:
+            return bool(json.loads(a.schema) == json.loads(b.schema))
+        except ValueError:
+            pass
+    return a.schema.strip() == b.schema.strip()
+
+
+def plan(source: Registry, target: Registry, mode: str) -> SchemaPlan:
+    """What the sync would change (``mode``: schema.ids, translate or preserve); refused in one line when the
+    target cannot take it."""
+    preserve = mode == "preserve"
+    if preserve:
+        target_mode = target.mode()
+        if target_mode != IMPORT and target.subjects():
+            raise SchemaSyncRefused(
+                f"schema.ids = preserve: the schema registry of {target.alias} ({target.url}) is "
+                f"{'not in IMPORT mode' if target_mode else 'without modes (no IMPORT mode)'} and holds subjects, "
+                "so the source's ids cannot be kept: put it in IMPORT mode, or use schema.ids = translate")
+        if target_mode != IMPORT:
+            raise SchemaSyncRefused(
+                f"schema.ids = preserve: the schema registry of {target.alias} ({target.url}) has no IMPORT mode "
+                f"({target_mode or 'GET /mode is not supported'}), so ids cannot be given: put it in IMPORT mode, or "
+                "use schema.ids = translate")
+    p = SchemaPlan(preserve_ids=preserve)
+    default_src, default_tgt = source.compatibility(), target.compatibility()
+    if default_src and default_src != default_tgt:
+        p.compatibility.append((None, default_src))
+    for subject in source.subjects():
+        theirs = source.versions(subject)
+        ours = target.versions(subject)
+        p.subjects += 1
+        p.versions += len(theirs)
+        if len(ours) > len(theirs) or any(not same_schema(a, b) for a, b in zip(theirs, ours, strict=False)):
+            raise SchemaSyncRefused(
+                f"subject {subject} is incompatible on the target ({target.alias}): its versions there are not the "
+                f"source's first {len(ours)} (source {len(theirs)} versions, target {len(ours)}); nothing was "
+                "changed: delete or rename that subject on the target, or leave it out of the sync")
+        for a, b in zip(theirs, ours, strict=False):
+            if preserve and a.id != b.id:
+                raise SchemaSyncRefused(
+                    f"schema.ids = preserve: subject {subject} version {a.version} has id {b.id} on the target, "
+                    f"{a.id} on the source; nothing was changed: use schema.ids = translate")
+            p.ids[a.id] = b.id
+        missing = theirs[len(ours):]
+        if ours and missing and not target.is_compatible(subject, missing[0]):
+            raise SchemaSyncRefused(
+                f"subject {subject} is incompatible on the target ({target.alias}): version {missing[0].version} "
+                f"is refused by the target's compatibility rules; nothing was changed: align "
+                f"{target.alias}'s compatibility for {subject} with the source's")
+        p.register.extend(missing)
+        level = source.compatibility(subject)
+        if level and level != target.compatibility(subject):
+            p.compatibility.append((subject, level))
+    return p
+
+
+def apply(p: SchemaPlan, target: Registry) -> dict[int, int]:
+    """Make the plan's changes on the target; the whole id map (source id → target id)."""
+    ids = dict(p.ids)
+    for schema in p.register:
+        ids[schema.id] = target.register(schema, with_id=p.preserve_ids)
+    for subject, level in p.compatibility:
+        target.set_compatibility(level, subject)
+    return ids
+
+
+def id_map(source: Registry, target: Registry) -> dict[int, int]:
+    """Source schema id → target schema id, for every subject version both registries hold alike."""
+    ids: dict[int, int] = {}
+    for subject in source.subjects():
+        for a, b in zip(source.versions(subject), target.versions(subject), strict=False):
+            if same_schema(a, b):
+                ids[a.id] = b.id
+    return ids

@@ -281,7 +281,9 @@ KEYS: tuple[KeyDef, ...] = (
            "first); a record whose id the target does not have pauses its partition, never copied with a wrong id. "
            "Translation reads every record, so the flow runs the records data path. preserve: the ids are copied as "
            "they are, for a target registry the schema sync filled with the same ids (a registry in IMPORT mode). "
-           "off: keys and values are copied untouched (docs/schemas.md)."),
+           "off: keys and values are copied untouched. Today only off is accepted: the schema sync "
+           "(mirror_core.schemas) is there, the data path's translation is not, so translate and "
+           "preserve are refused at load."),
     KeyDef("replication.data.path", lambda raw: _choice(raw, DATA_PATHS), "records",
            "How records travel. records: consumed and produced one by one through librdkafka (every feature). "
            "batches: the source's record batches copied whole over the mirror's own Kafka client (mirror_core.wire), "

@@ -370,6 +370,12 @@ class _Builder:
             if name not in values and name != "clusters":
                 values[name] = self.parse_value(name, globals_.get(name))
 
+        if values["schema.ids"] != "off":
+            # The data path's translation is not there yet: copying such records would keep ids the target may
+            # give other schemas, so the flow is refused rather than run.
+            raise self.error(f"schema.ids = {values['schema.ids']}: this mirror does not rewrite records' schema ids "
+                             "yet (only the schema sync, mirror_core.schemas, is there): leave schema.ids = off",
+                             chosen.get("schema.ids") or globals_.get("schema.ids"))
         pool = chosen.get("replication.producers") or globals_.get("replication.producers")
         if values["exactly.once.enabled"] and (values["replication.producers"] or 1) > 1 and pool is not None:
             # Said, not silently dropped: exactly-once has one transactional producer per slot.

@@ -32,6 +32,8 @@ from mirror_core.wire.transactions import TransactionCoordinator
 
 #: how often a wait for answers looks again (the sender's results come in from its threads)
 POLL_S = 0.05
+#: the mirror's own records per batch, in bytes at most (the default max.message.bytes is 1 MiB)
+OWN_BATCH_BYTES = 512 << 10
 
 
 def _error(exc: BaseException) -> KafkaException:
@@ -174,13 +176,31 @@ class SlotProducer:
         self.sender.close()
         self.txn.close()
 
+    @staticmethod
+    def _own_batch(topic: str, partition: int, records: list[tuple[bytes | None, bytes | None, Any]],
+                   now: int) -> Outgoing:
+        return Outgoing(topic, partition, encode_batch([(k, v) for k, v, _ in records], now),
+                        token=_Own([cb for _, _, cb in records]))
+
     def _send_own(self) -> None:
+        """The mirror's own records, in batches of up to ``OWN_BATCH_BYTES`` (what a topic of the default
+        max.message.bytes takes: progress of thousands of partitions is more than one batch)."""
         if not self._own:
             return
         now = int(time.time() * 1000)
-        batches = [Outgoing(topic, partition, encode_batch([(k, v) for k, v, _ in records], now),
-                            token=_Own([cb for _, _, cb in records]))
-                   for (topic, partition), records in self._own.items()]
+        batches = []
+        for (topic, partition), records in self._own.items():
+            chunk: list[tuple[bytes | None, bytes | None, Any]] = []
+            size = 0
+            for record in records:
+                n = len(record[0] or b"") + len(record[1] or b"") + 16  # (a record's overhead: at most 16 bytes)
+                if chunk and size + n > OWN_BATCH_BYTES:
+                    batches.append(self._own_batch(topic, partition, chunk, now))
+                    chunk, size = [], 0
+                chunk.append(record)
+                size += n
+            if chunk:
+                batches.append(self._own_batch(topic, partition, chunk, now))
         self._own.clear()
         self._own_tps.update((b.topic, b.partition) for b in batches)
         self._own_out += len(batches)

@@ -359,9 +359,10 @@ def records(store: StateStore) -> dict[str, list[dict[str, Any]]]:
 
 
 def summary(store: StateStore, with_lag: bool = True, lag_deadline_s: float = LAG_DEADLINE_S,
-            board: LagBoard | None = None, user: Any = None) -> dict[str, Any]:
-    """Everything the page shows to ``user`` (an Airflow user; None: everything), JSON-ready (the
-    ``/api/summary`` answer; fields in docs/runbooks.md). A section the user may not read is not computed."""
+            board: LagBoard | None = None, *, user: Any) -> dict[str, Any]:
+    """Everything the page shows to ``user`` (an Airflow user; None, said explicitly: everything, for tools),
+    JSON-ready (the ``/api/summary`` answer; fields in docs/runbooks.md). A section the user may not read is
+    not computed."""
     board = board or LAGS
     approvals, approvals_error = pending_approvals()
     access = Access() if user is None else access_for(user, {a.dag_id for a in approvals})

@@ -97,7 +97,7 @@ def run_drill(config: MirrorConfig, properties_path: str | Path, plan: DrillPlan
     work = work_dir or Path(tempfile.mkdtemp(prefix="dr-drill-"))
     mirrors: list[DrillMirror] = []
     report = result.report
-    report.update({"plan": plan.to_xcom(), "topic": names.topic, "canary_group": names.canary_group,
+    report.update({"mode": "canary", "plan": plan.to_xcom(), "topic": names.topic, "canary_group": names.canary_group,
                    "drill_flow": names.flow, "work_dir": str(work)})
     try:
         _drill(config, properties_path, plan, names, work, mirrors, result)

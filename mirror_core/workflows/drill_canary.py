@@ -66,16 +66,27 @@ def seq_of(value: bytes | None) -> int:
     return int(json.loads(value or b"{}")["seq"])
 
 
+def stamp_of(value: bytes | None) -> str | None:
+    """The drill a record was produced by (None: not a drill record)."""
+    try:
+        data = json.loads(value or b"{}")
+    except ValueError:
+        return None
+    return data.get("drill") if isinstance(data, dict) else None
+
+
 def end_offsets(consumer: Consumer, topic: str, partitions: int, timeout: float = 10) -> dict[int, int]:
     """Per partition, its log end (0 when the cluster does not say)."""
     return {p: log_end(consumer, topic, p, timeout) or 0 for p in range(partitions)}
 
 
 def read_canary(consumer: Consumer, topic: str, starts: dict[int, int], ends: dict[int, int], timeout: float,
-                limit: int | None = None, first_at: list[float] | None = None) -> list[tuple[int, int, int]]:
+                limit: int | None = None, first_at: list[float] | None = None,
+                stamp: str | None = None) -> list[tuple[int, int, int]]:
     """(partition, offset, seq) from ``starts`` up to ``ends`` (or ``limit`` records), in arrival order.
 
-    ``first_at`` receives the monotonic time of the first record (or of reaching the end if none)."""
+    ``first_at`` receives the monotonic time of the first record (or of reaching the end if none);
+    ``stamp``: only the records of that drill (a topic that outlives drills holds earlier ones too)."""
     pending = {p for p in ends if starts.get(p, 0) < ends[p]}
     if not pending:
         if first_at is not None:
@@ -93,11 +104,13 @@ def read_canary(consumer: Consumer, topic: str, starts: dict[int, int], ends: di
                     continue
                 if limit is not None and len(out) >= limit:
                     break
+                if m.offset() + 1 >= ends[m.partition()]:
+                    pending.discard(m.partition())
+                if stamp is not None and stamp_of(m.value()) != stamp:
+                    continue
                 if first_at is not None and not first_at:
                     first_at.append(time.monotonic())
                 out.append((m.partition(), m.offset(), seq_of(m.value())))
-                if m.offset() + 1 >= ends[m.partition()]:
-                    pending.discard(m.partition())
     finally:
         consumer.unassign()
     return out

@@ -51,19 +51,27 @@ class DrillPlan:
     objectives: Objectives
     cleanup: bool = True
     timeout_s: float = 120.0
+    mode: str = "canary"  # canary: the drill's own topic and mirror | failover: the production flow's workflow
+    app: str = ""  # failover mode: the drill application's alias, topics (source names) and consumer groups
+    topics: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    drain_timeout_s: int = 300
 
     def to_xcom(self) -> dict[str, Any]:
         """The plan as XCom and the drill report carry it (``timeout_s`` is not part of it)."""
         return {"flow": self.flow, "records": self.records, "consume_before_failure": self.consume_before_failure,
                 "unreplicated_at_failure": self.unreplicated_at_failure, "failure_at": self.failure_at,
                 "seed": self.seed, "partitions": self.partitions, "rate": self.rate, "cleanup": self.cleanup,
-                "objectives": asdict(self.objectives)}
+                "objectives": asdict(self.objectives), "mode": self.mode, "app": self.app,
+                "topics": list(self.topics), "groups": list(self.groups), "drain_timeout_s": self.drain_timeout_s}
 
     @classmethod
     def from_xcom(cls, data: Mapping[str, Any]) -> DrillPlan:
         return cls(data["flow"], data["records"], data["consume_before_failure"], data["unreplicated_at_failure"],
                    data["failure_at"], data["seed"], data["partitions"], data["rate"],
-                   Objectives(**data["objectives"]), data["cleanup"])
+                   Objectives(**data["objectives"]), data["cleanup"], mode=data.get("mode", "canary"),
+                   app=data.get("app", ""), topics=tuple(data.get("topics", ())), groups=tuple(data.get("groups", ())),
+                   drain_timeout_s=data.get("drain_timeout_s", 300))
 
 
 def plan_drill(config: MirrorConfig, params: Mapping[str, Any]) -> DrillPlan:
@@ -72,6 +80,16 @@ def plan_drill(config: MirrorConfig, params: Mapping[str, Any]) -> DrillPlan:
     seed = random.SystemRandom().randrange(2**31) if p.seed is None else p.seed
     failure_at = random.Random(seed).randint(p.consume_before_failure + max(p.unreplicated_at_failure, 1), p.records)
     f = config.flow(p.flow)
+    objectives = Objectives(p.max_rpo_records, p.max_rto_seconds, p.max_duplicates, p.max_losses)
+    if p.mode == "failover":
+        # the drill application's topics must be ones the production flow mirrors: its failover moves them
+        unmirrored = [t for t in p.topics if not f.should_replicate(t)]
+        if unmirrored:
+            raise ParamError(f"Param 'topics': flow {f.name} does not mirror {', '.join(unmirrored)} (its topic "
+                             "filters); a failover drill needs topics the production flow replicates")
+        return DrillPlan(p.flow, p.records, p.consume_before_failure, -1, p.records, seed, 1, p.rate, objectives,
+                         False, mode="failover", app=p.app, topics=p.topics, groups=p.groups,
+                         drain_timeout_s=p.drain_timeout_s)
     names = DrillNames("x", f.source, f.target)
     # The drill topic on the primary, and its remote copy on the standby (which a reverse flow, running
     # or started by a failover, would copy back): no production flow, standby ones included, may take them.
@@ -84,7 +102,6 @@ def plan_drill(config: MirrorConfig, params: Mapping[str, Any]) -> DrillPlan:
     if names.alias in config.clusters:
         raise ParamError(f"Param 'flow': the drill needs the cluster alias 'drill-{f.source}', which the "
                          "mirror config already uses")
-    objectives = Objectives(p.max_rpo_records, p.max_rto_seconds, p.max_duplicates, p.max_losses)
     return DrillPlan(p.flow, p.records, p.consume_before_failure, p.unreplicated_at_failure, failure_at, seed,
                      p.partitions, p.rate, objectives, p.cleanup)
 

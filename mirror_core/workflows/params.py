@@ -205,9 +205,20 @@ class DrillParams:
     max_duplicates: int = param(minimum=0)
     max_losses: int = param(minimum=0)
     cleanup: bool = param(default=True)
+    mode: str = param(default="canary", choices=("canary", "failover"))
+    # failover mode: the drill application the production flow mirrors (its alias, topics, consumer groups)
+    app: str = param(default="")
+    topics: tuple[str, ...] = param(default=())
+    groups: tuple[str, ...] = param(default=())
+    drain_timeout_s: int = param(default=300, minimum=10, maximum=86400)
 
     def check(self) -> None:
         check_int("consume_before_failure", self.consume_before_failure, 1, self.records - 1)
+        if self.mode == "failover":
+            for name, value in (("app", self.app), ("topics", self.topics), ("groups", self.groups)):
+                if not value:
+                    raise ParamError(f"Param '{name}' is required with mode 'failover' (the drill application's "
+                                     "alias, topics and consumer groups)")
         check_int("unreplicated_at_failure", self.unreplicated_at_failure, -1,
                   self.records - self.consume_before_failure)
 

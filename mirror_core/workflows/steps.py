@@ -19,7 +19,7 @@ from mirror_core.config.model import MirrorConfig
 from mirror_core.errors import ClusterUnavailable
 from mirror_core.state.store import StateStore
 from mirror_core.topic_sync import sync_flow
-from mirror_core.workflows import cutover, failover, topic_failover
+from mirror_core.workflows import cutover, drill_failover, failover, topic_failover
 from mirror_core.workflows.control import flow_of
 from mirror_core.workflows.drill import run_drill
 from mirror_core.workflows.drill_plan import DrillPlan
@@ -229,6 +229,61 @@ def drill_and_record(config: MirrorConfig, properties_path: str | Path, plan: Dr
         raise WorkflowError(f"drill could not complete: {result.error}")
     return DrillOutcome(result.status, tuple(result.missed), result.rpo_records, result.rto_seconds,
                         result.duplicates, result.losses)
+
+
+def open_drill_failover(config: MirrorConfig, store: StateStore, plan: DrillPlan, run_id: str | None,
+                        triggered_at: datetime | None = None) -> tuple[FailoverPlan, drill_failover.DrillData]:
+    """A failover-mode drill's assessment: an overlap with production refused, and the failover's scope checked
+    (read-only), before anything is produced; then the known sequence, and the failover assessed and recorded
+    as the ``failover`` DAG's, marked as the drill's."""
+    drill_failover.check_scope(config, store, plan)
+    params = drill_failover.failover_params(plan)
+    failover.assess_failover(config, params.flow, list(params.apps), list(params.groups), True, store, params.topics)
+    data = drill_failover.prepare(config, plan, run_id)
+    assessed = open_failover(config, store, params, run_id, triggered_at)
+    store.note_failover(_record_id(assessed), **{drill_failover.DRILL_MARK: plan.app, "drill_stamp": data.stamp})
+    return assessed, data
+
+
+def drill_failback(config: MirrorConfig, store: StateStore, plan: DrillPlan, data: drill_failover.DrillData,
+                   who: str, run_id: str | None, approved_at: datetime | None = None,
+                   approver_name: str | None = None) -> dict[str, Any]:
+    """The failback of a failover-mode drill's scope, as the ``failback`` DAG runs it (records the old primary
+    alone holds replayed: none after a planned failover), approved by the drill's gate; then what is left."""
+    params = drill_failover.failover_params(plan)
+    back = failover.assess_failback(config, plan.flow, list(params.apps), list(params.groups), store, params.topics)
+    back = back.with_record(store.start_failover("failback", back.flow, True, run_id, back.record()))
+    store.note_failover(_record_id(back), **{drill_failover.DRILL_MARK: plan.app})
+    done = run_failback(config, store, back, failover.REPLAY, who, run_id, float(plan.drain_timeout_s), approved_at,
+                        approver_name)
+    verify_moved_groups(config, store, back, done)
+    return {"record_id": back.record_id, "unreplicated_total": back.unreplicated_total,
+            **drill_failover.left_after_failback(config, store, plan, data)}
+
+
+def record_failover_drill(store: StateStore, plan: DrillPlan, run_id: str | None, started_at: datetime,
+                          measured: Mapping[str, Any] | None, failback: Mapping[str, Any] | None,
+                          failover_record: int | None, error: str | None) -> DrillOutcome:
+    """Record a failover-mode drill, whatever its outcome (``error``: why it did not complete). Its RTO is the one
+    from the approval (the wait at the gate is a person's, not the system's); both are in the report."""
+    m = dict(measured or {})
+    rpo, rto = m.get("rpo_records"), m.get("rto_from_approval_s")
+    dup, loss = m.get("duplicates"), m.get("losses")
+    missed: list[str] = []
+    if error is None and rpo is not None:
+        missed = plan.objectives.missed(rpo, rto, dup or 0, loss or 0)
+        if not (failback or {}).get("complete"):
+            missed.append("failback: a drill group did not end on the primary with every record read once")
+    status = "error" if error else "failed" if missed else "passed"
+    report = {"mode": "failover", "plan": plan.to_xcom(), "app": plan.app, "topics": list(plan.topics),
+              "groups": list(plan.groups), "failover_record": failover_record, **m, "failback": dict(failback or {}),
+              "missed_objectives": missed, "status": status, **({"error": error} if error else {})}
+    store.record_drill(plan.flow, run_id, status, started_at, rpo, rto, dup, loss, report)
+    print(f"DR drill (failover mode, app {plan.app}) {status}: RPO {rpo} records, RTO {rto}s from the approval "
+          f"({m.get('rto_from_trigger_s')}s from the trigger), duplicates {dup}, losses {loss}")
+    if error:
+        raise WorkflowError(f"drill could not complete: {error}")
+    return DrillOutcome(status, tuple(missed), rpo, rto, dup, loss)
 
 
 def check_objectives(outcome: DrillOutcome) -> DrillOutcome:

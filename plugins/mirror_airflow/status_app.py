@@ -283,7 +283,8 @@ def drill_history(drills: list[DrDrill]) -> list[dict[str, Any]]:
     rows = []
     for i, d in enumerate(drills):
         previous = next((p for p in drills[i + 1:] if p.flow == d.flow and p.rpo_records is not None), None)
-        row: dict[str, Any] = {"flow": d.flow, "started": iso(d.started_at), "status": d.status, "run_id": d.run_id}
+        row: dict[str, Any] = {"flow": d.flow, "started": iso(d.started_at), "status": d.status, "run_id": d.run_id,
+                               "mode": (d.report or {}).get("mode") or "canary"}  # canary | failover
         for m in _DRILL_METRICS:
             row[m] = getattr(d, m)
             row[f"{m} change"] = _change(getattr(d, m), getattr(previous, m) if previous else None)

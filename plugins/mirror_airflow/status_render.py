@@ -186,7 +186,8 @@ def drills_html(trends: list[Row], drills: list[Row]) -> str:
                       + sparkline(rto, f"RTO of {t['flow']} per drill", " s")
                       + f"</div><p class='muted'>RPO: {esc(t['rpo_records'])}<br>"
                       + f"RTO: {esc(t['rto_seconds'])}</p></div>")
-    cols = (("started", "started"), ("flow", "flow"), ("status", "status"), ("rpo_records", "RPO (records)"),
+    cols = (("started", "started"), ("flow", "flow"), ("mode", "mode"), ("status", "status"),
+            ("rpo_records", "RPO (records)"),
             ("rpo_records change", "Δ"), ("rto_seconds", "RTO (s)"), ("rto_seconds change", "Δ"),
             ("duplicates", "duplicates"), ("losses", "losses"), ("missed", "missed objectives"), ("run_id", "run"))
     return "".join(charts) + table(drills, cols, numeric=("rpo_records", "rto_seconds", "duplicates", "losses"))

@@ -313,8 +313,13 @@ def test_auto_takes_batches_where_the_flow_allows_and_says_why_not_otherwise() -
     # The identity policy's cycles are prevented by producer id on batches (replication/mirror_writes.py).
     identity = flow("replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n")
     assert (identity.data_path, identity.data_path_reason) == ("batches", "auto: batches")
+    # Exactly-once copies whole batches in transactions (replication/batch_transactions.py).
+    assert (flow("exactly.once.enabled = true\n").data_path, flow("exactly.once.enabled = true\n").data_path_reason) \
+        == ("batches", "auto: batches")
     for extra, reason in [
-        ("exactly.once.enabled = true\n", "auto: records, because exactly.once.enabled = true"),
+        ("exactly.once.enabled = true\nreplication.policy.class = "
+         "org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n",
+         "auto: records, because exactly.once.enabled = true with the identity replication policy"),
         ("dc1.security.protocol = SSL\ndc1.ssl.sigalgs.list = ECDSA+SHA256\n",
          "auto: records, because cluster dc1 sets ssl.sigalgs.list, which the mirror's own client does not honour"),
         ("dc2.security.protocol = SASL_PLAINTEXT\ndc2.sasl.mechanism = OAUTHBEARER\n"
@@ -326,7 +331,8 @@ def test_auto_takes_batches_where_the_flow_allows_and_says_why_not_otherwise() -
         assert f.data_path == "records" and f.data_path_reason.startswith(reason) and "\n" not in f.data_path_reason
     # decided per flow: the reverse flow with its own obstacle, the other one on batches
     c = load("dc1->dc2.enabled = true\ndc2->dc1.enabled = true\nreplication.data.path = auto\n"
-             "dc2->dc1.exactly.once.enabled = true\n")
+             "dc2->dc1.exactly.once.enabled = true\ndc2->dc1.replication.policy.class = "
+             "org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n")
     assert [(f.name, f.data_path) for f in c.flows] == [("dc1->dc2", "batches"), ("dc2->dc1", "records")]
 
 

@@ -86,7 +86,7 @@ def slot_manager(outcomes: dict[int, KafkaException | None]) -> tuple[SlotManage
     sm.acks, sm.committer = MagicMock(), MagicMock()
     sm.committer.write_in_transaction.side_effect = lambda st, producer: st.acked
     sm.producers, sm.open, sm._fenced_noted, sm._pool, sm.gave_up = {}, set(outcomes), set(), None, False
-    sm.membership = MagicMock()
+    sm.membership, sm.slot_producer, sm.on_release = MagicMock(), None, None  # the records path's producers
     for k, outcome in outcomes.items():
         p = MagicMock()
         p.flush.return_value = 0

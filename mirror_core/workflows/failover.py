@@ -316,6 +316,13 @@ def execute_failover(config: MirrorConfig, store: StateStore, plan: FailoverPlan
     except Exception:
         set_flow(store, flow.name, "running", who, f"rollback of {why}", run_id)
         raise
+    return switch_to_standby(store, plan, flow, reverse, who, why, run_id, steps)
+
+
+def switch_to_standby(store: StateStore, plan: FailoverPlan, flow: FlowConfig, reverse: FlowConfig | None, who: str,
+                      why: str, run_id: str | None, steps: dict[str, Any]) -> dict[str, Any]:
+    """The last steps of a failover, whole flow or some topics: the plan's apps pointed at the standby in the
+    registry, then the reverse flow started (seeded before, so the standby's copies never flow back)."""
     for alias in plan.apps:
         store.set_active_cluster(alias, flow.target, who, why, run_id)
     steps["registry"] = {alias: flow.target for alias in plan.apps}

@@ -25,6 +25,7 @@ from mirror_core.workflows.failover import (
     require_idle,
     reverse_of,
     skip_unreplicated,
+    switch_to_standby,
     translate_back,
     translate_groups,
     wait_data_lag,
@@ -79,12 +80,7 @@ def execute_topic_failover(config: MirrorConfig, store: StateStore, plan: Failov
     except Exception:
         scope.resume_switched(store, flow.name, topics, who, f"rollback of {why}")
         raise
-    for alias in plan.apps:
-        store.set_active_cluster(alias, flow.target, who, why, run_id)
-    steps["registry"] = {alias: flow.target for alias in plan.apps}
-    if reverse is not None:
-        steps["start_reverse"] = set_flow(store, reverse.name, "running", who, why, run_id)
-    return steps
+    return switch_to_standby(store, plan, flow, reverse, who, why, run_id, steps)
 
 
 def execute_topic_failback(config: MirrorConfig, store: StateStore, plan: FailbackPlan, unreplicated_action: str,

@@ -5,7 +5,8 @@ are replaced whole wherever settings are displayed (:func:`redact`). Secret *val
 a configuration (a password taken from a JAAS line or a config provider) are registered here, and
 :func:`scrub` / :class:`SecretFilter` mask them in any text: log records (ours and librdkafka's),
 error messages, command output. A value shorter than :data:`MIN_SECRET_LENGTH` is not registered:
-masking every "a" would make output unreadable and such a value protects nothing anyway.
+masking every "a" would make output unreadable and such a value protects nothing anyway. Nor is a
+boolean (``sasl.oauthbearer.token.endpoint.allow.http = true`` names a token but holds a flag).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ MIN_SECRET_LENGTH = 4
 SECRET_PATTERN = re.compile(r"password|secret|jaas|token|credential|private|key\.pem|sasl\.oauthbearer\.config",
                             re.IGNORECASE)
 
+_FLAGS = frozenset({"true", "false"})
 _lock = threading.Lock()
 _values: set[str] = set()
 _pattern: re.Pattern[str] | None = None
@@ -41,7 +43,7 @@ def register_secret(value: str) -> None:
     """Remember ``value`` as secret: :func:`scrub` masks it from now on, in this process."""
     global _pattern
     value = value.strip()
-    if len(value) < MIN_SECRET_LENGTH:
+    if len(value) < MIN_SECRET_LENGTH or value.lower() in _FLAGS:
         return
     with _lock:
         if value not in _values:

@@ -136,6 +136,15 @@ def test_oidc_with_librdkafka_names_passes_through_and_the_endpoint_is_not_secre
     assert not is_secret("sasl.oauthbearer.token.endpoint.url") and is_secret("sasl.oauthbearer.client.secret")
 
 
+def test_a_flag_under_a_secret_looking_name_is_never_masked() -> None:
+    from mirror_core.config.client_props import translate
+    from mirror_core.redaction import scrub
+
+    translate({"sasl.oauthbearer.token.endpoint.allow.http": "true", "ssl.key.password": "FALSE"})
+    assert scrub("exactly.once.enabled = true, enable.idempotence = false") == (
+        "exactly.once.enabled = true, enable.idempotence = false")
+
+
 def test_token_endpoint_trust_from_the_jaas_line_and_jwt_bearer_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from tests.unit.stores import Pki
 

@@ -89,7 +89,10 @@ def test_missed_objective_fails_the_run_and_is_recorded(drill_env: StateStore) -
     assert row.status == "failed" and row.rpo_records == 6
     assert any(m.startswith("max_rpo_records") for m in row.report["missed_objectives"])
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
-    assert states == {"plan": "success", "drill": "success", "objectives": "failed"}
+    # The canary mode's tasks ran; the failover mode's branch was skipped as a whole.
+    assert {t: s for t, s in states.items() if s != "skipped"} == {
+        "plan": "success", "drill": "success", "objectives": "failed"}
+    assert {"assess", "approve", "execute"} <= {t for t, s in states.items() if s == "skipped"}
 
 
 def test_bad_params_fail_before_any_cluster_is_touched(drill_env: StateStore) -> None:

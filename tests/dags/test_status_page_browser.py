@@ -109,13 +109,20 @@ def test_status_page_in_a_browser(dc1: str, dc2: str, name: str, tmp_path: Path,
             browser.add_cookie({"name": "_token", "value": airflow_token, "path": "/"})
             browser.get(f"{base}/mirror-core/")
 
+            last_card: dict[str, Any] = {}
+
             def shown() -> dict[str, Any] | None:
                 card = flow_card(browser, "primary->backup")
+                last_card.update(card, unreachable_shown="cluster gone unreachable" in visible_text(browser))
                 ok = (card.get("state") == "running" and card.get("lag") == "0" and card.get("points", 0) >= 3
-                      and "cluster gone unreachable" in visible_text(browser))
+                      and last_card["unreachable_shown"])
                 return card if ok else None
 
-            card = wait_until(shown, 90, interval=1, what="flow running, lag 0, chart, unreachable cluster")
+            try:
+                card = wait_until(shown, 180, interval=1, what="flow running, lag 0, chart, unreachable cluster")
+            except AssertionError as exc:
+                log = mirror.log_path.read_text(errors="replace")[-3000:]
+                raise AssertionError(f"{exc}; the card: {last_card}; the mirror's log ends: {log}") from None
             assert "page-mirror-0: running" in card["text"], card["text"]
             assert flow_card(browser, "backup->primary")["state"] == "running"  # standby, started by a workflow
             gone = flow_card(browser, "primary->gone")

@@ -449,8 +449,8 @@ class _Builder:
         """The data path a flow runs ("records" or "batches") and why, in words. ``batches`` where the batches path
         cannot go is an error naming the key's line; ``auto`` takes batches where the flow allows them (what the
         mirror's own client honours: config/wire_support.py), records otherwise, saying which setting required it."""
-        if p is None or path == "records":
-            return "records", "replication.data.path = records" + (" (the default)" if p is None else "")
+        if path == "records":
+            return "records", "replication.data.path = records"
         # Exactly-once copies batches in each slot's transactions (replication/batch_transactions.py); the identity
         # policy's cycles are prevented by producer id (replication/mirror_writes.py), which the transactional
         # producers do not record yet: that pair stays on records.
@@ -465,7 +465,8 @@ class _Builder:
         obstacle = "; ".join(dict.fromkeys(found)) or None
         if path == "batches":
             return "batches", "replication.data.path = batches"
-        return ("records", f"auto: records, because {obstacle}") if obstacle else ("batches", "auto: batches")
+        auto = "auto" if p is not None else "auto (the default)"
+        return ("records", f"{auto}: records, because {obstacle}") if obstacle else ("batches", f"{auto}: batches")
 
     def check_client(self, kind: ClientKind, settings: dict[str, str], origins: Mapping[str, Origin],
                      owner: str, base: Mapping[str, str] | None = None) -> None:

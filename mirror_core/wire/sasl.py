@@ -49,11 +49,11 @@ def mechanism_for(settings: Mapping[str, str], where: str) -> str:
     mechanism = declared(settings)
     if mechanism not in MECHANISMS:
         raise SaslError(f"{where}: sasl.mechanism {mechanism} is not spoken by the batch-copying client yet (it speaks "
-                        f"{', '.join(MECHANISMS)}); the record-by-record path (the default) takes it")
+                        f"{', '.join(MECHANISMS)}); the records data path takes it (auto chooses it)")
     problem = oauthbearer_problem(settings) if mechanism == "OAUTHBEARER" else None
     if problem is not None:
         raise SaslError(f"{where}: OAUTHBEARER with {problem} is not spoken by the batch-copying client yet (it gets "
-                        f"{OAUTHBEARER_VARIANTS['oidc'][1]}); the record-by-record path (the default) takes it")
+                        f"{OAUTHBEARER_VARIANTS['oidc'][1]}); the records data path takes it (auto chooses it)")
     return mechanism
 
 

@@ -221,8 +221,10 @@ def test_global_enabled_has_no_effect_and_says_so() -> None:
     assert err.value.line == 4
 
 
-def test_the_batches_data_path_is_opt_in_and_refused_where_it_cannot_go_in_one_line_naming_the_key() -> None:
-    assert load("dc1->dc2.enabled = true\n").flows[0].data_path == "records"
+def test_the_batches_data_path_is_the_default_and_refused_where_it_cannot_go_in_one_line_naming_the_key() -> None:
+    default = load("dc1->dc2.enabled = true\n").flows[0]
+    assert (default.data_path, default.data_path_reason) == ("batches", "auto (the default): batches")
+    assert load("dc1->dc2.enabled = true\nreplication.data.path = records\n").flows[0].data_path == "records"
     assert load("dc1->dc2.enabled = true\nreplication.data.path = batches\n").flows[0].data_path == "batches"
     scram = ("dc1.security.protocol = SASL_SSL\ndc1.sasl.mechanism = SCRAM-SHA-256\n"
              'dc1.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required '
@@ -263,7 +265,7 @@ def test_the_batches_data_path_is_opt_in_and_refused_where_it_cannot_go_in_one_l
 
 
 def test_records_in_flight_auto_follows_the_data_path_and_a_number_applies_to_both() -> None:
-    records = load("dc1->dc2.enabled = true\n").flows[0]
+    records = load("dc1->dc2.enabled = true\nreplication.data.path = records\n").flows[0]
     assert records.in_flight_records_limit == 500_000 and records.max_in_flight_bytes == 64 << 20
     batches = load("dc1->dc2.enabled = true\nreplication.data.path = batches\n").flows[0]
     assert batches.in_flight_records_limit is None  # its bytes bound it
@@ -304,8 +306,8 @@ def test_auto_takes_batches_where_the_flow_allows_and_says_why_not_otherwise() -
     def flow(extra: str):  # type: ignore[no-untyped-def]
         return load(f"dc1->dc2.enabled = true\nreplication.data.path = auto\n{extra}").flows[0]
 
-    default = load("dc1->dc2.enabled = true\n").flows[0]
-    assert (default.data_path, default.data_path_reason) == ("records", "replication.data.path = records (the default)")
+    records = load("dc1->dc2.enabled = true\nreplication.data.path = records\n").flows[0]
+    assert (records.data_path, records.data_path_reason) == ("records", "replication.data.path = records")
     chosen = load("dc1->dc2.enabled = true\nreplication.data.path = batches\n").flows[0]
     assert chosen.data_path_reason == "replication.data.path = batches"
     assert (flow("").data_path, flow("").data_path_reason) == ("batches", "auto: batches")
@@ -336,9 +338,8 @@ def test_auto_takes_batches_where_the_flow_allows_and_says_why_not_otherwise() -
     assert [(f.name, f.data_path) for f in c.flows] == [("dc1->dc2", "batches"), ("dc2->dc1", "records")]
 
 
-def test_the_key_says_auto_is_not_the_default_and_why() -> None:
+def test_the_key_says_auto_is_the_default() -> None:
     from mirror_core.config.keys import KEYS_BY_NAME
 
     key = KEYS_BY_NAME["replication.data.path"]
-    assert key.default == "records" and "auto" in key.doc
-    assert "not the default" in key.doc and "1 KiB" in key.doc
+    assert key.default == "auto" and "auto is the default" in key.doc

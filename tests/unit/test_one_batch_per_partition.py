@@ -23,7 +23,9 @@ from mirror_core.replication.topic_limits import REQUEST_SLACK
 #: records large enough that a piece of 5 or more is over 16 KiB (the full REQUEST_SLACK applies)
 SIZE = 3000
 PER = SIZE + RECORD_OVERHEAD
-BASE = "clusters = dc1, dc2\ndc1.bootstrap.servers = a:1\ndc2.bootstrap.servers = b:2\ndc1->dc2.enabled = true\n"
+# The records path's producing (the batches path hands whole batches to its own sender).
+BASE = ("clusters = dc1, dc2\ndc1.bootstrap.servers = a:1\ndc2.bootstrap.servers = b:2\ndc1->dc2.enabled = true\n"
+        "replication.data.path = records\n")
 
 
 def flow(extra: str = "") -> FlowConfig:
@@ -106,7 +108,7 @@ def test_auto_is_on_with_several_producers_at_least_once_only() -> None:
     assert not on("replication.producers = 4\nreplication.one.batch.per.partition = false\n")
     with pytest.raises(ConfigError) as err:
         flow("replication.one.batch.per.partition = sometimes\n")
-    assert "replication.one.batch.per.partition" in str(err.value) and "line 5" in str(err.value)
+    assert "replication.one.batch.per.partition" in str(err.value) and "line 6" in str(err.value)
 
 
 def test_a_piece_fits_the_budget_as_librdkafka_counts_and_holds_at_least_one_record() -> None:

@@ -32,7 +32,9 @@ BASE = "clusters = dc1, dc2\ndc1.bootstrap.servers = a:1\ndc2.bootstrap.servers 
 
 
 def flow(extra: str = "") -> FlowConfig:
-    return parse_text(BASE + extra, validate_clients=False).flows[0]
+    """A flow on the records path unless ``extra`` chooses another."""
+    path = "" if "replication.data.path" in extra else "replication.data.path = records\n"
+    return parse_text(BASE + extra + path, validate_clients=False).flows[0]
 
 
 def test_one_producer_carries_everything() -> None:
@@ -180,7 +182,7 @@ def test_the_replicator_shows_its_choice_in_status_and_a_stopping_one_measures_n
     from mirror_core.metrics import Metrics
     from mirror_core.replication.replicator import FlowReplicator
 
-    config = parse_text(BASE, validate_clients=False, environ={})
+    config = parse_text(BASE + "replication.data.path = records\n", validate_clients=False, environ={})
     stop = threading.Event()
     replicator = FlowReplicator(config, config.flows[0], Metrics(), stop)
     chooser = replicator._producer_choice

@@ -96,7 +96,7 @@ def test_oauthbearer_sends_the_token_and_extensions_and_needs_an_oidc_endpoint()
                             "oidc without sasl.oauthbearer.client.secret"),
                            ({**oidc, "mirror_core.aws.msk.iam.region": "eu-west-1"}, "AWS MSK IAM")]:
         assert not sasl.speaks_oauthbearer(settings)
-        with pytest.raises(sasl.SaslError, match=f"dc1: OAUTHBEARER with {says}.*the record-by-record path"):
+        with pytest.raises(sasl.SaslError, match=f"dc1: OAUTHBEARER with {says}.*the records data path takes it"):
             sasl.mechanism_for(settings, "dc1")
 
 

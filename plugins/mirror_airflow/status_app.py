@@ -90,6 +90,8 @@ class FlowView:
     instances: list[InstanceView]
     policy: str | None
     exactly_once: bool | None
+    data_path: str | None  # records | batches, as the config file decides it (None: not in the config)
+    data_path_reason: str | None  # why, in words ("auto (the default): batches", "auto: records, because ...")
     lag: int | None
     lag_error: str | None  # why the lag is unknown
     unreachable_cluster: str | None
@@ -119,8 +121,22 @@ def _applied(desired: str | None, live: list[InstanceView]) -> bool:
     return all(i.state == "stopped" for i in live)
 
 
-def _config_flows() -> dict[str, tuple[str, str, bool]]:
-    """The flows of the config file: name -> (policy, enabled|standby, exactly_once); empty if unreadable."""
+@dataclass(frozen=True)
+class ConfiguredFlow:
+    """What the config file (or, for a flow no longer in it, the state store's record) says of a flow."""
+
+    policy: str | None
+    how: str  # enabled | standby | not in the config
+    exactly_once: bool | None
+    data_path: str | None = None
+    data_path_reason: str | None = None
+
+
+NOT_CONFIGURED = ConfiguredFlow(None, "not in the config", None)
+
+
+def _config_flows() -> dict[str, ConfiguredFlow]:
+    """The flows of the config file by name; empty if unreadable."""
     try:
         from mirror_core.airflow_support import load_mirror_config
 
@@ -129,14 +145,16 @@ def _config_flows() -> dict[str, tuple[str, str, bool]]:
         log.warning("status page: cannot read the mirror config: %s", exc)
         return {}
     standby = {f.name for f in config.standby_flows}
-    return {f.name: (f.policy.name, "standby" if f.name in standby else "enabled", f.exactly_once)
+    return {f.name: ConfiguredFlow(f.policy.name, "standby" if f.name in standby else "enabled", f.exactly_once,
+                                   f.data_path, f.data_path_reason)
             for f in config.all_flows}
 
 
 def collect_flows(store: StateStore, lags: Callable[[list[str]], dict[str, LagReading]],
                   history: Callable[[str], list[LagSample]]) -> tuple[list[FlowView], list[FlowInstance]]:
     """Every known flow with state, control and lag; also the instance rows that are no longer live."""
-    recorded = {f.name: (f.policy, "standby" if f.standby else "enabled", f.exactly_once) for f in store.flows()}
+    recorded = {f.name: ConfiguredFlow(f.policy, "standby" if f.standby else "enabled", f.exactly_once)
+                for f in store.flows()}
     configured = {**recorded, **_config_flows()}  # the file is what the mirrors read now
     controls = store.flow_controls()
     with store.session() as s:
@@ -147,17 +165,18 @@ def collect_flows(store: StateStore, lags: Callable[[list[str]], dict[str, LagRe
     readings = lags(names)
     out = []
     for name in names:
-        policy, how, eos = configured.get(name, (None, "not in the config", None))
+        conf = configured.get(name, NOT_CONFIGURED)
         live = [InstanceView(r.instance, r.state, iso(r.seen_at)) for r in live_rows if r.flow == name]
         control = controls.get(name)
         desired = control.desired if control else None
         reading = readings.get(name) or LagReading(time.time(), None, error="not measured")
         samples = history(name)
         out.append(FlowView(
-            name=name, state=flow_state(how, desired, live), configured=how, desired=desired,
+            name=name, state=flow_state(conf.how, desired, live), configured=conf.how, desired=desired,
             desired_by=control.changed_by if control else None, desired_reason=control.reason if control else None,
             desired_at=iso(control.changed_at) if control else None, applied=_applied(desired, live),
-            instances=live, policy=policy, exactly_once=eos, lag=reading.total, lag_error=reading.error,
+            instances=live, policy=conf.policy, exactly_once=conf.exactly_once, data_path=conf.data_path,
+            data_path_reason=conf.data_path_reason, lag=reading.total, lag_error=reading.error,
             unreachable_cluster=reading.unreachable_cluster,
             lag_measured_at=epoch_iso(reading.at) if reading.error is None else None,
             records_per_s=samples[-1].records_per_s if samples else None,

@@ -160,6 +160,8 @@ def flow_card(f: Row) -> str:
               if rate is not None else "—"),
              ("configured", esc(f["configured"]) + (f" · {esc(f['policy'])} policy" if f["policy"] else "")
               + (" · exactly-once" if f["exactly_once"] else "")),
+             ("data path", f"<span data-path='{esc(f['data_path'])}'>{esc(f['data_path'])}</span> "
+                           f"<span class='muted'>{esc(f['data_path_reason'])}</span>" if f["data_path"] else "—"),
              ("lag measured", when(f["lag_measured_at"]))]
     dl = "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in facts)
     parts = ""

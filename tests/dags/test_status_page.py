@@ -313,6 +313,31 @@ def test_runtime_controls_desired_and_applied(tmp_path: Path, auth_headers: dict
     assert "<alice>" not in page and "<saturates>" not in page and "audit" not in section_html
 
 
+def test_a_flows_filters_from_the_store_show_who_set_them_and_which_instances_apply_them(
+        tmp_path: Path, auth_headers: dict[str, str]) -> None:
+    from mirror_airflow.status_app import create_app
+
+    store = StateStore(f"sqlite:///{tmp_path / 's.db'}")
+    store.migrate()
+    f = store.set_flow_filter("dc1->dc2", "dana", "onboard <payments>", {"topics": "orders, payments"})
+    store.set_flow_filter("dc2->dc1", "dana", "gone", {"groups.exclude": "tmp-.*"})
+    store.clear_flow_filter("dc2->dc1", "dana", "done")
+    store.report_flow_states("m-0", {"dc1->dc2": "running"}, filters={"dc1->dc2": {
+        "topics": "orders, payments", "topics.exclude": "", "groups": ".*", "groups.exclude": "", "filter_id": f.id}})
+    store.report_flow_states("m-1", {"dc1->dc2": "running"}, filters={"dc1->dc2": {
+        "topics": "orders", "topics.exclude": "", "groups": ".*", "groups.exclude": "", "filter_id": None}})
+
+    client = TestClient(create_app(store, with_lag=False), headers=auth_headers)
+    [row] = [r for r in client.get("/api/summary").json()["runtime_controls"] if r["kind"] == "filter"]
+    assert (row["flow"], row["topics"], row["groups.exclude"], row["set_by"], row["applied"]) == (
+        "dc1->dc2", "orders, payments", None, "dana", {"instances": ["m-0"], "of": 2})
+    section_html = client.get("/").text.split("id='runtime-controls'", 1)[1].split("</section>", 1)[0]
+    for text in ("filters topics &#x27;orders, payments&#x27;", "onboard &lt;payments&gt;", "1 of 2 instances",
+                 "pending"):
+        assert text in section_html, text
+    assert "tmp-" not in section_html  # the cleared filter is not shown
+
+
 def test_no_runtime_control_is_named_among_the_empty_sections(tmp_path: Path, auth_headers: dict[str, str]) -> None:
     from mirror_airflow.status_app import create_app
 

@@ -16,7 +16,7 @@ from mirror_core import __version__
 from mirror_core.cli.common import EXIT_CONFIG, add_state_db_argument, existing_state_db, flow_names, load_logged, log
 from mirror_core.cli.control import add_control_parser
 from mirror_core.cli.partitions import add_partitions_parser
-from mirror_core.cli.tools import cmd_clusters, cmd_offsets, cmd_topics
+from mirror_core.cli.tools import cmd_clusters, cmd_offsets, cmd_schemas, cmd_topics
 from mirror_core.config.errors import ConfigError
 from mirror_core.config.model import MirrorConfig
 from mirror_core.redaction import install_log_filter, scrub
@@ -259,6 +259,16 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument("--no-record", action="store_true", help="do not record the run in the state store")
     top.add_argument("--json", action="store_true")
     top.set_defaults(func=cmd_topics)
+
+    sch = sub.add_parser("schemas", help="schema sync: subjects, versions and compatibility onto the target's registry")
+    sch.add_argument("action", choices=("sync",))
+    sch.add_argument("--config", required=True)
+    sch.add_argument("--flow", action="append", help="only this flow (repeatable)")
+    sch.add_argument("--dry-run", action="store_true", help="report the differences, change nothing")
+    add_state_db_argument(sch, "state store URL where the run is recorded", aliases=("--db-url",))
+    sch.add_argument("--no-record", action="store_true", help="do not record the run in the state store")
+    sch.add_argument("--json", action="store_true")
+    sch.set_defaults(func=cmd_schemas)
 
     cl = sub.add_parser("clusters", help="active-cluster registry: which cluster an application alias uses")
     cl.add_argument("action", choices=("active", "history"),

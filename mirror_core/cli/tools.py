@@ -138,6 +138,51 @@ def cmd_topics(args: argparse.Namespace) -> int:
     return 1 if refused else 0
 
 
+def cmd_schemas(args: argparse.Namespace) -> int:
+    """``schemas sync``: the source registry's subjects, versions and compatibility onto the target's, per flow."""
+    from mirror_core.schema_sync import sync_schemas
+    from mirror_core.schemas.registry import RegistryError
+    from mirror_core.state.store import StateStore
+
+    config = load_logged(args.config)
+    names = flow_names(config, args.flow) or [f.name for f in config.flows if f.schema_ids != "off"]
+    if not names:
+        print("mirror-core: schemas sync: no enabled flow sets schema.ids = translate: name one with --flow",
+              file=sys.stderr)
+        return EXIT_CONFIG
+    unset = [n for n in names if not all(config.cluster(a).schema_registry.get("url")
+                                         for a in (config.flow(n).source, config.flow(n).target))]
+    if unset:
+        print(f"mirror-core: schemas sync: flow {unset[0]} has no schema registry on both clusters: set "
+              "<alias>.schema.registry.url for its source and target", file=sys.stderr)
+        return EXIT_CONFIG
+    store = None
+    if not args.no_record:
+        store = StateStore(args.state_db)
+        store.migrate()
+    results = []
+    for name in names:
+        try:
+            results.append(sync_schemas(config, config.flow(name), args.dry_run, store, "cli"))
+        except RegistryError as exc:
+            print(scrub(f"mirror-core: schemas sync: flow {name}: {exc}"), file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps([r.as_dict() for r in results], indent=2))
+    else:
+        verb = "proposed" if args.dry_run else "applied"
+        for r in results:
+            for subject, kind, detail in r.changes:
+                print(f"{r.flow}: {verb}: {kind} {subject}: {detail}")
+            print(f"{r.flow}: {r.subjects} subjects, {r.versions} versions on the source; {len(r.changes)} changes "
+                  f"{verb}; {r.mapped_ids} source ids with a target id" + (" (dry run: nothing changed)"
+                                                                          if args.dry_run else ""))
+    refused = [r for r in results if r.refused]
+    for r in refused:
+        print(scrub(f"mirror-core: schemas sync: flow {r.flow} refused: {r.refused}"), file=sys.stderr)
+    return 1 if refused else 0
+
+
 def cmd_clusters(args: argparse.Namespace) -> int:
     """The active-cluster registry as applications see it (read-only: only workflows change it)."""
     from mirror_core.state.store import StateStore

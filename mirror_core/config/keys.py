@@ -277,13 +277,13 @@ KEYS: tuple[KeyDef, ...] = (
     KeyDef("schema.ids", lambda raw: _choice(raw, SCHEMA_IDS), "off",
            "Records written with a schema registry (Confluent wire format: a zero byte and a 4-byte big-endian schema "
            "id before the key or value). translate: the mirror rewrites each source id to the id the same subject "
-           "version has in the target's registry (<alias>.schema.registry.url of both clusters; run `schema_sync` "
-           "first); a record whose id the target does not have pauses its partition, never copied with a wrong id. "
-           "Translation reads every record, so the flow runs the records data path. preserve: the ids are copied as "
-           "they are, for a target registry the schema sync filled with the same ids (a registry in IMPORT mode). "
-           "off: keys and values are copied untouched. Today only off is accepted: the schema sync "
-           "(mirror_core.schemas) is there, the data path's translation is not, so translate and "
-           "preserve are refused at load."),
+           "version has in the target's registry (<alias>.schema.registry.url of both clusters; `mirror-core schemas "
+           "sync` copies the subjects first); the id map is read from both registries at the first framed record "
+           "and again when a record names an id it lacks, so a schema synced later is taken without a restart; a "
+           "record whose id the target still does not have pauses its partition there (one line; `mirror-core "
+           "partitions resume` after the sync), never copied with a wrong id. Translation reads every record, so "
+           "the flow runs the records data path. preserve (the ids copied as they are, for a target registry filled "
+           "in IMPORT mode) is refused at load for now. off: keys and values are copied untouched."),
     KeyDef("replication.data.path", lambda raw: _choice(raw, DATA_PATHS), "auto",
            "How records travel. records: consumed and produced one by one through librdkafka (every feature). "
            "batches: the source's record batches copied whole over the mirror's own Kafka client (mirror_core.wire), "

@@ -370,12 +370,8 @@ class _Builder:
             if name not in values and name != "clusters":
                 values[name] = self.parse_value(name, globals_.get(name))
 
-        if values["schema.ids"] != "off":
-            # The data path's translation is not there yet: copying such records would keep ids the target may
-            # give other schemas, so the flow is refused rather than run.
-            raise self.error(f"schema.ids = {values['schema.ids']}: this mirror does not rewrite records' schema ids "
-                             "yet (only the schema sync, mirror_core.schemas, is there): leave schema.ids = off",
-                             chosen.get("schema.ids") or globals_.get("schema.ids"))
+        self.check_schema_ids(values["schema.ids"], clusters[src], clusters[dst],
+                              chosen.get("schema.ids") or globals_.get("schema.ids"))
         pool = chosen.get("replication.producers") or globals_.get("replication.producers")
         if values["exactly.once.enabled"] and (values["replication.producers"] or 1) > 1 and pool is not None:
             # Said, not silently dropped: exactly-once has one transactional producer per slot.
@@ -443,6 +439,18 @@ class _Builder:
             consumer_overrides=MappingProxyType(settings["consumer"]),
             producer_overrides=MappingProxyType(settings["producer"]),
         )
+
+    def check_schema_ids(self, mode: str, src: ClusterConfig, dst: ClusterConfig, p: Property | None) -> None:
+        """translate needs both clusters' registries; preserve (ids kept, a target registry in IMPORT mode) is not
+        run yet: copying such records would keep ids the target may give other schemas."""
+        if mode == "preserve":
+            raise self.error("schema.ids = preserve: this mirror does not check that the target registry holds the "
+                             "source's ids yet: use schema.ids = translate (or off)", p)
+        if mode == "translate":
+            missing = [c.alias for c in (src, dst) if not c.schema_registry.get("url", "").strip()]
+            if missing:
+                raise self.error(f"schema.ids = translate needs the schema registry of both clusters: set "
+                                 f"{' and '.join(f'{a}.schema.registry.url' for a in missing)}", p)
 
     def check_data_path(self, path: str, exactly_once: bool, policy: ReplicationPolicy, p: Property | None,
                         schema_ids: str, *clients: tuple[Mapping[str, str], str]) -> tuple[str, str]:

@@ -59,6 +59,7 @@ from mirror_core.replication.produce import Producing
 from mirror_core.replication.producer_pool import ProducerChooser, batch_limits, make_target_producers
 from mirror_core.replication.reporting import CHECKING_FENCE, REJOINING_AFTER_FENCE, Reporter
 from mirror_core.replication.retry import MAX_PROBE_INTERVAL_S, Backoff
+from mirror_core.replication.schema_ids import ProduceRun, SchemaIdTranslation
 from mirror_core.replication.topics import TopicManager
 from mirror_core.stores.offset_syncs import ensure_offset_syncs_topic, offset_syncs_topic
 from mirror_core.stores.producer_ids import PRODUCER_IDS_TOPIC, ensure_producer_ids_topic
@@ -111,6 +112,9 @@ class FlowReplicator:
         self._topic_ids: dict[str, str] = {}
         self._missing_topics: dict[str, float] = {}
         self._denied_topics: set[str | None] = set()  # source topics the source refuses to let us read
+        #: schema.ids = translate: the id map outlives a run (records path only: config/loader.py)
+        self._schema_ids = SchemaIdTranslation(flow.name, config.cluster(flow.source), config.cluster(flow.target)) \
+            if flow.schema_ids == "translate" else None
         #: operators' resumes and skips of paused partitions, offered by the service's control loop
         self.operator = OperatorActions(flow.name)
         #: operators' pauses and bandwidth limits, set by the service's control loop
@@ -350,7 +354,10 @@ class FlowReplicator:
         src = self.config.cluster(self.flow.source)
         assert consumer is not None and acks is not None and assignment is not None and delivery is not None
         assert producing is not None and reading is not None
-        consuming = Consuming(self.flow, src, self.metrics, consumer, assignment, acks, producing.produce_run,
+        produce_run: ProduceRun = producing.produce_run
+        if self._schema_ids is not None:
+            produce_run = self._schema_ids.wrap(produce_run, lambda st, why: acks.pause(st, why, keep_in_flight=True))
+        consuming = Consuming(self.flow, src, self.metrics, consumer, assignment, acks, produce_run,
                               self._denied_topics)
         batch_max = self.flow.batch_max_records
         max_in_flight = self.flow.in_flight_records_limit or sys.maxsize  # (the batches path: the copier's bytes)

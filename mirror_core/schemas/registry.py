@@ -4,6 +4,7 @@ naming the registry and what to do; the credentials (``basic.auth.user.info``) a
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,10 @@ import httpx
 from mirror_core.redaction import scrub
 
 TIMEOUT_S = 10.0
+
+
+# Every request at INFO is noise in a sync's output; a failure is one RegistryError line.
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 class RegistryError(Exception):
@@ -97,7 +102,8 @@ class Registry:
 
     def set_compatibility(self, level: str, subject: str | None = None) -> None:
         path = f"/config/{quote(subject, safe='')}" if subject else "/config"
-        self.call("PUT", path, {"compatibility": level})
+        # Apicurio answers 404 to NONE for a subject without a rule of its own: it has none to remove.
+        self.call("PUT", path, {"compatibility": level}, missing_ok=level == "NONE")
 
     def mode(self) -> str | None:
         """READWRITE, READONLY, IMPORT; None where the registry has no modes (Apicurio 2)."""

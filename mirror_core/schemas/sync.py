@@ -98,7 +98,9 @@ def plan(source: Registry, target: Registry, mode: str) -> SchemaPlan:
                 f"{target.alias}'s compatibility for {subject} with the source's")
         p.register.extend(missing)
         level = source.compatibility(subject)
-        if level and level != target.compatibility(subject):
+        # A subject new on the target takes the target's default (the source's, once the plan sets it).
+        theirs_now = target.compatibility(subject) if ours else (default_src or default_tgt)
+        if level and level != theirs_now:
             p.compatibility.append((subject, level))
     return p
 

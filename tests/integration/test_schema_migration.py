@@ -1,17 +1,27 @@
 """Schema sync between two real schema registries (Apicurio Registry on loopback, tests/registry_harness.py):
 subjects, versions and compatibility copied, ids translated where they differ; refusals in one line with
-nothing changed."""
+nothing changed. Then a real mirror copying Avro records (fastavro, Confluent wire format) with schema.ids =
+translate: read on the target with the target registry's schemas; a record of a schema not synced yet pauses its
+partition, and the sync plus an operator's resume take it on."""
 
 from __future__ import annotations
 
+import io
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mirror_core.devcluster.local_cluster import free_port
 from mirror_core.schemas.registry import Registry, RegistryError, SchemaVersion
 from mirror_core.schemas.sync import SchemaSyncRefused, apply, id_map, plan
+from mirror_core.state.store import StateStore
+from tests.integration.conftest import flow_lines
+from tests.kafka_harness import REPO, admin, create_topic, mirror_env, producer, read_all, wait_until
 from tests.registry_harness import RegistryServer, registry_jar
 
 
@@ -72,6 +82,10 @@ def test_incompatible_subject_refused_nothing_applied(registries: tuple[Registry
         line = str(refused.value)
         assert "\n" not in line and clash in line and "incompatible on the target" in line
         assert fine not in tgt.subjects(), "nothing was applied"
+        # (the registries are shared by the module's tests: the clash must not refuse their syncs)
+        for registry in (src, tgt):
+            registry.call("DELETE", f"/subjects/{clash}")
+        assert clash not in tgt.subjects() and clash not in src.subjects()
 
 
 def test_preserve_refused_without_import_mode(registries: tuple[RegistryServer, RegistryServer]) -> None:
@@ -90,3 +104,96 @@ def test_unreachable_registry_one_line() -> None:
     line = str(failed.value)
     assert "\n" not in line and "cannot be reached" in line and "dc1.schema.registry.url" in line
     assert "s3cr3t-pass" not in line
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mirror_core", *args], capture_output=True, text=True, timeout=120,
+                          cwd=REPO, env=mirror_env())
+
+
+def _framed(schema_id: int, schema: dict[str, Any], record: dict[str, Any]) -> bytes:
+    import fastavro
+
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+    return b"\x00" + schema_id.to_bytes(4, "big") + out.getvalue()
+
+
+def _decoded(registry: Registry, data: bytes) -> tuple[int, dict[str, Any]]:
+    """(schema id, record) as a consumer of the target decodes it: the schema fetched from its registry by id."""
+    import fastavro
+
+    assert data[0] == 0
+    schema_id = int.from_bytes(data[1:5], "big")
+    text = registry.schema_by_id(schema_id)
+    assert text is not None, f"the target registry has no schema {schema_id}"
+    return schema_id, dict(fastavro.schemaless_reader(io.BytesIO(data[5:]), fastavro.parse_schema(json.loads(text))))
+
+
+def test_avro_records_are_read_on_the_target_with_its_ids_and_an_unsynced_schema_pauses_until_synced(
+        registries: tuple[RegistryServer, RegistryServer], dc1: str, dc2: str, name: str, start_mirror: Any,
+        tmp_path: Path) -> None:
+    src_srv, tgt_srv = registries
+    topic, remote = f"{name}.orders", f"dc1.{name}.orders"
+    subject = f"{topic}-value"
+    v1 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}, {"name": "item",
+                                                                                          "type": "string"}]}
+    v2 = {**v1, "fields": [*v1["fields"], {"name": "note", "type": "string", "default": ""}]}
+    with Registry("dc1", {"url": src_srv.url}) as src, Registry("dc2", {"url": tgt_srv.url}) as tgt:
+        tgt.register(SchemaVersion(f"{name}-unrelated-value", 1, 0, json.dumps({"type": "string"}), "AVRO"))
+        s1 = src.register(SchemaVersion(subject, 1, 0, json.dumps(v1), "AVRO"))
+        create_topic(dc1, topic, 1)
+        p = producer(dc1)
+        sent = [{"id": i, "item": f"item-{i}"} for i in range(200)]
+        for r in sent:
+            p.produce(topic, value=_framed(s1, v1, r), key=b"%d" % r["id"])
+        assert p.flush(30) == 0
+
+        db = f"sqlite:///{tmp_path / 'state.db'}"
+        lines = flow_lines(name, "dc1->dc2.schema.ids = translate", f"dc1.schema.registry.url = {src_srv.url}",
+                           f"dc2.schema.registry.url = {tgt_srv.url}")
+        config = tmp_path / "mm2.properties"
+        config.write_text("clusters = dc1, dc2\n" f"dc1.bootstrap.servers = {dc1}\ndc2.bootstrap.servers = {dc2}\n"
+                          + "\n".join(lines) + "\n")
+
+        # The dry run proposes and records, and changes nothing; the sync applies.
+        dry = _cli("schemas", "sync", "--config", str(config), "--dry-run", "--state-db", db)
+        assert dry.returncode == 0, dry.stderr
+        assert f"proposed: schema {subject}: version 1" in dry.stdout and subject not in tgt.subjects()
+        store = StateStore(db)
+        assert any(e.topic == subject and e.action == "proposed" for e in store.recent_drift("dc1->dc2"))
+        applied = _cli("schemas", "sync", "--config", str(config), "--state-db", db)
+        assert applied.returncode == 0, applied.stderr
+        [t1] = [v.id for v in tgt.versions(subject)]
+        assert t1 != s1, "the target's id was meant to differ"
+
+        m = start_mirror(lines, config=config, args=["--state-db", db])
+        wait_until(lambda: remote in admin(dc2).list_topics(timeout=5).topics, 60, what="the remote topic")
+        wait_until(lambda: len(read_all(dc2, remote, timeout=10)) == len(sent), 120, what="the 200 records there")
+        copied = read_all(dc2, remote)
+        assert [_decoded(tgt, r.value) for r in copied] == [(t1, r) for r in sent]
+        assert [r.key for r in copied] == [b"%d" % r["id"] for r in sent]  # unframed keys as they were
+
+        # A schema registered on the source since, not synced: its record is not copied, the partition pauses.
+        s2 = src.register(SchemaVersion(subject, 2, 0, json.dumps(v2), "AVRO"))
+        later = [{"id": 200, "item": "new", "note": "v2"}, {"id": 201, "item": "old"}]
+        p.produce(topic, value=_framed(s2, v2, later[0]))
+        p.produce(topic, value=_framed(s1, v1, later[1]))
+        assert p.flush(30) == 0
+
+        def paused() -> str:
+            return next((q["paused"] for q in m.partitions() if q["topic"] == topic and q["paused"]), "")
+
+        reason = wait_until(paused, 60, what="the partition paused at the unknown schema id")
+        assert f"offset 200 names schema id {s2}" in reason and "mirror-core schemas sync" in reason, reason
+        assert len(read_all(dc2, remote)) == len(sent), "nothing after the unknown id was copied"
+
+        # The operator syncs and resumes: both records land, each with the target's id of its schema.
+        assert _cli("schemas", "sync", "--config", str(config), "--state-db", db).returncode == 0
+        t2 = next(v.id for v in tgt.versions(subject) if v.version == 2)
+        resumed = _cli("partitions", "resume", "--state-db", db, "--flow", "dc1->dc2", "--topic", topic,
+                       "--partition", "0", "--reason", "schemas synced", "--by", "dana")
+        assert resumed.returncode == 0, resumed.stderr
+        wait_until(lambda: len(read_all(dc2, remote, timeout=10)) == len(sent) + 2, 60, what="the two later records")
+        tail = [_decoded(tgt, r.value) for r in read_all(dc2, remote)[len(sent):]]
+        assert tail == [(t2, {**later[0]}), (t1, later[1])]

@@ -1,4 +1,5 @@
-"""<alias>.schema.registry.*: parsed, the credentials kept secret; schema.ids other than off refused for now."""
+"""<alias>.schema.registry.*: parsed, the credentials kept secret; schema.ids = translate needs both registries and
+runs the records path; preserve refused for now. The translation between reading and producing, on fake records."""
 
 from __future__ import annotations
 
@@ -20,7 +21,76 @@ def test_registry_settings_and_schema_ids() -> None:
                                          "basic.auth.user.info": "mirror:registry-pass-1"}
     assert "registry-pass-1" not in repr(dc1) and "registry-pass-1" not in scrub("auth mirror:registry-pass-1")
     assert c.flows[0].schema_ids == "off"
-    # The mirror does not translate ids yet: a flow asking for it is refused in one line, not run with wrong ids.
+    # translate needs both registries, named in one line; preserve is refused.
     with pytest.raises(ConfigError) as refused:
-        parse_text(BASE + "dc1->dc2.enabled = true\ndc1->dc2.schema.ids = translate\n")
-    assert "schema.ids = translate" in str(refused.value) and "\n" not in str(refused.value)
+        parse_text(BASE + "dc1.schema.registry.url = http://r:1\ndc1->dc2.enabled = true\n"
+                   "dc1->dc2.schema.ids = translate\n")
+    assert "dc2.schema.registry.url" in str(refused.value) and "dc1.schema" not in str(refused.value)
+    assert "\n" not in str(refused.value)
+    with pytest.raises(ConfigError) as refused:
+        parse_text(BASE + "dc1->dc2.enabled = true\ndc1->dc2.schema.ids = preserve\n")
+    assert "schema.ids = preserve" in str(refused.value)
+    both = parse_text(BASE + "dc1.schema.registry.url = http://r:1\ndc2.schema.registry.url = http://r:2\n"
+                      "dc1->dc2.enabled = true\ndc1->dc2.schema.ids = translate\n").flows[0]
+    assert (both.schema_ids, both.data_path, both.data_path_reason) == (
+        "translate", "records", "auto (the default): records, because schema.ids = translate")
+
+
+class Rec:
+    """As much of confluent_kafka.Message as the translation reads and writes."""
+
+    def __init__(self, offset: int, key: bytes | None, value: bytes | None) -> None:
+        self._offset, self._key, self._value = offset, key, value
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def set_key(self, key: bytes | None) -> None:
+        self._key = key
+
+    def set_value(self, value: bytes | None) -> None:
+        self._value = value
+
+    def offset(self) -> int:
+        return self._offset
+
+    def topic(self) -> str:
+        return "orders"
+
+    def partition(self) -> int:
+        return 2
+
+
+def framed(schema_id: int, payload: bytes = b"p") -> bytes:
+    return b"\x00" + schema_id.to_bytes(4, "big") + payload
+
+
+def test_a_run_is_rewritten_up_to_an_unknown_id_which_pauses_its_partition_after_one_more_reading() -> None:
+    from mirror_core.replication.schema_ids import REFRESH_S, SchemaIdTranslation
+
+    config = parse_text(BASE + "dc1.schema.registry.url = http://r:1\ndc2.schema.registry.url = http://r:2\n"
+                        "dc1->dc2.enabled = true\ndc1->dc2.schema.ids = translate\n")
+    maps = [{1: 101}, {1: 101, 2: 102}, {1: 101, 2: 102}]
+    now = [0.0]
+    t = SchemaIdTranslation("dc1->dc2", config.clusters["dc1"], config.clusters["dc2"], read_map=lambda: maps.pop(0),
+                            clock=lambda: now[0])
+    produced: list[list[tuple[bytes | None, bytes | None]]] = []
+    paused: list[str] = []
+    run = t.wrap(lambda st, run: produced.append([(m.key(), m.value()) for m in run]),
+                 lambda st, why: paused.append(why))
+    # Read at the first framed record; unframed keys and values pass as they are.
+    run(None, [Rec(0, b"k", framed(1)), Rec(1, None, b"plain")])  # type: ignore[arg-type, list-item]
+    assert produced == [[(b"k", framed(101)), (None, b"plain")]] and not paused
+    # Id 2 appeared on the source and was synced: read again, taken.
+    now[0] += REFRESH_S
+    run(None, [Rec(2, framed(2, b"key"), framed(1))])  # type: ignore[arg-type, list-item]
+    assert produced[-1] == [(framed(102, b"key"), framed(101))] and not paused
+    # Id 3 is unknown right after a reading: the record before it goes, then the partition pauses at it.
+    now[0] += 1
+    run(None, [Rec(3, None, framed(2)), Rec(4, None, framed(3)), Rec(5, None, framed(1))])  # type: ignore[list-item]
+    assert produced[-1] == [(None, framed(102))] and len(paused) == 1
+    assert "orders[2] offset 4 names schema id 3" in paused[0] and "mirror-core partitions resume" in paused[0]
+    assert len(maps) == 1  # no reading within REFRESH_S of the last

@@ -4,7 +4,8 @@ Trigger by hand with ``source``, ``target`` (cluster aliases of a configured flo
 ``groups``, ``apps`` (registry aliases), ``max_lag`` and ``deny_writes``.
 
 preflight (configs/ACLs synced, replication healthy, lag <= max_lag; recorded and bound to the run in the
-state store with its digest) -> **approve_start**
+state store with its digest) -> **approve_start** -> schemas (where both clusters have a schema registry: its
+subjects, versions and compatibility synced to the target's, recorded; a refusal fails the run, which rolls back)
 -> deny_writes (optional DENY WRITE ACLs on the source topics) -> **quiesce** (the approver confirms
 producers are stopped, or rolls back) -> drain (to lag 0, then the flow stops) -> completeness (the
 offset map accounts for every record) -> switch (translated offsets committed on the target, registry
@@ -85,6 +86,19 @@ def cloud_migration_cutover() -> None:
         shows_plan=True,  # from the state store, with its digest
         **GATE,
     )
+
+    @task
+    def schemas() -> dict[str, Any]:
+        from mirror_core.workflows.steps import sync_schemas
+
+        context = get_current_context()
+        plan, _ = approved(context, STARTED, "preflight")
+        config = load_mirror_config()
+        flow = config.flow(plan.flow)
+        if not all(config.cluster(a).schema_registry.get("url") for a in (flow.source, flow.target)):
+            return {"skipped": f"{flow.source} and {flow.target} do not both have a schema registry"}
+        with failing_fast():
+            return sync_schemas(config, state_store(), plan.flow, False, context["run_id"])
 
     @task
     def deny_writes() -> list[str]:
@@ -176,8 +190,8 @@ def cloud_migration_cutover() -> None:
                           answers, {"switched": details.get("switch")}, record is not None and record.status == "done",
                           last_approver(bound, GATES), context["run_id"], refusal_of(store, bound) if bound else None)
 
-    switched = preflight() >> approve_start >> deny_writes() >> quiesce >> drain() >> completeness() >> switch()
-    switched >> final_approval >> done() >> rollback()
+    started = preflight() >> approve_start >> schemas() >> deny_writes()
+    started >> quiesce >> drain() >> completeness() >> switch() >> final_approval >> done() >> rollback()
 
 
 cloud_migration_cutover()

@@ -10,6 +10,7 @@ import pytest
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 from mirror_core.devcluster.toxiproxy import Toxiproxy, ToxiproxyServer
 from tests.kafka_harness import MirrorProcess, new_cluster, unique, write_config
+from tests.registry_harness import RegistryServer, registry_jar
 from tests.wan_harness import WanLink
 
 
@@ -26,6 +27,22 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Loc
     finally:
         for c in pair.values():
             c.stop()
+
+
+@pytest.fixture(scope="session")
+def registries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RegistryServer, RegistryServer]]:
+    """Two real schema registries (Apicurio, Confluent-compatible API) on loopback, for the whole session: the
+    source's and the target's (started only by tests that use them)."""
+    jar = registry_jar()
+    a = RegistryServer(tmp_path_factory.mktemp("registry-src"), jar).start()
+    try:
+        b = RegistryServer(tmp_path_factory.mktemp("registry-tgt"), jar).start()
+        try:
+            yield a, b
+        finally:
+            b.stop()
+    finally:
+        a.stop()
 
 
 @pytest.fixture

@@ -238,6 +238,18 @@ class TopicSyncParams(OneOrEveryFlow):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SchemaSyncParams(TopicSyncParams):
+    """The schema sync covers the flow named, or every enabled flow whose clusters both have a registry."""
+
+    def flows(self, config: MirrorConfig) -> list[str]:
+        if self.flow:
+            return [self.flow]
+        return [f.name for f in config.flows
+                if config.cluster(f.source).schema_registry.get("url")
+                and config.cluster(f.target).schema_registry.get("url")]
+
+
+@dataclass(frozen=True, kw_only=True)
 class ReconciliationParams(OneOrEveryFlow):
     # mirror_core.reconciliation.WINDOWS (a sibling layer: not imported; the DAG's Param enum uses WINDOWS)
     window: str = param(default="since_last_success", choices=("since_last_success", "all_retained"))

@@ -294,6 +294,29 @@ def check_objectives(outcome: DrillOutcome) -> DrillOutcome:
 
 
 # -- topic config sync ---------------------------------------------------------------------------------
+def sync_schemas(config: MirrorConfig, store: StateStore, flow: str, dry_run: bool,
+                 run_id: str | None) -> dict[str, Any]:
+    """One flow's schema registries (subjects, versions, compatibility), recorded; a refusal, an unreachable or
+    unauthorised registry, or a flow without both registries fails the step in one line, nothing changed."""
+    from mirror_core.schema_sync import sync_schemas as sync
+    from mirror_core.schemas.registry import RegistryError
+
+    f = config.flow(flow)
+    missing = [a for a in (f.source, f.target) if not config.cluster(a).schema_registry.get("url")]
+    if missing:
+        raise WorkflowError(f"flow {flow}: no schema registry for {' and '.join(missing)}: set "
+                            f"{', '.join(f'{a}.schema.registry.url' for a in missing)}")
+    try:
+        result = sync(config, f, dry_run, store, run_id)
+    except RegistryError as exc:
+        raise WorkflowError(str(exc)) from None
+    for subject, kind, detail in result.changes:
+        print(f"{'proposed' if dry_run else 'applied'}: {kind} {subject}: {detail}")
+    if result.refused:
+        raise WorkflowError(f"schema sync of {flow} refused: {result.refused}")
+    return result.as_dict()
+
+
 def sync_topics(config: MirrorConfig, store: StateStore, flow: str, dry_run: bool,
                 run_id: str | None) -> dict[str, Any]:
     """One flow's partitions, configs and read-only ACLs, recorded; drift it refuses fails the step."""

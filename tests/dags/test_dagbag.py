@@ -17,7 +17,7 @@ def test_dagbag_has_no_import_errors() -> None:
     assert set(dag.params.keys()) == {"flow", "dry_run"}
     expected = {"failover": {"flow", "apps", "groups", "mode"}, "failback": {"flow", "apps", "groups"},
                 "cloud_migration_cutover": {"source", "target", "topics", "groups", "max_lag"},
-                "dr_drill": {"flow"}, "checkpoint_reconciliation": {"flow"}}
+                "dr_drill": {"flow"}, "checkpoint_reconciliation": {"flow"}, "schema_sync": {"flow", "dry_run"}}
     for dag_id, params in expected.items():
         assert dag_id in bag.dag_ids, dag_id
         assert params <= set(bag.get_dag(dag_id).params.keys()), (dag_id, bag.get_dag(dag_id).params.keys())

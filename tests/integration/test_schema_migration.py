@@ -10,7 +10,6 @@ import io
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +21,7 @@ from mirror_core.schemas.sync import SchemaSyncRefused, apply, id_map, plan
 from mirror_core.state.store import StateStore
 from tests.integration.conftest import flow_lines
 from tests.kafka_harness import REPO, admin, create_topic, mirror_env, producer, read_all, wait_until
-from tests.registry_harness import RegistryServer, registry_jar
-
-
-@pytest.fixture(scope="session")
-def registries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RegistryServer, RegistryServer]]:
-    jar = registry_jar()
-    a = RegistryServer(tmp_path_factory.mktemp("registry-src"), jar).start()
-    try:
-        b = RegistryServer(tmp_path_factory.mktemp("registry-tgt"), jar).start()
-        try:
-            yield a, b
-        finally:
-            b.stop()
-    finally:
-        a.stop()
+from tests.registry_harness import RegistryServer
 
 
 def _avro(name: str, *fields: str) -> str:

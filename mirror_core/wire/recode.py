@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import cramjam
@@ -207,6 +207,31 @@ def compress(codec: int, data: bytes) -> bytes:
     return bytes(_codec(codec)[1](data))
 
 
+def records_of(raw: bytes | memoryview, count: int) -> Iterator[tuple[int, int, int, int, int]]:
+    """Each of the ``count`` records in the decompressed records ``raw``, checked to lie inside them: (where its body
+    starts, where it ends, where its offset delta starts, where its key starts, its offset delta). The count is
+    checked against what the bytes can hold before anything is looped over, and no byte may follow the last record.
+    One walk for every reader of a batch's records (contiguous_copy here, wire/headers.py)."""
+    if count < 0 or count > len(raw) // MIN_RECORD:
+        raise ProtocolError(f"claims {count} records; its {len(raw)} bytes of records hold {len(raw) // MIN_RECORD} "
+                            "at most")
+    at = 0
+    for i in range(count):
+        length, body = read_varint(raw, at)
+        end = body + length
+        if length < MIN_RECORD - 1 or end > len(raw):
+            raise ProtocolError(f"record {i} at byte {at} of its records is {length} bytes long, with "
+                                f"{len(raw) - body} left")
+        after_ts = read_varint(raw, body + 1)[1]  # attributes (1 byte), then the timestamp delta
+        delta, after_delta = read_varint(raw, after_ts)
+        if after_delta > end:
+            raise ProtocolError(f"record {i} at byte {at} of its records ends inside its offset delta")
+        yield body, end, after_ts, after_delta, delta
+        at = end
+    if at != len(raw):
+        raise ProtocolError(f"{len(raw) - at} bytes after its {count} records")
+
+
 def contiguous_copy(batch: memoryview | bytes | bytearray, start: int = -1,
                     limit: int = MAX_DECOMPRESSED) -> tuple[bytearray, list[tuple[int, int]]]:
     """``batch`` with its records' offset deltas 0..n-1 and its last offset delta n-1 (a CRC of its own:
@@ -235,9 +260,6 @@ def contiguous_copy(batch: memoryview | bytes | bytearray, start: int = -1,
         raw = decompress(codec, bytes(batch[BATCH_HEADER:]), limit)
     except ProtocolError as exc:
         raise ProtocolError(f"record batch at offset {base}: {exc}") from None
-    if count < 0 or count > len(raw) // MIN_RECORD:
-        raise ProtocolError(f"record batch at offset {base} claims {count} records; its {len(raw)} bytes of "
-                            f"records hold {len(raw) // MIN_RECORD} at most")
     try:
         return _recoded(head, raw, base, count, codec, start)
     except ProtocolError as exc:
@@ -249,18 +271,8 @@ def _recoded(head: bytes, raw: bytes, base: int, count: int, codec: int,
     """contiguous_copy's rewrite of the decompressed records ``raw``, each checked to lie inside them."""
     out = bytearray()
     gaps: list[tuple[int, int]] = []
-    at, previous, kept = 0, max(base, start) - 1, 0
-    for i in range(count):
-        length, body = read_varint(raw, at)
-        end = body + length
-        if length < MIN_RECORD - 1 or end > len(raw):
-            raise ProtocolError(f"record {i} at byte {at} of its records is {length} bytes long, with "
-                                f"{len(raw) - body} left")
-        _, after_ts = read_varint(raw, body + 1)  # attributes (1 byte), then the timestamp delta
-        delta, after_delta = read_varint(raw, after_ts)
-        if after_delta > end:
-            raise ProtocolError(f"record {i} at byte {at} of its records ends inside its offset delta")
-        at = end
+    previous, kept = max(base, start) - 1, 0
+    for body, end, after_ts, after_delta, delta in records_of(raw, count):
         if base + delta < start:
             continue
         if base + delta != previous + 1:
@@ -269,8 +281,6 @@ def _recoded(head: bytes, raw: bytes, base: int, count: int, codec: int,
         record = raw[body:after_ts] + varint(kept) + raw[after_delta:end]
         out += varint(len(record)) + record
         kept += 1
-    if at != len(raw):
-        raise ProtocolError(f"{len(raw) - at} bytes after its {count} records")
     if not kept:
         return bytearray(), []
     records = compress(codec, bytes(out))

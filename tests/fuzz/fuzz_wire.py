@@ -30,6 +30,7 @@ with atheris.instrument_imports(include=["mirror_core"]):
     from mirror_core.wire.codec import array, blob, int16, int32, int64, string
     from mirror_core.wire.connection import Connection
     from mirror_core.wire.fetch import parse_fetch
+    from mirror_core.wire.headers import header_values, with_hop
     from mirror_core.wire.metadata import parse_metadata
     from mirror_core.wire.produce import parse_produce
 
@@ -65,6 +66,12 @@ def recoded(data: bytes) -> None:
         recode.contiguous_copy(batch, 3, LIMIT)
 
 
+def headers(data: bytes) -> None:
+    """The identity policy's provenance header read from, and added to, a batch (wire/headers.py)."""
+    header_values(data, b"h", LIMIT)
+    with_hop(data, b"h", b"dc9", LIMIT)
+
+
 def decompressed(data: bytes) -> None:
     if data:
         recode.decompress(data[0] % 5, data[1:], LIMIT)
@@ -78,6 +85,7 @@ TARGETS: list[Callable[[bytes], object]] = [
     record_set,
     recoded,
     decompressed,
+    headers,
 ]
 
 
@@ -115,6 +123,7 @@ def seeds() -> dict[str, bytes]:
     for codec in range(5):
         out[f"recode-{recode.CODECS[codec]}"] = bytes([5]) + _batch(10, recode.compress(codec, rec), 2, codec)
         out[f"decompress-{recode.CODECS[codec]}"] = bytes([6, codec]) + recode.compress(codec, rec * 4)
+        out[f"headers-{recode.CODECS[codec]}"] = bytes([7]) + _batch(10, recode.compress(codec, rec), 2, codec)
     return out
 
 

@@ -179,6 +179,30 @@ def test_a_recode_of_any_batch_crc_valid_or_not_raises_only_protocol_errors(case
 
 
 @FUZZ
+@given(st.sampled_from(sorted(recode.CODECS)).flatmap(
+    lambda codec: st.one_of(st.binary(max_size=120).map(lambda b: compressed_gapped(codec)[:61] + b),
+                            mutated(compressed_gapped(codec)))))
+def test_reading_or_adding_a_header_of_any_batch_raises_only_protocol_errors(data: bytes) -> None:
+    from mirror_core.wire.headers import header_values, with_hop
+
+    typed_only(header_values, data, b"h", 1 << 16)
+    typed_only(with_hop, data, b"h", b"dc9", 1 << 16)
+
+
+def test_a_hop_added_is_read_back_and_every_other_header_kept() -> None:
+    from mirror_core.wire.headers import header_values, with_hop
+
+    for codec in sorted(recode.CODECS):
+        original = compressed_gapped(codec)
+        assert header_values(original, b"h") == [b""] * 4 and header_values(original, b"x") == [None] * 4
+        once = with_hop(original, b"x", b"dc1")
+        twice = with_hop(once, b"x", b"dc2")
+        assert header_values(twice, b"x") == [b"dc1,dc2"] * 4 and header_values(twice, b"h") == [b""] * 4
+        assert records.record_count(twice) == 4 and recode.contiguous_copy(twice)[1] == \
+            recode.contiguous_copy(original)[1]  # the same offsets
+
+
+@FUZZ
 @given(st.sampled_from(sorted(recode.CODECS)), st.binary(max_size=200))
 def test_decompressing_any_bytes_raises_only_protocol_errors(codec: int, data: bytes) -> None:
     typed_only(recode.decompress, codec, data, 1 << 16)

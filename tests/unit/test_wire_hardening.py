@@ -158,7 +158,7 @@ def test_a_65_byte_batch_claiming_2_31_records_of_length_minus_1_is_refused_at_o
     hostile = bytearray(batch(0, 5, records=b"\x01\x00\x00\x00", count=2**31 - 1))  # varint -1, then zeros
     assert len(hostile) == 65
     started = time.monotonic()
-    with pytest.raises(ProtocolError, match="record batch at offset 0 claims 2147483647 records; its 4 bytes"):
+    with pytest.raises(ProtocolError, match="record batch at offset 0: claims 2147483647 records; its 4 bytes"):
         recode.contiguous_copy(crc_valid(hostile))
     assert time.monotonic() - started < 0.1
     one = bytearray(batch(0, 5, records=b"\x01" + b"\x00" * 13, count=2))  # two records' room, the first of -1

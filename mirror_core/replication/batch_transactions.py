@@ -23,10 +23,11 @@ from mirror_core.replication.batch import RECORD_ERRORS, Batch, PartitionState
 from mirror_core.replication.batch_path import BatchCopier
 from mirror_core.replication.delivery import ExactlyOnce
 from mirror_core.replication.exactly_once import SlotManager
-from mirror_core.wire.errors import ProducerFenced, WireError
+from mirror_core.wire.errors import BrokerRefused, ProducerFenced, WireError
 from mirror_core.wire.leaders import TP
 from mirror_core.wire.metadata import Brokers
 from mirror_core.wire.recode import encode_batch
+from mirror_core.wire.records import BATCH_HEADER
 from mirror_core.wire.sender import NOT_SENT, BatchSender, Outgoing, Sent
 from mirror_core.wire.transactions import TransactionCoordinator
 
@@ -37,9 +38,13 @@ OWN_BATCH_BYTES = 512 << 10
 
 
 def _error(exc: BaseException) -> KafkaException:
-    """A coordinator failure as the KafkaError SlotManager sorts: fenced (fatal), or out of reach (retriable)."""
+    """A coordinator failure as the KafkaError SlotManager sorts: fenced (fatal), refused (the broker's code, as
+    librdkafka would raise it: an authorization failure is then named as on the records path), or out of reach
+    (retriable)."""
     if isinstance(exc, ProducerFenced):
         return KafkaException(KafkaError(KafkaError._FENCED, str(exc), fatal=True))
+    if isinstance(exc, BrokerRefused):
+        return KafkaException(KafkaError(exc.code, str(exc)))
     return KafkaException(KafkaError(KafkaError._TIMED_OUT, str(exc), retriable=True))
 
 
@@ -59,7 +64,12 @@ class SlotProducer:
     one at a time (its flush and commit may run beside other slots')."""
 
     def __init__(self, brokers: Brokers, transactional_id: str, on_data: Callable[[list[Sent]], None],
-                 delivery_timeout_s: float, transaction_timeout_ms: int = 60_000) -> None:
+                 delivery_timeout_s: float, transaction_timeout_ms: int = 60_000,
+                 internal_limit: int | None = None) -> None:
+        #: the most record bytes in one batch of the mirror's own records: what their topics take (the smallest
+        #: max.message.bytes of progress and offset syncs, less a batch's header), OWN_BATCH_BYTES at most
+        self.own_batch_bytes = min(OWN_BATCH_BYTES, internal_limit - BATCH_HEADER) if internal_limit else \
+            OWN_BATCH_BYTES
         self.txn = TransactionCoordinator(brokers, transactional_id, transaction_timeout_ms)
         self.sender = BatchSender(brokers, delivery_timeout_s=delivery_timeout_s, transaction=self.txn)
         self.on_data = on_data  # the copier's answers (under SlotSenders' lock)
@@ -183,8 +193,8 @@ class SlotProducer:
                         token=_Own([cb for _, _, cb in records]))
 
     def _send_own(self) -> None:
-        """The mirror's own records, in batches of up to ``OWN_BATCH_BYTES`` (what a topic of the default
-        max.message.bytes takes: progress of thousands of partitions is more than one batch)."""
+        """The mirror's own records, in batches their topics take (``own_batch_bytes``: progress of thousands of
+        partitions is more than one batch)."""
         if not self._own:
             return
         now = int(time.time() * 1000)
@@ -194,7 +204,7 @@ class SlotProducer:
             size = 0
             for record in records:
                 n = len(record[0] or b"") + len(record[1] or b"") + 16  # (a record's overhead: at most 16 bytes)
-                if chunk and size + n > OWN_BATCH_BYTES:
+                if chunk and size + n > self.own_batch_bytes:
                     batches.append(self._own_batch(topic, partition, chunk, now))
                     chunk, size = [], 0
                 chunk.append(record)

@@ -324,7 +324,8 @@ class FlowReplicator:
         wire[1].close()  # (the idempotent sender is not used: each slot has its own, transactional)
 
         def slot_producer(k: int, tid: str) -> Producer:
-            senders.producers[k] = p = SlotProducer(wire[1].brokers, tid, senders.on_data, wire[1].delivery_timeout_s)
+            senders.producers[k] = p = SlotProducer(wire[1].brokers, tid, senders.on_data, wire[1].delivery_timeout_s,
+                                                    internal_limit=internal)
             return cast(Producer, p)
 
         slots = SlotManager(flow, tgt, self.metrics, self.target_health, assignment, acks, committer,

@@ -20,6 +20,8 @@ NAMES = {
 }
 #: asked again: the partition moved, the broker is busy or still loading, or replicas are catching up
 RETRIABLE = frozenset({3, 5, 6, 7, 14, 15, 16, 19, 20, 51, 56, 74, 75})
+#: the principal lacks an ACL: no retry helps until it is granted (topic, cluster, transactional id)
+AUTHORIZATION = frozenset({29, 31, 53})
 #: the leader moved or is unknown: find it again before asking again
 STALE_LEADER = frozenset({3, 5, 6, 74, 75})
 
@@ -30,6 +32,15 @@ def name(code: int) -> str:
 
 class WireError(MirrorError):
     """A broker connection that cannot be set up or used as asked: one line naming the cluster and broker."""
+
+
+class BrokerRefused(WireError):
+    """A broker answered an error no retry changes (:data:`AUTHORIZATION`): ``code`` is Kafka's error code, which
+    librdkafka's KafkaError codes share, so callers sort it as the records path does."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class ProducerFenced(WireError):

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from mirror_core.wire.codec import Reader, array, int16, int32, int64, string
 from mirror_core.wire.connection import Connection
-from mirror_core.wire.errors import ProducerFenced, WireError, name
+from mirror_core.wire.errors import AUTHORIZATION, BrokerRefused, ProducerFenced, WireError, name
 from mirror_core.wire.groups import API_FIND_COORDINATOR, parse_find_coordinator
 from mirror_core.wire.leaders import TP
 from mirror_core.wire.metadata import Brokers
@@ -152,6 +152,8 @@ class TransactionCoordinator:
                     error = 15  # COORDINATOR_NOT_AVAILABLE: the cluster is still choosing one
                 else:
                     error, value = parse(conn.call(api, conn.version(api, versions), body))
+            except BrokerRefused:
+                raise
             except WireError:
                 self.close()  # a lost connection: the coordinator is found again
                 if time.monotonic() >= deadline:
@@ -163,6 +165,8 @@ class TransactionCoordinator:
             what = f"{self.brokers.where}: transactional id {self.transactional_id}"
             if error in FENCED:
                 raise ProducerFenced(f"{what}: fenced ({name(error)}): a newer producer took the id over")
+            if error in AUTHORIZATION:
+                raise BrokerRefused(error, f"{what}: the coordinator refused: {name(error)}")
             if error not in MOVED and error != BUSY:
                 raise WireError(f"{what}: the coordinator refused: {name(error)}")
             if time.monotonic() >= deadline:
@@ -184,8 +188,8 @@ class TransactionCoordinator:
         if error in MOVED:
             return None
         if error:
-            raise WireError(f"{self.brokers.where}: no transaction coordinator for {self.transactional_id}: "
-                            f"{name(error)}")
+            line = f"{self.brokers.where}: no transaction coordinator for {self.transactional_id}: {name(error)}"
+            raise BrokerRefused(error, line) if error in AUTHORIZATION else WireError(line)
         if node not in self.brokers.known:
             self.brokers.metadata([])
         self._conn = self.brokers.connect(node)

@@ -1,7 +1,11 @@
 """Batches sized to what each remote topic accepts (its max.message.bytes on the target), against real brokers.
 
 librdkafka does not split a batch the target refuses as too large: before, a remote topic whose limit was below
-the producer's batch limit had every full batch refused and replayed record by record ("careful mode")."""
+the producer's batch limit had every full batch refused and replayed record by record ("careful mode").
+
+The data tests are the records path's (RECORDS): the batches path sends the source's batches as they are, and one
+larger than its remote topic takes pauses its partition naming it (tests/integration/test_batch_path.py). The
+internal records' test runs on the default path (auto: batches)."""
 
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ from tests.kafka_harness import (
 )
 
 REFUSED = "Message size too large"
+RECORDS = "replication.data.path = records"  # producer batches built by librdkafka: the records path only
 
 
 def fill(bootstrap: str, topic: str, partitions: int, count: int, batch_size: int, transactional: bool = False
@@ -64,7 +69,7 @@ def test_a_remote_topic_that_takes_less_than_a_producer_batch_is_copied_in_batch
     fill(dc1, small, 2, 20_000, 32_768)
     # The precondition: the mirror's producer builds batches up to 1 MiB, 16 times what the remote topic takes.
     assert int(PRODUCER_DEFAULTS["batch.size"]) >= 16 * 65536
-    m = start_mirror(flow_lines(name))
+    m = start_mirror(flow_lines(name, RECORDS))
     wait_until(lambda: caught_up(dc1, dc2, {small: f"dc1.{small}"}), 120, what="small-limit topic copied")
     assert topic_config(dc2, f"dc1.{small}")["max.message.bytes"] == "65536"
     assert_same_records(dc1, dc2, small, f"dc1.{small}")
@@ -82,7 +87,7 @@ def test_with_one_batch_per_partition_batches_grow_to_what_each_remote_topic_tak
     create_topic(dc1, usual, 2)
     fill(dc1, big, 2, 12_000, 1 << 20)
     fill(dc1, usual, 2, 12_000, 1 << 20)
-    m = start_mirror(flow_lines(name, "replication.producers = 2"))
+    m = start_mirror(flow_lines(name, "replication.producers = 2", RECORDS))
     wait_until(lambda: caught_up(dc1, dc2, {big: f"dc1.{big}", usual: f"dc1.{usual}"}), 120,
                what="both topics copied")
     assert "one batch per partition on" in m.log() and int(PARKED_PRODUCER_DEFAULTS["batch.size"]) > 4_000_000
@@ -103,7 +108,7 @@ def test_a_limit_lowered_on_the_target_between_config_syncs_is_followed_from_the
     topic, remote, before, after = f"{name}.lowered", f"dc1.{name}.lowered", 2_000, 6_000
     create_topic(dc1, topic, 2)
     fill(dc1, topic, 2, before, 1 << 20)
-    lines = [line for line in flow_lines(name) if not line.startswith("sync.topic.configs.interval")]
+    lines = [line for line in flow_lines(name, RECORDS) if not line.startswith("sync.topic.configs.interval")]
     m = start_mirror([*lines, "sync.topic.configs.interval.seconds = 3600",
                       rf"config.properties.exclude = {DEFAULT_CONFIG_EXCLUDE}, max\.message\.bytes",
                       *(["exactly.once.enabled = true"] if mode == "exactly-once" else [])])

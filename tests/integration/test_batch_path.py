@@ -134,7 +134,7 @@ def test_a_flow_switches_data_path_with_a_restart_and_nothing_else(dc1, dc2, nam
     t = f"{name}.switch"
     create_topic(dc1, t, 2)
     quiet = "emit.checkpoints.enabled = false"
-    records, batches = flow_lines(name, quiet), flow_lines(name, BATCHES, quiet)
+    records, batches = flow_lines(name, "replication.data.path = records", quiet), flow_lines(name, BATCHES, quiet)
     m = None
     for step, lines in enumerate((records, batches, records)):
         transactional_data(dc1, t, 2)  # each step copies what the last left, across markers and aborts

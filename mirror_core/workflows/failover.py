@@ -197,6 +197,8 @@ def assess_failover(config: MirrorConfig, flow_name: str, apps: list[str], group
     """What a failover would do and cost, computed without changing anything; ``topics`` (names or patterns of
     source topics): only those switch, the rest stay mirrored (:mod:`.scope`)."""
     flow = flow_of(config, flow_name)
+    if not topics:
+        scope.refuse_whole_flow(store, flow.name, "failover", flow.target)
     standby_ok, standby_note = reachable(config, flow.target)
     if not standby_ok:
         raise WorkflowError(f"standby cluster {flow.target} is unreachable ({standby_note}); cannot fail over")
@@ -379,6 +381,8 @@ def assess_failback(config: MirrorConfig, flow_name: str, apps: list[str], group
     """What a failback would do, computed without changing anything; ``topics``: only these source topics (names
     or patterns) come back, as a failover of some topics switched them."""
     forward = flow_of(config, flow_name)
+    if not topics:
+        scope.refuse_whole_flow(store, forward.name, "failback", forward.target)
     reverse = required_reverse(config, forward)
     for alias in (forward.source, forward.target):
         ok, note = reachable(config, alias)

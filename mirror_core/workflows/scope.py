@@ -107,6 +107,18 @@ def other_switched(store: StateStore, flow: str, topics: Sequence[str]) -> list[
                   and c.topic is not None and c.topic not in topics and c.reason.startswith(PAUSE_MARK))
 
 
+def refuse_whole_flow(store: StateStore | None, flow: str, verb: str, standby: str) -> None:
+    """A failover or failback of the whole flow while some of its topics are switched by a failover of those
+    topics: refused in one line (their groups' offsets on the standby would be committed again from the primary's,
+    rewinding what their applications read there since)."""
+    switched = other_switched(store, flow, ()) if store is not None else []
+    if switched:
+        raise WorkflowError(f"the topics {', '.join(switched)} of flow {flow} are switched to {standby} already by a "
+                            f"failover of those topics: a {verb} of the whole flow would commit their groups' offsets "
+                            f"again; fail them back first (failback with topics = {', '.join(switched)}), or name the "
+                            f"topics of this {verb} with the topics Param; nothing was changed")
+
+
 def wait_paused(store: StateStore, flow: str, partitions: Iterable[tuple[str, int]], timeout: float) -> None:
     """Until every live instance of ``flow`` paused the switched partitions it owns (its in-flight records landed
     first): each partition reported paused for the failover, or no instance running the flow."""

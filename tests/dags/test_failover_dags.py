@@ -492,10 +492,19 @@ def test_failover_and_failback_of_one_topic_of_two(dc1, dc2, name, setup, monkey
     dr, gate = run("failover", conf, {"approve": None})
     assert dr.state == "failed" and f"the topics {orders} are switched already" in gate.bodies["approve"]
     monkeypatch.delenv("MIRROR_CORE_GATE_TIMEOUT_S_FAILOVER")
-
-    # Failback of orders: its group home, the pause cleared, orders' 10 missed records copied, reverse stopped.
+    # A failover or failback of the whole flow meanwhile: refused at assess in one line, nothing changed.
     fb = {"flow": "dc1->dc2", "apps": [app], "groups": [group], "max_reverse_lag": 0, "drain_timeout_s": 60,
           "topics": [orders]}
+    for dag_id, whole in (("failover", {**conf, "topics": []}), ("failback", {**fb, "topics": []})):
+        capfd.readouterr()
+        dr = load(dag_id).test(run_conf=whole)
+        assert dr.state == "failed" and states(dr)["assess"] == "failed", states(dr)
+        out = capfd.readouterr().out
+        assert f"the topics {orders} of flow dc1->dc2 are switched to dc2 already" in out, out[-3000:]
+    assert len(store.active_topic_controls(["dc1->dc2"])) == 1 and store.failovers()[0].kind == "failover"
+    assert committed_offsets(admin(dc2), group) == {(f"dc1.{orders}", 0): 30, (f"dc1.{orders}", 1): 20}
+
+    # Failback of orders: its group home, the pause cleared, orders' 10 missed records copied, reverse stopped.
     capfd.readouterr()  # (a failback of a topic never switched: one line at assess, nothing changed)
     dr = load("failback").test(run_conf={**fb, "groups": [], "apps": [], "topics": [audit]})
     assert dr.state == "failed" and states(dr)["assess"] == "failed", states(dr)

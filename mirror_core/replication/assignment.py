@@ -280,6 +280,18 @@ class Assignment:
         self.subscribed = frozenset()
         self.next_refresh = 0.0
 
+    def recreated(self, topic: str) -> bool:
+        """Whether ``topic`` was deleted and recreated since its id was noted, asked now (a fetch found its position
+        gone: a new topic under the old name, or retention); handled as a refresh finding it (_on_recreated)."""
+        old = self.topic_ids.get(topic)
+        try:
+            ids = self.topics.source_topic_ids([topic])
+        except Exception as exc:  # the source not answering: the caller goes on as for retention
+            log.warning("flow %s: the topic ID of %s could not be read (%s)", self.flow.name, topic, exc)
+            return False
+        self._note_topic_ids(ids)
+        return old is not None and ids.get(topic, old) != old
+
     def _note_topic_ids(self, ids: dict[str, str]) -> None:
         for topic, tid in ids.items():
             old_id = self.topic_ids.get(topic)

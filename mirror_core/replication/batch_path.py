@@ -235,6 +235,9 @@ class BatchCopier:
         #: exactly-once: called before a partition's batches are handed over (its slot's transaction opened, its
         #: batches routed through the slot's producer: batch_transactions.py)
         self.before_send: Callable[[PartitionState], None] | None = None
+        #: whether a source topic was deleted and recreated (then handled as a topic refresh finds it: its
+        #: partitions restart at the new beginning, reported): assignment.Assignment.recreated
+        self.recreated: Callable[[str], bool] = lambda topic: False
 
     def pump(self, timeout: float) -> int:
         """Answers in, fetched batches out (waiting up to ``timeout`` for a fetch); the records handed over."""
@@ -425,6 +428,8 @@ class BatchCopier:
         where source.start.position says, as the records path's consumer does (auto.offset.reset). Only the fetch
         position moves: what was handed over is acknowledged as usual, and once nothing is in flight
         commit.advance_idle moves progress past the offsets removed (an offset-map entry where the next lands)."""
+        if self.recreated(st.topic):  # not a loss: a new topic under the old name (its partitions rewound)
+            return
         earliest = self.reader.start_position == "earliest"
         key = (st.topic, st.partition)
         try:

@@ -305,6 +305,8 @@ class FlowReplicator:
             delivery = BatchDelivery(self._copier, [producer], assignment, acks, committer, target_meta,
                                      flow.policy.uses_provenance, None)
         self._delivery = delivery
+        if self._copier is not None:
+            self._copier.recreated = assignment.recreated
         acks.on_failure = delivery.on_failure
         self._producing = Producing(flow, acks.active.add, target_meta, delivery, limit,
                                     choice.one_batch_per_partition, topics.configs.remote_limits)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
@@ -94,11 +95,12 @@ def test_remote_topic_deleted_on_target_is_recreated_and_reported(dc1, dc2, name
     assert any(e["event"] == "remote topic recreated" and e["topic"] == f"dc1.{t}" for e in events)
 
 
-def test_source_topic_recreated_is_detected_never_silently_skipped(dc1, dc2, name, start_mirror):
+@pytest.mark.parametrize("path", ["records", "batches"])
+def test_source_topic_recreated_is_detected_never_silently_skipped(dc1, dc2, name, start_mirror, path):
     t = f"{name}.phoenix"
     create_topic(dc1, t, 2)
     produce_sequence(dc1, t, 2, 40)
-    lines = flow_lines(name)
+    lines = flow_lines(name, f"replication.data.path = {path}")
     m = start_mirror(lines)
     wait_until(lambda: end_offsets(dc2, f"dc1.{t}") == {0: 20, 1: 20}, 60, what="replicated")
     wait_until(lambda: caught_up(m, t, 2), 30, what="progress committed")

@@ -1,5 +1,6 @@
 """``replication.producers``: an at-least-once flow produces through several target producers (more
-requests in flight over a long round trip), each partition always through the same one."""
+requests in flight over a long round trip), each partition always through the same one. The records path's
+librdkafka producers (RECORDS); the batches path's connections per broker are tests/integration/test_batch_path.py's."""
 from __future__ import annotations
 
 import threading
@@ -18,6 +19,7 @@ from tests.kafka_harness import (
 )
 
 PARTITIONS = 6
+RECORDS = "replication.data.path = records"
 
 
 def test_partitions_spread_over_producers_in_order_and_a_restart_adds_no_duplicate(
@@ -25,7 +27,7 @@ def test_partitions_spread_over_producers_in_order_and_a_restart_adds_no_duplica
     t, remote = f"{name}.pool", f"dc1.{name}.pool"
     create_topic(dc1, t, PARTITIONS)
     produce_sequence(dc1, t, PARTITIONS, 6000)
-    lines = flow_lines(name, "replication.producers = 3")
+    lines = flow_lines(name, "replication.producers = 3", RECORDS)
     m = start_mirror(lines)
     wait_until(lambda: sum(end_offsets(dc2, remote).values()) == 6000, 90, what="first backlog copied")
     assert producers_shown(m) == {"count": 3, "one_batch_per_partition": True, "round_trip_ms": None,
@@ -63,7 +65,7 @@ def test_partitions_spread_over_producers_in_order_and_a_restart_adds_no_duplica
     total = written[0]
     assert total >= 18_000, f"only {total} records written: the stop did not happen while records streamed in"
     # The second process with the default (auto): loopback is no WAN, so one producer.
-    second = start_mirror(flow_lines(name), name="mirror-2")
+    second = start_mirror(flow_lines(name, RECORDS), name="mirror-2")
     wait_until(lambda: sum(end_offsets(dc2, remote).values()) >= total, 90, what="the rest copied")
     auto = producers_shown(second)
     assert auto["count"] == 1 and not auto["one_batch_per_partition"] and 0 < auto["round_trip_ms"] < 70, auto

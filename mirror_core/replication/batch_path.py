@@ -60,6 +60,8 @@ _LOCAL_ERRORS = {NOT_SENT: KafkaError._PURGE_QUEUE, CONNECTION_LOST: KafkaError.
 BATCH_BOOKKEEPING_BYTES = 1024
 #: a partition's batches refused as corrupt by the target in a row before it pauses (each read again from the source)
 CORRUPT_RETRIES = 3
+#: the smallest fetch answer asked for under a bandwidth limit (limit_reads)
+MIN_LIMITED_FETCH = 16 << 10
 
 
 def fetch_limits(source: ClusterConfig, flow: FlowConfig) -> FetchLimits:
@@ -235,9 +237,18 @@ class BatchCopier:
         #: exactly-once: called before a partition's batches are handed over (its slot's transaction opened, its
         #: batches routed through the slot's producer: batch_transactions.py)
         self.before_send: Callable[[PartitionState], None] | None = None
+        self._fetch_cap: int | None = None  # limit_reads
         #: whether a source topic was deleted and recreated (then handled as a topic refresh finds it: its
         #: partitions restart at the new beginning, reported): assignment.Assignment.recreated
         self.recreated: Callable[[str], bool] = lambda topic: False
+
+    def limit_reads(self, rate: float | None) -> None:
+        """Under a bandwidth limit of ``rate`` bytes per second, fetch answers of about a quarter second of it (at
+        least 16 KiB), so that the copy goes on at that rate rather than in bursts a whole answer long."""
+        cap = None if rate is None else max(int(rate / 4), MIN_LIMITED_FETCH)
+        if cap != self._fetch_cap:
+            self._fetch_cap = cap
+            self.reader.fetcher.cap(cap)
 
     def pump(self, timeout: float) -> int:
         """Answers in, fetched batches out (waiting up to ``timeout`` for a fetch); the records handed over."""

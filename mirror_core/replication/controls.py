@@ -157,6 +157,11 @@ class RuntimeControls:
         for key in [k for k in self._paused if k not in states]:  # no longer ours: paused again if it comes back
             del self._paused[key]
 
+    @property
+    def limited_rate(self) -> float | None:
+        """The smallest bytes per second this process may read under a limit (its share), None without one."""
+        return min((b.rate for b in self._buckets.values()), default=None)
+
     def _share_limits(self, desired: list[TopicControl], states: Mapping[tuple[str, int], PartitionState],
                       partition_counts: Mapping[str, int], now: float) -> None:
         owned: dict[str, int] = {}
@@ -204,6 +209,10 @@ class RuntimeControls:
             self._held_topics.discard(topic)
             self._count(topic, now)
             self._reading(acks, states, topic, pause=False)
+        # A hold still on counts as it goes (a whole fetch on the batches path can hold a topic for seconds).
+        for scope, since in list(self._gated_since.items()):
+            self.metrics.throttled.labels(self.flow, scope or "").inc(now - since)
+            self._gated_since[scope] = now
 
     def _count(self, scope: str | None, now: float) -> None:
         since = self._gated_since.pop(scope, None)

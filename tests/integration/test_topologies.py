@@ -78,7 +78,9 @@ def test_active_active_identity_policy_no_loop(dc1, dc2, name, start_mirror):
     create_topic(dc2, t, 2)
     produce_labelled(dc1, t, "dc1", 100)
     produce_labelled(dc2, t, "dc2", 60)
-    lines = flow_lines(name, "replication.policy.class = IdentityReplicationPolicy", flow="dc1->dc2")
+    # The records path's provenance header (whole batches: test_active_active_identity_policy_on_batches_...).
+    lines = flow_lines(name, "replication.policy.class = IdentityReplicationPolicy", "replication.data.path = records",
+                       flow="dc1->dc2")
     lines += flow_lines(name, flow="dc2->dc1")[:3]
     m = start_mirror(lines)
     # While the mirror runs, local producers keep writing into the same (shared) topics.

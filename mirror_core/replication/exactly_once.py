@@ -316,6 +316,8 @@ class SlotManager:
         if (denied := self.acks.denied(st, b.err)) is not None:
             self.metrics.errors.labels(self.flow.name, "not_authorized").inc()
             log.error("%s", denied)
+        if b.err is not None and st.slot is not None and b.err.code() in _FENCED:  # (the batch itself was refused)
+            self._note_fenced(st.slot, KafkaException(b.err))
         reason = b.err.str() if b.err is not None else "target offsets not contiguous"
         lowered = self.acks.limit_lowered(st, b)
         self._abort(st.slot, st, b, f"{reason}; replayed in batches of the topic's limit now" if lowered else reason,

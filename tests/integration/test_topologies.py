@@ -198,7 +198,8 @@ def test_active_active_identity_policy_one_direction_on_records_the_other_on_bat
     create_topic(dc2, t, 2)
     produce_labelled(dc1, t, "dc1", 100)
     produce_labelled(dc2, t, "dc2", 60)
-    lines = flow_lines(name, IDENTITY, "dc2->dc1.replication.data.path = batches", flow="dc1->dc2")
+    lines = flow_lines(name, IDENTITY, "dc1->dc2.replication.data.path = records",
+                       "dc2->dc1.replication.data.path = batches", flow="dc1->dc2")
     lines += flow_lines(name, flow="dc2->dc1")[:3]
     started = [start_mirror(lines)]
     total = 160

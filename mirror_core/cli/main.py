@@ -250,25 +250,18 @@ def build_parser() -> argparse.ArgumentParser:
     off.add_argument("--json", action="store_true")
     off.set_defaults(func=cmd_offsets)
 
-    top = sub.add_parser("topics", help="topic-config sync: partitions, configs and read-only ACLs")
-    top.add_argument("action", choices=("sync",))
-    top.add_argument("--config", required=True)
-    top.add_argument("--flow", action="append", help="only this flow (repeatable)")
-    top.add_argument("--dry-run", action="store_true", help="report the differences, change nothing")
-    add_state_db_argument(top, "state store URL where the run is recorded", aliases=("--db-url",))
-    top.add_argument("--no-record", action="store_true", help="do not record the run in the state store")
-    top.add_argument("--json", action="store_true")
-    top.set_defaults(func=cmd_topics)
-
-    sch = sub.add_parser("schemas", help="schema sync: subjects, versions and compatibility onto the target's registry")
-    sch.add_argument("action", choices=("sync",))
-    sch.add_argument("--config", required=True)
-    sch.add_argument("--flow", action="append", help="only this flow (repeatable)")
-    sch.add_argument("--dry-run", action="store_true", help="report the differences, change nothing")
-    add_state_db_argument(sch, "state store URL where the run is recorded", aliases=("--db-url",))
-    sch.add_argument("--no-record", action="store_true", help="do not record the run in the state store")
-    sch.add_argument("--json", action="store_true")
-    sch.set_defaults(func=cmd_schemas)
+    for what, help_, func in (("topics", "topic-config sync: partitions, configs and read-only ACLs", cmd_topics),
+                              ("schemas", "schema sync: subjects, versions and compatibility onto the target's "
+                                          "registry", cmd_schemas)):
+        syncs = sub.add_parser(what, help=help_)
+        syncs.add_argument("action", choices=("sync",))
+        syncs.add_argument("--config", required=True)
+        syncs.add_argument("--flow", action="append", help="only this flow (repeatable)")
+        syncs.add_argument("--dry-run", action="store_true", help="report the differences, change nothing")
+        add_state_db_argument(syncs, "state store URL where the run is recorded", aliases=("--db-url",))
+        syncs.add_argument("--no-record", action="store_true", help="do not record the run in the state store")
+        syncs.add_argument("--json", action="store_true")
+        syncs.set_defaults(func=func)
 
     cl = sub.add_parser("clusters", help="active-cluster registry: which cluster an application alias uses")
     cl.add_argument("action", choices=("active", "history"),

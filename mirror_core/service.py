@@ -217,7 +217,15 @@ class Service:
         If the state store is unreachable the flows keep their current state: a control-plane
         outage must never stop replication.
         """
-        store = self._store()
+        while True:
+            try:
+                store = self._store()
+                break
+            except Exception as exc:  # (a migration lock held elsewhere, a database down): flows go on as configured
+                log.warning("control plane: the state store cannot be opened (%s); flows keep their current state, "
+                            "trying again in %.0fs", exc, self._control_interval_s)
+                if self.stop_event.wait(self._control_interval_s):
+                    return
         while True:
             try:
                 desired = self._desired_states()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -26,6 +27,10 @@ from mirror_core.state.errors import StateStoreError
 #: the PostgreSQL advisory lock key of mirror_core's migrations (64-bit: "mirror" and a version)
 PG_LOCK_KEY = 0x6D6972726F720001
 LOCK_TIMEOUT_S = 300.0
+#: a wait for the lock longer than this is said once (a process stuck migrating holds everyone up)
+LOCK_WAIT_SAID_S = 10.0
+
+log = logging.getLogger(__name__)
 
 
 def _sqlite_file(url: URL) -> str | None:
@@ -48,15 +53,22 @@ def file_lock(url: URL, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     except OSError as exc:
         raise StateStoreError(f"cannot open the migration lock {path}: {exc.strerror}; let this user read and "
                               "write it (and its directory), or remove it when no process is starting") from None
+    locked = False
     try:
-        deadline = time.monotonic() + timeout_s
+        start = time.monotonic()
+        deadline, said = start + timeout_s, False
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                locked = True
                 break
             except OSError as exc:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
                     raise StateStoreError(f"cannot lock the migration lock {path}: {exc.strerror}") from None
+                if not said and time.monotonic() - start > LOCK_WAIT_SAID_S:
+                    said = True
+                    log.warning("waiting for the migration lock %s, held by another process for %.0fs (lsof the "
+                                "file to see which)", path, LOCK_WAIT_SAID_S)
                 if time.monotonic() > deadline:
                     raise StateStoreError(f"the migration lock {path} has been held by another process for over "
                                           f"{timeout_s:.0f}s: look for a process stuck migrating this store "
@@ -64,7 +76,11 @@ def file_lock(url: URL, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
                 time.sleep(0.05)
         yield
     finally:
-        os.close(fd)  # closing the descriptor releases the lock
+        # Unlocked explicitly: a process forked meanwhile (Airflow's task runners fork without exec) shares the
+        # descriptor, and closing ours alone would leave the lock held for as long as that child lives.
+        if locked:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 def advisory_lock(connection: Connection, timeout_s: float = LOCK_TIMEOUT_S) -> None:

@@ -94,3 +94,30 @@ def test_an_unusable_lock_file_is_one_line(tmp_path: Path) -> None:
     line = str(err.value)
     assert line.startswith(f"cannot open the migration lock {db}.migrate-lock: Is a directory; ") and "\n" not in line
     assert not db.exists() or "bound_plans" not in inspect(create_engine(f"sqlite:///{db}")).get_table_names()
+
+
+def test_a_process_forked_while_the_lock_is_held_does_not_keep_it(tmp_path: Path) -> None:
+    """Airflow's task runners fork without exec: a child forked while a migration holds the lock shares its
+    descriptor. The lock is let go when the migration ends, not when the child exits."""
+    import os
+
+    from sqlalchemy.engine import make_url
+
+    from mirror_core.state.migration_lock import file_lock
+
+    url = make_url(f"sqlite:///{tmp_path / 's.db'}")
+    with file_lock(url):
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child only lives on, holding the inherited descriptor
+            time.sleep(20)
+            os._exit(0)
+    try:
+        other = subprocess.run([sys.executable, "-c", (
+            "import sys\nfrom sqlalchemy.engine import make_url\nfrom mirror_core.state.migration_lock import "
+            "file_lock\nwith file_lock(make_url(sys.argv[1]), 5):\n    print('locked')"), str(url)],
+            capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert other.stdout.strip() == "locked", other.stderr[-500:]
+        assert os.waitpid(child, os.WNOHANG) == (0, 0), "the child still lives (the precondition)"
+    finally:
+        os.kill(child, 9)
+        os.waitpid(child, 0)

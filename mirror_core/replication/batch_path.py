@@ -60,6 +60,8 @@ _LOCAL_ERRORS = {NOT_SENT: KafkaError._PURGE_QUEUE, CONNECTION_LOST: KafkaError.
 BATCH_BOOKKEEPING_BYTES = 1024
 #: a partition's batches refused as corrupt by the target in a row before it pauses (each read again from the source)
 CORRUPT_RETRIES = 3
+#: how soon a batch that ended past its answer's high watermark is asked for again (_damaged)
+SETTLE_RETRY_S = 0.2
 #: the smallest fetch answer asked for under a bandwidth limit (limit_reads)
 MIN_LIMITED_FETCH = 16 << 10
 
@@ -238,6 +240,8 @@ class BatchCopier:
         #: batches routed through the slot's producer: batch_transactions.py)
         self.before_send: Callable[[PartitionState], None] | None = None
         self._fetch_cap: int | None = None  # limit_reads
+        #: partitions whose batch at this offset ended past its answer's high watermark once (_damaged)
+        self._unsettled: dict[TP, int] = {}
         #: whether a source topic was deleted and recreated (then handled as a topic refresh finds it: its
         #: partitions restart at the new beginning, reported): assignment.Assignment.recreated
         self.recreated: Callable[[str], bool] = lambda topic: False
@@ -367,7 +371,14 @@ class BatchCopier:
         return b
 
     def _damaged(self, st: PartitionState, damage: Damage) -> None:
-        """The batch at ``st``'s position failed its checks (replication/damage.py)."""
+        """The batch at ``st``'s position failed its checks (replication/damage.py). One that may settle (past the
+        answer's high watermark) is asked for again once first: damage only if the next answer says the same."""
+        key = (st.topic, st.partition)
+        if damage.settles and self._unsettled.get(key) != damage.first:
+            self._unsettled[key] = damage.first
+            self.reader.retry(key, SETTLE_RETRY_S)
+            return
+        self._unsettled.pop(key, None)
         self.acks.damaged(st, self.source.alias, damage.describe(), damage.first, damage.last)
 
     @staticmethod

@@ -32,6 +32,9 @@ class Damage(NamedTuple):
     last: int | None
     size: int
     reason: str
+    #: it may be sound after all: the broker captures an answer's high watermark before it reads the log, so under
+    #: concurrent writes a sound batch can end past it; asked again, it is damage only if it still does
+    settles: bool = False
 
     def describe(self) -> str:
         span = f"offsets {self.first}-{self.last}" if self.last is not None else f"offset {self.first}"
@@ -64,6 +67,6 @@ def intact(batches: list[memoryview], log_end: int) -> tuple[list[memoryview], D
         if log_end >= 0 and last >= log_end:
             return batches[:i], Damage(first, last, len(batch),
                                        f"it claims offsets up to {last}, past the partition's end ({log_end}): its "
-                                       "base offset, outside the CRC, is wrong")
+                                       "base offset, outside the CRC, is wrong", settles=True)
         previous_end = last + 1
     return batches, None

@@ -228,6 +228,29 @@ def test_a_damaged_batch_pauses_its_partition_at_it_and_what_is_in_flight_before
     assert copier.acks.metrics.damaged.labels("dc1->dc2", "t", "0")._value.get() == 1
 
 
+def test_a_batch_past_its_answers_high_watermark_is_asked_for_again_before_it_counts_as_damage() -> None:
+    """A broker takes an answer's high watermark before it reads the log: under writes a sound batch can end past
+    it. Asked again it lands (the next answer's watermark covers it); a base offset really wrong says the same
+    twice and pauses the partition."""
+    copier, reader, st, _fetcher = copier_with_batches_in_flight()
+    sound = gapped(0, list(range(10)), base=1020)
+    part = FetchedPartition("t", 0, 0, 1025, 1025, 0)  # the watermark taken before the batch was appended
+    part.batches, part.damaged = intact([memoryview(sound)], 1025)
+    assert part.damaged is not None and part.damaged.settles and not part.batches
+    assert copier.take(part) == 0 and st.copying and ("t", 0) in reader.delayed  # asked again, not paused
+    reader.due(reader.delayed[("t", 0)])
+    part = FetchedPartition("t", 0, 0, 1040, 1040, 0)
+    part.batches, part.damaged = intact([memoryview(sound)], 1040)
+    assert copier.take(part) == 10 and st.copying
+    # A base offset far past the log: the same damage twice, then paused.
+    wrong = gapped(0, list(range(10)), base=1 << 40)
+    for _ in range(2):
+        part = FetchedPartition("t", 0, 0, 1040, 1040, 0)
+        part.batches, part.damaged = intact([memoryview(wrong)], 1040)
+        copier.take(part)
+    assert not st.copying and "past the partition's end" in (st.paused_reason or "")
+
+
 def test_an_operators_skip_is_checked_against_the_damage_and_taken_only_there() -> None:
     copier, _reader, st, fetcher = copier_with_batches_in_flight()
     acks, operator = copier.acks, copier.acks.operator

@@ -99,8 +99,9 @@ def test_records_parked_for_one_batch_per_partition_survive_resets(clusters, dc1
     create_topic(dc1, t, 4)
     wan.toxic(Toxic.latency(40, 1))
     wan.toxic(Toxic.latency(40, 1, "upstream"))
-    m = wan_mirror("dc2.producer.request.timeout.ms = 2000", "dc2.producer.message.timeout.ms = 4000",
-                   *([] if mode == "at-least-once" else
+    # Parked records and librdkafka producers are the records path's (the batches path parks nothing).
+    m = wan_mirror("replication.data.path = records", "dc2.producer.request.timeout.ms = 2000",
+                   "dc2.producer.message.timeout.ms = 4000", *([] if mode == "at-least-once" else
                      ["exactly.once.enabled = true", "replication.one.batch.per.partition = true"]))
     parked: list[float] = []
     resets, end = 0, time.monotonic() + seconds("WAN_FLAKY_SECONDS", 30)

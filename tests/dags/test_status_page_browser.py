@@ -124,7 +124,7 @@ def test_status_page_in_a_browser(dc1: str, dc2: str, name: str, tmp_path: Path,
                 log = mirror.log_path.read_text(errors="replace")[-3000:]
                 raise AssertionError(f"{exc}; the card: {last_card}; the mirror's log ends: {log}") from None
             assert "page-mirror-0: running" in card["text"], card["text"]
-            assert "auto (the default): batches" in card["text"], card["text"]  # the data path and why
+            assert "replication.data.path = records (the default)" in card["text"], card["text"]  # the path, why
             assert flow_card(browser, "backup->primary")["state"] == "running"  # standby, started by a workflow
             gone = flow_card(browser, "primary->gone")
             assert gone["state"] == "running" and gone["lag"] is None and "lag unknown" in gone["text"], gone

@@ -135,7 +135,9 @@ def test_status_page_in_a_browser(dc1: str, dc2: str, name: str, tmp_path: Path,
             assert not re.search(r"\b(None|True|False|nan)\b", text), re.findall(r".{40}\b(?:None|True|False)\b.{20}",
                                                                                    text)
             # Per-partition lag, the drill trend chart, nothing empty shown as a section.
-            assert "3 partitions, 0 lagging" in card["text"], card["text"]
+            # (the heartbeats topics are copied whatever the filter, as MirrorMaker 2 does: there when an earlier test
+            # of the session emitted some)
+            assert re.search(r"\b\d+ partitions, 0 lagging", card["text"]), card["text"]
             assert re.search(rf"{name}\.orders\s+2\s+0\s+1,000\s+1,000", card["text"]), card["text"]
             drill_points = browser.execute_script("return [...document.querySelectorAll('#drills svg.chart')]"
                                                   ".map(s => s.querySelectorAll('circle').length)")

@@ -286,10 +286,11 @@ class Assignment:
         old = self.topic_ids.get(topic)
         try:
             ids = self.topics.source_topic_ids([topic])
+            self._note_topic_ids(ids)
         except Exception as exc:  # the source not answering: the caller goes on as for retention
-            log.warning("flow %s: the topic ID of %s could not be read (%s)", self.flow.name, topic, exc)
+            log.warning("flow %s: the topic ID of %s could not be read, or its recreation not handled (%s)",
+                        self.flow.name, topic, exc)
             return False
-        self._note_topic_ids(ids)
         return old is not None and ids.get(topic, old) != old
 
     def _note_topic_ids(self, ids: dict[str, str]) -> None:

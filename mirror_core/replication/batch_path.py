@@ -62,8 +62,7 @@ BATCH_BOOKKEEPING_BYTES = 1024
 CORRUPT_RETRIES = 3
 #: how soon a batch that ended past its answer's high watermark is asked for again (_damaged)
 SETTLE_RETRY_S = 0.2
-#: the smallest fetch answer asked for under a bandwidth limit (limit_reads)
-MIN_LIMITED_FETCH = 16 << 10
+
 
 
 def fetch_limits(source: ClusterConfig, flow: FlowConfig) -> FetchLimits:
@@ -239,20 +238,11 @@ class BatchCopier:
         #: exactly-once: called before a partition's batches are handed over (its slot's transaction opened, its
         #: batches routed through the slot's producer: batch_transactions.py)
         self.before_send: Callable[[PartitionState], None] | None = None
-        self._fetch_cap: int | None = None  # limit_reads
         #: partitions whose batch at this offset ended past its answer's high watermark once (_damaged)
         self._unsettled: dict[TP, int] = {}
         #: whether a source topic was deleted and recreated (then handled as a topic refresh finds it: its
         #: partitions restart at the new beginning, reported): assignment.Assignment.recreated
         self.recreated: Callable[[str], bool] = lambda topic: False
-
-    def limit_reads(self, rate: float | None) -> None:
-        """Under a bandwidth limit of ``rate`` bytes per second, fetch answers of about a quarter second of it (at
-        least 16 KiB), so that the copy goes on at that rate rather than in bursts a whole answer long."""
-        cap = None if rate is None else max(int(rate / 4), MIN_LIMITED_FETCH)
-        if cap != self._fetch_cap:
-            self._fetch_cap = cap
-            self.reader.fetcher.cap(cap)
 
     def pump(self, timeout: float) -> int:
         """Answers in, fetched batches out (waiting up to ``timeout`` for a fetch); the records handed over."""

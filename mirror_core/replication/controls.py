@@ -157,11 +157,6 @@ class RuntimeControls:
         for key in [k for k in self._paused if k not in states]:  # no longer ours: paused again if it comes back
             del self._paused[key]
 
-    @property
-    def limited_rate(self) -> float | None:
-        """The smallest bytes per second this process may read under a limit (its share), None without one."""
-        return min((b.rate for b in self._buckets.values()), default=None)
-
     def _share_limits(self, desired: list[TopicControl], states: Mapping[tuple[str, int], PartitionState],
                       partition_counts: Mapping[str, int], now: float) -> None:
         owned: dict[str, int] = {}

@@ -397,8 +397,6 @@ class FlowReplicator:
                     if copier is not None:
                         copier.gated_until = controls.gated_until
                     acks.count_read = controls.read if controls.counting else None
-                if copier is not None:
-                    copier.limit_reads(controls.limited_rate if controls.active else None)
                 delivery.poll()
                 # Parked records (one batch per partition, produce.py) wait for an acknowledgement: the waits
                 # below are short then, so that the next piece goes out soon after it arrives; they grow again

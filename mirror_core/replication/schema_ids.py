@@ -56,8 +56,8 @@ class SchemaIdTranslation:
             self._problem = None
             log.info("flow %s: schema ids: %d of the source registry's ids map to the target registry's", self.flow,
                      len(self.ids))
-        except RegistryError as exc:
-            self._problem = str(exc)
+        except (RegistryError, KeyError, TypeError, ValueError) as exc:  # (an answer not shaped as the API says)
+            self._problem = str(exc) if isinstance(exc, RegistryError) else f"an answer not understood ({exc!r})"
             log.error("flow %s: schema ids: %s", self.flow, exc)
 
     def _rewrite(self, m: Message) -> None:

@@ -14,7 +14,7 @@ import logging
 import queue
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from mirror_core.wire.connection import Connection
 from mirror_core.wire.errors import STALE_LEADER, name
@@ -45,7 +45,6 @@ class FetchLimits:
 class BatchFetcher:
     def __init__(self, brokers: Brokers, limits: FetchLimits | None = None) -> None:
         self.brokers, self.limits = brokers, limits or FetchLimits()
-        self._configured = self.limits  # (what cap() returns to)
         self._cond = threading.Condition()
         self._positions: dict[TP, int] = {}  # where each assigned partition is fetched next
         self._generation: dict[TP, int] = {}  # bumped by every assign/revoke: older results are dropped
@@ -142,28 +141,18 @@ class BatchFetcher:
         self._held.update(mine)
         return mine
 
-    def cap(self, max_bytes: int | None) -> None:
-        """At most ``max_bytes`` an answer and a partition from the next fetch on (a bandwidth limit: a burst of a
-        whole answer would hold the copy for seconds after it); a first batch larger still comes whole (KIP-74).
-        None: the configured limits again."""
-        base = self._configured
-        self.limits = base if max_bytes is None else replace(
-            base, max_bytes=min(base.max_bytes, max_bytes),
-            partition_max_bytes=min(base.partition_max_bytes, max_bytes))
-
     def _fetch_from(self, node: int) -> None:
         conn: Connection | None = None
+        limits = self.limits
         outage = Outage(self.brokers)
         while not self._stop.is_set():
-            limits = self.limits
             with self._cond:
                 mine = self._mine(node)
                 if not mine:
                     self._cond.wait(0.5)
                     continue
                 generations = {tp: self._generation[tp] for tp in mine}
-                sizes = {tp: size for tp, size in self._sizes.items() if tp in mine} \
-                    if self._sizes and limits is self._configured else {}
+                sizes = {tp: size for tp, size in self._sizes.items() if tp in mine} if self._sizes else {}
             try:
                 if conn is not None and conn.expiring():  # its session ends soon (a token expires): a new one
                     conn.close()

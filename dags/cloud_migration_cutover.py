@@ -95,7 +95,7 @@ def cloud_migration_cutover() -> None:
         plan, _ = approved(context, STARTED, "preflight")
         config = load_mirror_config()
         flow = config.flow(plan.flow)
-        if not all(config.cluster(a).schema_registry.get("url") for a in (flow.source, flow.target)):
+        if config.without_registry(flow):
             return {"skipped": f"{flow.source} and {flow.target} do not both have a schema registry"}
         with failing_fast():
             return sync_schemas(config, state_store(), plan.flow, False, context["run_id"])

@@ -150,8 +150,7 @@ def cmd_schemas(args: argparse.Namespace) -> int:
         print("mirror-core: schemas sync: no enabled flow sets schema.ids = translate: name one with --flow",
               file=sys.stderr)
         return EXIT_CONFIG
-    unset = [n for n in names if not all(config.cluster(a).schema_registry.get("url")
-                                         for a in (config.flow(n).source, config.flow(n).target))]
+    unset = [n for n in names if config.without_registry(config.flow(n))]
     if unset:
         print(f"mirror-core: schemas sync: flow {unset[0]} has no schema registry on both clusters: set "
               "<alias>.schema.registry.url for its source and target", file=sys.stderr)

@@ -447,7 +447,7 @@ class _Builder:
             raise self.error("schema.ids = preserve: this mirror does not check that the target registry holds the "
                              "source's ids yet: use schema.ids = translate (or off)", p)
         if mode == "translate":
-            missing = [c.alias for c in (src, dst) if not c.schema_registry.get("url", "").strip()]
+            missing = [c.alias for c in (src, dst) if not c.has_schema_registry]
             if missing:
                 raise self.error(f"schema.ids = translate needs the schema registry of both clusters: set "
                                  f"{' and '.join(f'{a}.schema.registry.url' for a in missing)}", p)

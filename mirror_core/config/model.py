@@ -40,6 +40,10 @@ class ClusterConfig:
     #: without the prefix; empty when it has none (mirror_core/schemas/registry.py)
     schema_registry: Mapping[str, str] = field(default_factory=_frozen, repr=False)
 
+    @property
+    def has_schema_registry(self) -> bool:
+        return bool(self.schema_registry.get("url", "").strip())
+
     def client_settings(self, kind: ClientKind, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
         settings = dict(self.clients.get(kind, {}))
         settings["bootstrap.servers"] = self.bootstrap_servers
@@ -192,3 +196,7 @@ class MirrorConfig:
             return self.clusters[alias]
         except KeyError:
             raise KeyError(f"unknown cluster '{alias}' (clusters: {', '.join(self.clusters)})") from None
+
+    def without_registry(self, flow: FlowConfig) -> list[str]:
+        """The clusters of ``flow`` (source, target) without a schema registry: empty when it can sync schemas."""
+        return [a for a in (flow.source, flow.target) if not self.cluster(a).has_schema_registry]

@@ -244,9 +244,7 @@ class SchemaSyncParams(TopicSyncParams):
     def flows(self, config: MirrorConfig) -> list[str]:
         if self.flow:
             return [self.flow]
-        return [f.name for f in config.flows
-                if config.cluster(f.source).schema_registry.get("url")
-                and config.cluster(f.target).schema_registry.get("url")]
+        return [f.name for f in config.flows if not config.without_registry(f)]
 
 
 @dataclass(frozen=True, kw_only=True)

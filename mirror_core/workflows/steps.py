@@ -302,7 +302,7 @@ def sync_schemas(config: MirrorConfig, store: StateStore, flow: str, dry_run: bo
     from mirror_core.schemas.registry import RegistryError
 
     f = config.flow(flow)
-    missing = [a for a in (f.source, f.target) if not config.cluster(a).schema_registry.get("url")]
+    missing = config.without_registry(f)
     if missing:
         raise WorkflowError(f"flow {flow}: no schema registry for {' and '.join(missing)}: set "
                             f"{', '.join(f'{a}.schema.registry.url' for a in missing)}")

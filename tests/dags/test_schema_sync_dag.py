@@ -54,7 +54,7 @@ def test_dry_run_then_applied_then_refused_in_one_line(store: StateStore, regist
     dag = load_dag("schema_sync", "schema_sync.py")
     subject = f"{name}.orders-value"
     with Registry("dc1", {"url": src_srv.url}) as src, Registry("dc2", {"url": tgt_srv.url}) as tgt:
-        src.register(SchemaVersion(subject, 1, 0, _avro("Order", "id"), "AVRO"))
+        src.register(SchemaVersion(subject, 1, 0, _avro(f"Order{name[-6:]}", "id"), "AVRO"))
 
         dry = dag.test(run_conf={"flow": "dc1->dc2", "dry_run": True})
         assert dry.state == "success", _states(dry)

@@ -34,10 +34,16 @@ def test_subjects_versions_and_compatibility_copied_ids_translated(
     src_srv, tgt_srv = registries
     with Registry("dc1", {"url": src_srv.url}) as src, Registry("dc2", {"url": tgt_srv.url}) as tgt:
         subject = f"{name}-value"
-        # The target already holds another schema: the same content gets other ids there.
-        tgt.register(SchemaVersion(f"{name}-other-value", 1, 0, _avro(f"Other{name[-6:]}", "x"), "AVRO"))
-        v1 = src.register(SchemaVersion(subject, 1, 0, _avro("Order", "id"), "AVRO"))
-        v2 = src.register(SchemaVersion(subject, 2, 0, _avro("Order", "id", "note"), "AVRO"))
+        # Content of this test's own (an id names a content, and the registries are the session's): the target holds
+        # other schemas up to v1's id at least, so what the sync registers there gets other ids.
+        order = f"Order{name[-6:]}"
+        v1 = src.register(SchemaVersion(subject, 1, 0, _avro(order, "id"), "AVRO"))
+        v2 = src.register(SchemaVersion(subject, 2, 0, _avro(order, "id", "note"), "AVRO"))
+        other, n = 0, 0
+        while other < v1:
+            n += 1
+            other = tgt.register(SchemaVersion(f"{name}-other{n}-value", 1, 0, _avro(f"Other{n}{name[-6:]}", "x"),
+                                               "AVRO"))
         src.set_compatibility("BACKWARD", subject)
         assert subject not in tgt.subjects()
 
@@ -121,7 +127,7 @@ def test_avro_records_are_read_on_the_target_with_its_ids_and_an_unsynced_schema
     src_srv, tgt_srv = registries
     topic, remote = f"{name}.orders", f"dc1.{name}.orders"
     subject = f"{topic}-value"
-    v1 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}, {"name": "item",
+    v1 = {"type": "record", "name": f"Order{name[-6:]}", "fields": [{"name": "id", "type": "long"}, {"name": "item",
                                                                                           "type": "string"}]}
     v2 = {**v1, "fields": [*v1["fields"], {"name": "note", "type": "string", "default": ""}]}
     with Registry("dc1", {"url": src_srv.url}) as src, Registry("dc2", {"url": tgt_srv.url}) as tgt:

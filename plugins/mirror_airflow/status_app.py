@@ -48,7 +48,7 @@ from mirror_airflow.status_controls import control_records
 from mirror_airflow.status_lag import LAG_DEADLINE_S, LAGS, LagBoard, LagReading, LagSample, PartitionLag, epoch_iso
 from mirror_airflow.status_partitions import partition_records, paused_attention
 from mirror_core.state.models import Cutover, DrDrill, Failover, FlowInstance
-from mirror_core.state.store import StateStore
+from mirror_core.state.store import StateStore, default_url
 
 log = logging.getLogger(__name__)
 
@@ -416,13 +416,19 @@ def create_app(store: StateStore | None = None, with_lag: bool = True,
     from mirror_airflow.status_render import render_page
 
     app = FastAPI(title="mirror_core status", dependencies=[Depends(requires_authenticated())])
-    holder: dict[str, StateStore] = {}
+    # One store per URL, not one for the app's life: Airflow builds the app once per process, and a store taken
+    # from the environment at the first request would be read ever after, whatever MIRROR_CORE_DB_URL says now.
+    stores: dict[str, StateStore] = {}
 
     def get_store() -> StateStore:
-        if "store" not in holder:
-            holder["store"] = store or StateStore()
-            holder["store"].migrate()
-        return holder["store"]
+        if store is not None:
+            return store
+        url = default_url()
+        if url not in stores:
+            opened = StateStore(url)
+            opened.migrate()
+            stores[url] = opened
+        return stores[url]
 
     # The logged-in user (the same resolution as the app's login check, cached by FastAPI per request).
     logged_in = Depends(get_user)

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from mirror_core.devcluster.local_cluster import free_port
-from mirror_core.state.models import Failover
+from mirror_core.state.models import Failover, FlowInstance
 from mirror_core.state.store import StateStore
 from tests.dags.conftest import api_server
 from tests.kafka_harness import MirrorProcess, create_topic, produce_sequence, wait_until, write_config
@@ -121,8 +122,13 @@ def test_status_page_in_a_browser(dc1: str, dc2: str, name: str, tmp_path: Path,
             try:
                 card = wait_until(shown, 180, interval=1, what="flow running, lag 0, chart, unreachable cluster")
             except AssertionError as exc:
-                log = mirror.log_path.read_text(errors="replace")[-3000:]
-                raise AssertionError(f"{exc}; the card: {last_card}; the mirror's log ends: {log}") from None
+                text = mirror.log_path.read_text(errors="replace")
+                control = [line for line in text.splitlines() if "control plane" in line or "state store" in line]
+                with store.session() as s:
+                    rows = [(r.instance, r.flow, r.state, str(r.seen_at)) for r in s.scalars(select(FlowInstance))]
+                raise AssertionError(f"{exc}; the card: {last_card}; now {datetime.now(UTC)}; instance rows: {rows}; "
+                                     f"the mirror's control-plane lines: {control[-20:]}; its log ends: "
+                                     f"{text[-2000:]}") from None
             assert "page-mirror-0: running" in card["text"], card["text"]
             assert "replication.data.path = records (the default)" in card["text"], card["text"]  # the path, why
             assert flow_card(browser, "backup->primary")["state"] == "running"  # standby, started by a workflow

@@ -26,12 +26,22 @@ class RegistryError(Exception):
 
 
 @dataclass(frozen=True)
+class SchemaReference:
+    """Another subject's version a schema imports (a Protobuf import, an Avro named type), under ``name``."""
+
+    name: str
+    subject: str
+    version: int
+
+
+@dataclass(frozen=True)
 class SchemaVersion:
     subject: str
     version: int
     id: int
     schema: str
     schema_type: str  # AVRO, PROTOBUF, JSON
+    references: tuple[SchemaReference, ...] = ()
 
 
 class Registry:
@@ -90,8 +100,10 @@ class Registry:
         found = []
         for v in sorted(self.call("GET", f"/subjects/{s}/versions", missing_ok=True) or []):
             d = self.call("GET", f"/subjects/{s}/versions/{v}")
+            refs = tuple(SchemaReference(str(r["name"]), str(r["subject"]), int(r["version"]))
+                         for r in d.get("references") or [])
             found.append(SchemaVersion(subject, int(d["version"]), int(d["id"]), d["schema"],
-                                       d.get("schemaType") or "AVRO"))
+                                       d.get("schemaType") or "AVRO", refs))
         return found
 
     def compatibility(self, subject: str | None = None) -> str | None:
@@ -134,4 +146,6 @@ def _body(schema: SchemaVersion) -> dict[str, Any]:
     body: dict[str, Any] = {"schema": schema.schema}
     if schema.schema_type != "AVRO":
         body["schemaType"] = schema.schema_type
+    if schema.references:
+        body["references"] = [{"name": r.name, "subject": r.subject, "version": r.version} for r in schema.references]
     return body

@@ -43,8 +43,9 @@ class SchemaPlan:
 
 
 def same_schema(a: SchemaVersion, b: SchemaVersion) -> bool:
-    """The same schema, whatever whitespace each registry keeps (JSON for Avro and JSON Schema)."""
-    if a.schema_type != b.schema_type:
+    """The same schema, whatever whitespace each registry keeps (JSON for Avro and JSON Schema), importing the same
+    subjects' versions."""
+    if a.schema_type != b.schema_type or a.references != b.references:
         return False
     if a.schema_type in ("AVRO", "JSON"):
         try:
@@ -102,7 +103,33 @@ def plan(source: Registry, target: Registry, mode: str) -> SchemaPlan:
         theirs_now = target.compatibility(subject) if ours else (default_src or default_tgt)
         if level and level != theirs_now:
             p.compatibility.append((subject, level))
+    p.register = registration_order(p.register)
     return p
+
+
+def registration_order(versions: list[SchemaVersion]) -> list[SchemaVersion]:
+    """``versions`` with every version after the versions it references (a registry refuses a reference to a
+    version it does not hold yet) and after its subject's earlier versions; otherwise in their order."""
+    pending = {(v.subject, v.version): v for v in versions}
+    ordered: list[SchemaVersion] = []
+
+    def place(v: SchemaVersion, trail: tuple[tuple[str, int], ...]) -> None:
+        key = (v.subject, v.version)
+        if key not in pending:
+            return
+        if key in trail:
+            raise SchemaSyncRefused(f"subject {v.subject} version {v.version} references itself through "
+                                    f"{' -> '.join(f'{s} v{n}' for s, n in trail)}; nothing was changed: "
+                                    "fix the source registry's references")
+        needs = [(v.subject, n) for n in range(1, v.version)] + [(r.subject, r.version) for r in v.references]
+        for need in needs:
+            if need in pending:
+                place(pending[need], (*trail, key))
+        ordered.append(pending.pop(key))
+
+    for v in versions:
+        place(v, ())
+    return ordered
 
 
 def apply(p: SchemaPlan, target: Registry) -> dict[int, int]:

@@ -1,7 +1,8 @@
 """Schema sync between two real schema registries (Apicurio Registry on loopback, tests/registry_harness.py):
 subjects, versions and compatibility copied, ids translated where they differ; refusals in one line with
-nothing changed. Then a real mirror copying Avro records (fastavro, Confluent wire format) with schema.ids =
-translate: read on the target with the target registry's schemas; a record of a schema not synced yet pauses its
+nothing changed. Then a real mirror copying records in the Confluent wire format with schema.ids = translate: read
+on the target with the target registry's schemas (fastavro; and confluent-kafka's own Avro and Protobuf
+serializers and deserializers, as applications use them); a record of a schema not synced yet pauses its
 partition, and the sync plus an operator's resume take it on."""
 
 from __future__ import annotations
@@ -188,3 +189,101 @@ def test_avro_records_are_read_on_the_target_with_its_ids_and_an_unsynced_schema
         wait_until(lambda: len(read_all(dc2, remote, timeout=10)) == len(sent) + 2, 60, what="the two later records")
         tail = [_decoded(tgt, r.value) for r in read_all(dc2, remote)[len(sent):]]
         assert tail == [(t2, {**later[0]}), (t1, later[1])]
+
+
+def _protobuf_order(package: str) -> Any:
+    """A Protobuf message class built at run time (no protoc): ``<package>.Order`` with a nested message field.
+    (One file: Apicurio 2.0.2, the registry the tests can build, drops a schema's references, so a deserializer
+    cannot resolve an imported file there, on the source as on the target; the sync's handling of references is
+    unit-tested in tests/unit/test_schema_registration_order.py.)"""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    field = descriptor_pb2.FieldDescriptorProto
+    orders = descriptor_pb2.FileDescriptorProto(name=f"{package}/order.proto", package=package, syntax="proto3")
+    order = orders.message_type.add(name="Order")
+    money = order.nested_type.add(name="Money")
+    money.field.add(name="cents", number=1, type=field.TYPE_INT64, label=field.LABEL_OPTIONAL)
+    money.field.add(name="currency", number=2, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    order.field.add(name="id", number=1, type=field.TYPE_INT64, label=field.LABEL_OPTIONAL)
+    order.field.add(name="price", number=2, type=field.TYPE_MESSAGE, type_name=f".{package}.Order.Money",
+                    label=field.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(orders)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.Order"))
+
+
+def test_confluent_avro_and_protobuf_serializers_on_the_source_deserializers_on_the_target(
+        registries: tuple[RegistryServer, RegistryServer], dc1: str, dc2: str, name: str, start_mirror: Any,
+        tmp_path: Path) -> None:
+    """What applications do: confluent-kafka's serializers register their schemas on the source registry and frame
+    every record; after the sync and the copy, its deserializers read every record on the target with the target
+    registry (each fetches the writer's schema by the id the record names)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    src_srv, tgt_srv = registries
+    avro_topic, proto_topic = f"{name}.payments", f"{name}.orders"
+    tag = name[-6:]
+    payment = json.dumps({"type": "record", "name": f"Payment{tag}", "fields": [
+        {"name": "id", "type": "long"}, {"name": "amount", "type": "double"}, {"name": "note", "type": "string"}]})
+    order_class = _protobuf_order(f"shop{tag}")
+    source, target = SchemaRegistryClient({"url": src_srv.url}), SchemaRegistryClient({"url": tgt_srv.url})
+    avro_out = AvroSerializer(source, payment)
+    proto_out = ProtobufSerializer(order_class, source, {"use.deprecated.format": False})
+    payments = [{"id": i, "amount": i * 1.25, "note": f"p{i}"} for i in range(150)]
+    orders = []
+    for i in range(150):
+        o = order_class(id=i)
+        o.price.cents, o.price.currency = 100 + i, "EUR"
+        orders.append(o)
+    for t in (avro_topic, proto_topic):
+        create_topic(dc1, t, 2)
+    p = producer(dc1)
+    for r in payments:
+        p.produce(avro_topic, key=b"%d" % r["id"],
+                  value=avro_out(r, SerializationContext(avro_topic, MessageField.VALUE)))
+    for o in orders:
+        p.produce(proto_topic, key=b"%d" % o.id,
+                  value=proto_out(o, SerializationContext(proto_topic, MessageField.VALUE)))
+    assert p.flush(30) == 0
+
+    with Registry("dc1", {"url": src_srv.url}) as src, Registry("dc2", {"url": tgt_srv.url}) as tgt:
+        mine = [s for s in src.subjects() if tag in s or s.startswith(name)]
+        assert {f"{avro_topic}-value", f"{proto_topic}-value"} <= set(mine), mine  # registered by the serializers
+        highest = max(v.id for s in mine for v in src.versions(s))
+        filler, n = 0, 0
+        while filler <= highest:  # what the sync registers on the target then gets ids the source does not use
+            n += 1
+            filler = tgt.register(SchemaVersion(f"{name}-filler{n}-value", 1, 0, _avro(f"Filler{n}{tag}", "x"),
+                                                "AVRO"))
+
+    db = f"sqlite:///{tmp_path / 'state.db'}"
+    lines = flow_lines(name, "dc1->dc2.schema.ids = translate", f"dc1.schema.registry.url = {src_srv.url}",
+                       f"dc2.schema.registry.url = {tgt_srv.url}")
+    config = tmp_path / "mm2.properties"
+    config.write_text("clusters = dc1, dc2\n" f"dc1.bootstrap.servers = {dc1}\ndc2.bootstrap.servers = {dc2}\n"
+                      + "\n".join(lines) + "\n")
+    synced = _cli("schemas", "sync", "--config", str(config), "--state-db", db)
+    assert synced.returncode == 0, synced.stderr
+    start_mirror(lines, config=config, args=["--state-db", db])
+
+    def copied(remote: str, count: int) -> bool:
+        return remote in admin(dc2).list_topics(timeout=5).topics and len(read_all(dc2, remote, timeout=10)) == count
+
+    for topic in (avro_topic, proto_topic):
+        wait_until(lambda t=topic: copied(f"dc1.{t}", 150), 120, what=f"the 150 records of dc1.{topic}")
+    avro_in = AvroDeserializer(target)
+    proto_in = ProtobufDeserializer(order_class, {"use.deprecated.format": False}, target)
+    got_payments = [avro_in(r.value, SerializationContext(f"dc1.{avro_topic}", MessageField.VALUE))
+                    for r in read_all(dc2, f"dc1.{avro_topic}")]
+    got_orders = [proto_in(r.value, SerializationContext(f"dc1.{proto_topic}", MessageField.VALUE))
+                  for r in read_all(dc2, f"dc1.{proto_topic}")]
+    assert sorted(got_payments, key=lambda r: r["id"]) == payments
+    assert sorted(got_orders, key=lambda o: o.id) == orders
+    # The ids really were translated: every record on the target names a target id, never the source's.
+    source_ids = {int.from_bytes(r.value[1:5], "big") for t in (avro_topic, proto_topic) for r in read_all(dc1, t)}
+    target_ids = {int.from_bytes(r.value[1:5], "big") for t in (avro_topic, proto_topic)
+                  for r in read_all(dc2, f"dc1.{t}")}
+    assert len(source_ids) == 2 and len(target_ids) == 2 and not source_ids & target_ids, (source_ids, target_ids)

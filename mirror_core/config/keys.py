@@ -280,8 +280,9 @@ KEYS: tuple[KeyDef, ...] = (
            "version has in the target's registry (<alias>.schema.registry.url of both clusters; `mirror-core schemas "
            "sync` copies the subjects first); the id map is read from both registries at the first framed record "
            "and again when a record names an id it lacks, so a schema synced later is taken without a restart; a "
-           "record whose id the target still does not have pauses its partition there (one line; `mirror-core "
-           "partitions resume` after the sync), never copied with a wrong id. Translation reads every record, so "
+           "record whose id the target still does not have pauses its partition there (one line), never copied with a "
+           "wrong id, and goes on by itself within 30 s once the id maps (after `mirror-core schemas sync`; or "
+           "`mirror-core partitions resume`). Translation reads every record, so "
            "the flow runs the records data path. preserve (the ids copied as they are, for a target registry filled "
            "in IMPORT mode) is refused at load for now. off: keys and values are copied untouched."),
     KeyDef("replication.data.path", lambda raw: _choice(raw, DATA_PATHS), "records",

@@ -390,6 +390,8 @@ class FlowReplicator:
                 acks.resume_due(now, assignment.owns)
                 if self.operator.pending:
                     self.operator.apply(assignment.states, acks)
+                if self._schema_ids is not None:
+                    self._schema_ids.retry_paused(assignment.states, acks)
                 gated = False
                 if controls.active:
                     controls.tick(now, assignment.states, acks, assignment.partition_counts)

@@ -4,7 +4,9 @@ target registry's id of their schema before they are produced (mirror_core/schem
 The id map (source id -> target id, schemas.sync.id_map) is read from both registries when the first framed record
 needs it, and again when a record names an id it lacks (at most every :data:`REFRESH_S`): a schema registered on
 the source since, once synced to the target (``mirror-core schemas sync``), is taken without a restart. A record
-whose id is still unknown is never produced: its partition pauses at it with one line saying what to do.
+whose id is still unknown is never produced: its partition pauses at it with one line saying what to do, and looks
+at the registries again every :data:`RETRY_S` by itself: once the id maps (synced, or the registries readable again),
+it goes on from where it paused, as an operator's resume would.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from confluent_kafka import Message
 
 from mirror_core.config.model import ClusterConfig
-from mirror_core.replication.batch import PartitionState
+from mirror_core.replication.batch import PartitionMode, PartitionState
+from mirror_core.replication.damage import Unpauses
 from mirror_core.schemas.ids import UnknownSchemaId, translate
 from mirror_core.schemas.registry import Registry, RegistryError
 from mirror_core.schemas.sync import id_map
@@ -26,6 +29,9 @@ log = logging.getLogger(__name__)
 
 #: the shortest time between two readings of the registries for an unknown id
 REFRESH_S = 5.0
+#: how often a partition paused at an unknown id looks at the registries again by itself (a reading lists every
+#: subject's versions: not to be done often against a registry of thousands of subjects)
+RETRY_S = 30.0
 
 ProduceRun = Callable[[PartitionState, list[Message]], None]
 Pause = Callable[[PartitionState, str], None]
@@ -43,6 +49,10 @@ class SchemaIdTranslation:
         self.ids: dict[int, int] = {}
         self._read_at = -math.inf
         self._problem: str | None = None  # the last reading's failure, for the pause line
+        self._unknown: int | None = None  # the id rewrite() stopped at
+        #: partitions paused at an unknown id: (the id, the pause line), looked at again every RETRY_S
+        self._waiting: dict[tuple[str, int], tuple[int, str]] = {}
+        self._next_retry = math.inf
 
     def _read_registries(self) -> dict[int, int]:
         with Registry(self.source.alias, self.source.schema_registry) as src, \
@@ -72,6 +82,7 @@ class SchemaIdTranslation:
             try:
                 self._rewrite(m)
             except UnknownSchemaId as exc:
+                self._unknown = exc.schema_id
                 if self._clock() - self._read_at >= REFRESH_S:
                     self._refresh()
                     try:
@@ -89,8 +100,9 @@ class SchemaIdTranslation:
                f"(not registered on the source, or not synced yet)")
         return (f"source cluster {self.source.alias}: the record at {where} names schema id {schema_id} and {why}; it "
                 f"is not copied with an id that may mean another schema there: run `mirror-core schemas sync "
-                f"--config ... --flow '{self.flow}'`, then `mirror-core partitions resume --flow '{self.flow}' "
-                f"--topic {m.topic()} --partition {m.partition()} --reason ...`")
+                f"--config ... --flow '{self.flow}'` (the partition goes on by itself within {RETRY_S:.0f} s once the "
+                f"id maps), or `mirror-core partitions resume --flow '{self.flow}' --topic {m.topic()} --partition "
+                f"{m.partition()} --reason ...`")
 
     def wrap(self, produce_run: ProduceRun, pause: Pause) -> ProduceRun:
         """``produce_run`` with each run rewritten first; the records before an unknown id are produced, then the
@@ -99,6 +111,30 @@ class SchemaIdTranslation:
             done, why = self.rewrite(run)
             if done:
                 produce_run(st, run[:done] if why is not None else run)
-            if why is not None:
+            if why is not None and self._unknown is not None:
                 pause(st, why)
+                self._waiting[(st.topic, st.partition)] = (self._unknown, why)
+                self._next_retry = min(self._next_retry, self._clock() + RETRY_S)
         return produce_translated
+
+    def retry_paused(self, states: Mapping[tuple[str, int], PartitionState], acks: Unpauses) -> None:
+        """Go on with the partitions paused at an id that maps now (every RETRY_S; in the flow's thread)."""
+        if self._clock() < self._next_retry:
+            return
+        self._next_retry = self._clock() + RETRY_S
+        if self._clock() - self._read_at >= REFRESH_S:
+            self._refresh()
+        for key, (schema_id, why) in list(self._waiting.items()):
+            st = states.get(key)
+            if st is None or st.mode is not PartitionMode.PAUSED or st.paused_reason != why:
+                del self._waiting[key]  # no longer ours, resumed by an operator, or paused since for another reason
+                continue
+            to = st.acked if st.acked is not None else st.origin
+            if schema_id not in self.ids or to is None:
+                continue
+            del self._waiting[key]
+            acks.unpause(st, to)
+            log.warning("flow %s: %s[%d] goes on from offset %d: schema id %d maps to the target registry's id %d now",
+                        self.flow, st.topic, st.partition, to, schema_id, self.ids[schema_id])
+        if not self._waiting:
+            self._next_retry = math.inf

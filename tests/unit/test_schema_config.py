@@ -78,20 +78,92 @@ def test_a_run_is_rewritten_up_to_an_unknown_id_which_pauses_its_partition_after
     now = [0.0]
     t = SchemaIdTranslation("dc1->dc2", config.clusters["dc1"], config.clusters["dc2"], read_map=lambda: maps.pop(0),
                             clock=lambda: now[0])
+    from mirror_core.replication.batch import PartitionState
+
+    st = PartitionState("orders", 2, "dc1.orders", 0, False, None)
     produced: list[list[tuple[bytes | None, bytes | None]]] = []
     paused: list[str] = []
     run = t.wrap(lambda st, run: produced.append([(m.key(), m.value()) for m in run]),
                  lambda st, why: paused.append(why))
     # Read at the first framed record; unframed keys and values pass as they are.
-    run(None, [Rec(0, b"k", framed(1)), Rec(1, None, b"plain")])  # type: ignore[arg-type, list-item]
+    run(st, [Rec(0, b"k", framed(1)), Rec(1, None, b"plain")])  # type: ignore[list-item]
     assert produced == [[(b"k", framed(101)), (None, b"plain")]] and not paused
     # Id 2 appeared on the source and was synced: read again, taken.
     now[0] += REFRESH_S
-    run(None, [Rec(2, framed(2, b"key"), framed(1))])  # type: ignore[arg-type, list-item]
+    run(st, [Rec(2, framed(2, b"key"), framed(1))])  # type: ignore[list-item]
     assert produced[-1] == [(framed(102, b"key"), framed(101))] and not paused
     # Id 3 is unknown right after a reading: the record before it goes, then the partition pauses at it.
     now[0] += 1
-    run(None, [Rec(3, None, framed(2)), Rec(4, None, framed(3)), Rec(5, None, framed(1))])  # type: ignore[list-item]
+    run(st, [Rec(3, None, framed(2)), Rec(4, None, framed(3)), Rec(5, None, framed(1))])  # type: ignore[list-item]
     assert produced[-1] == [(None, framed(102))] and len(paused) == 1
     assert "orders[2] offset 4 names schema id 3" in paused[0] and "mirror-core partitions resume" in paused[0]
     assert len(maps) == 1  # no reading within REFRESH_S of the last
+
+
+def test_a_partition_paused_at_an_unknown_id_goes_on_by_itself_once_the_id_maps() -> None:
+    from mirror_core.replication.batch import PartitionMode, PartitionState
+    from mirror_core.replication.schema_ids import RETRY_S, SchemaIdTranslation
+
+    config = parse_text(BASE + "dc1.schema.registry.url = http://r:1\ndc2.schema.registry.url = http://r:2\n"
+                        "dc1->dc2.enabled = true\ndc1->dc2.schema.ids = translate\n")
+    maps = [{1: 101}, {1: 101}, {1: 101}, {1: 101, 3: 103}]
+    now = [0.0]
+    t = SchemaIdTranslation("dc1->dc2", config.clusters["dc1"], config.clusters["dc2"], read_map=lambda: maps.pop(0),
+                            clock=lambda: now[0])
+    st = PartitionState("orders", 2, "dc1.orders", 3, False, None)  # type: ignore[arg-type]
+    states = {("orders", 2): st}
+
+    class Acks:
+        unpaused: list[int] = []
+
+        def unpause(self, s: PartitionState, to: int) -> None:
+            assert s is st
+            s.mode, s.paused_reason = PartitionMode.COPYING, None
+            self.unpaused.append(to)
+
+    def pause(s: PartitionState, why: str) -> None:
+        s.mode, s.paused_reason = PartitionMode.PAUSED, why
+
+    acks = Acks()
+    run = t.wrap(lambda s, run: None, pause)
+    run(st, [Rec(3, None, framed(1)), Rec(4, None, framed(3))])  # type: ignore[list-item]
+    assert st.mode is PartitionMode.PAUSED and "within 30 s once the id maps" in (st.paused_reason or "")
+    st.acked = 4  # the record before the unknown id landed
+    t.retry_paused(states, acks)
+    assert acks.unpaused == [] and len(maps) == 3  # not before RETRY_S
+    now[0] += RETRY_S
+    t.retry_paused(states, acks)
+    assert acks.unpaused == [] and len(maps) == 2  # read again: still unknown, still paused
+    now[0] += RETRY_S
+    t.retry_paused(states, acks)  # (the map of this reading still lacks it)
+    now[0] += RETRY_S
+    t.retry_paused(states, acks)
+    assert acks.unpaused == [4] and st.mode is PartitionMode.COPYING and not maps
+    now[0] += RETRY_S
+    t.retry_paused(states, acks)  # nothing waits: no more readings
+    assert acks.unpaused == [4]
+
+
+def test_a_partition_resumed_by_an_operator_is_no_longer_retried() -> None:
+    from mirror_core.replication.batch import PartitionMode, PartitionState
+    from mirror_core.replication.schema_ids import RETRY_S, SchemaIdTranslation
+
+    config = parse_text(BASE + "dc1.schema.registry.url = http://r:1\ndc2.schema.registry.url = http://r:2\n"
+                        "dc1->dc2.enabled = true\ndc1->dc2.schema.ids = translate\n")
+    reads: list[int] = []
+    now = [0.0]
+    t = SchemaIdTranslation("dc1->dc2", config.clusters["dc1"], config.clusters["dc2"],
+                            read_map=lambda: reads.append(1) or {1: 101}, clock=lambda: now[0])
+    st = PartitionState("orders", 2, "dc1.orders", 3, False, None)  # type: ignore[arg-type]
+
+    def pause(s: PartitionState, why: str) -> None:
+        s.mode, s.paused_reason = PartitionMode.PAUSED, why
+
+    t.wrap(lambda s, run: None, pause)(st, [Rec(3, None, framed(7))])  # type: ignore[list-item]
+    st.mode, st.paused_reason = PartitionMode.COPYING, None  # an operator's resume (or skip) since
+    now[0] += RETRY_S
+    t.retry_paused({("orders", 2): st}, None)  # type: ignore[arg-type]
+    now[0] += RETRY_S
+    before = len(reads)
+    t.retry_paused({("orders", 2): st}, None)  # type: ignore[arg-type]
+    assert len(reads) == before, "nothing waits: the registries are not read again"

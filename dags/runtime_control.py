@@ -1,10 +1,13 @@
-"""runtime_control: pause or resume a topic or partition of a flow, limit its bandwidth, skip a damaged range.
+"""runtime_control: pause or resume a topic or partition of a flow, limit its bandwidth, skip a damaged range, set
+the flow's topic and group filters.
 
-Trigger by hand with ``flow``, ``action`` (pause | resume | limit | unlimit | skip), ``topic`` (empty: the whole
-flow, for limit and unlimit), ``partition`` (optional; skip needs it), ``bytes_per_second`` (limit),
-``offsets`` (skip: FIRST-LAST inclusive, as the mirror's pause line prints them), ``reason`` (required) and
-``require_approval``. The change is recorded in the state store as the user who triggered the run; the running
-mirrors apply it within seconds, without a restart (the status page shows desired and applied).
+Trigger by hand with ``flow``, ``action`` (pause | resume | limit | unlimit | skip | filter | unfilter), ``topic``
+(empty: the whole flow, for limit and unlimit), ``partition`` (optional; skip needs it), ``bytes_per_second``
+(limit), ``offsets`` (skip: FIRST-LAST inclusive, as the mirror's pause line prints them), ``topics``,
+``topics_exclude``, ``groups``, ``groups_exclude`` (filter: comma-separated regexes over the config file's; empty
+keeps the file's; unfilter goes back to the file's), ``reason`` (required) and ``require_approval``. The change
+is recorded in the state store as the user who triggered the run; the running mirrors apply it within seconds,
+without a restart (the status page shows desired and applied).
 
 check (Params against the mirror config) -> **approve** (only with require_approval; Reject changes nothing)
 -> apply -> outcome (fails a rejected run).
@@ -69,7 +72,8 @@ class ControlGate(ApprovalOperator):
         "flow": Param(FLOWS[0] if FLOWS else "", type="string", enum=FLOWS or [""], description="The flow"),
         "action": Param("pause", type="string", enum=list(ACTIONS),
                         description="pause | resume (an operator's pause, or a partition the mirror paused) | "
-                                    "limit | unlimit | skip (an offset range of a partition the mirror paused)"),
+                                    "limit | unlimit | skip (an offset range of a partition the mirror paused) | "
+                                    "filter | unfilter (the flow's topic and group filters)"),
         "topic": Param("", type="string", pattern=r"^[A-Za-z0-9._\-]{0,249}$",
                        description="The source topic (empty: the whole flow, for limit and unlimit)"),
         "partition": Param(None, type=["null", "integer"], minimum=0,
@@ -78,6 +82,9 @@ class ControlGate(ApprovalOperator):
                                   description="limit: bytes per second for the flow (or topic), all processes"),
         "offsets": Param("", type="string", pattern=r"^(\d+(-\d+)?)?$",
                          description="skip: FIRST-LAST (inclusive), as the mirror's pause line prints them"),
+        **{key: Param("", type="string", description=f"filter: the flow's {key.replace('_', '.')} (comma-separated "
+                                                      "regexes, over the config file's; empty: the file's)")
+           for key in ("topics", "topics_exclude", "groups", "groups_exclude")},
         "reason": Param("", type="string", minLength=1, description="Why (recorded with the change; required)"),
         "require_approval": Param(False, type="boolean", description="Ask an approver before applying"),
     },

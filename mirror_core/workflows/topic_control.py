@@ -1,5 +1,6 @@
 """Operators' runtime controls of a flow: pause or resume a source topic or one partition, limit the bytes per
-second copied for the flow or a topic, skip an offset range of a partition the mirror paused itself.
+second copied for the flow or a topic, skip an offset range of a partition the mirror paused itself, set the flow's
+topic and group filters over its config file's (``filter``; ``unfilter``: back to the file's).
 
 :func:`apply_control` is the one place that turns a request into desired state in the state store (who, when,
 why) and says in one line what it recorded; ``mirror-core control``, the ``runtime_control`` DAG and automation
@@ -11,11 +12,14 @@ by the share of the topic's or flow's partitions each owns). Every refusal is on
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from mirror_core.config.model import MirrorConfig
 from mirror_core.state.errors import StateStoreError
+from mirror_core.state.flow_filters import check as check_filters
+from mirror_core.state.flow_filters import describe as describe_filter
 from mirror_core.workflows.errors import ParamError, WorkflowError
 from mirror_core.workflows.params import param
 from mirror_core.workflows.scope import PAUSE_MARK
@@ -24,7 +28,8 @@ if TYPE_CHECKING:
     from mirror_core.state.models import TopicControlRecord
     from mirror_core.state.store import StateStore
 
-ACTIONS = ("pause", "resume", "limit", "unlimit", "skip")
+ACTIONS = ("pause", "resume", "limit", "unlimit", "skip", "filter", "unfilter")
+_FLOW_WIDE = ("filter", "unfilter")  # of the whole flow: no topic, partition, rate or offsets
 _OFFSETS = re.compile(r"(\d+)(?:-(\d+))?")
 
 
@@ -48,6 +53,7 @@ class ControlRequest:
     bytes_per_second: int | None  # limit only
     offsets: tuple[int, int] | None  # skip only: first, last (inclusive)
     reason: str
+    filters: tuple[tuple[str, str], ...] = ()  # filter only: (config key, patterns), e.g. ("topics", "orders.*")
 
     @property
     def where(self) -> str:
@@ -66,6 +72,10 @@ class ControlRequest:
             return f"limit {self.where} to {self.bytes_per_second} bytes/s"
         if self.action == "skip" and self.offsets is not None:
             return f"skip offsets {self.offsets[0]}-{self.offsets[1]} of {self.where}"
+        if self.action == "filter":
+            return f"filter {self.flow}: " + ", ".join(f"{k} '{v}'" for k, v in self.filters)
+        if self.action == "unfilter":
+            return f"unfilter {self.flow} (its config file's filters again)"
         return f"{self.action} {self.where}"
 
 
@@ -75,13 +85,19 @@ def _refuse(action: str, where: str, problem: str) -> WorkflowError:
 
 def control_request(action: str, flow: str, topic: str | None = None, partition: int | None = None,
                     bytes_per_second: int | None = None, offsets: str | None = None,
-                    reason: str = "") -> ControlRequest:
-    """The request, or one WorkflowError naming what does not fit the action (empty strings are absent)."""
+                    reason: str = "", filters: Mapping[str, str | None] | None = None) -> ControlRequest:
+    """The request, or one WorkflowError naming what does not fit the action (empty strings are absent).
+    ``filters``: filter's patterns by config key (topics, topics.exclude, groups, groups.exclude)."""
     topic, offsets = topic or None, (offsets or "").strip() or None
+    given = {k: v.strip() for k, v in (filters or {}).items() if v is not None and v.strip()}
     req = ControlRequest(action, flow, topic, partition, bytes_per_second, None, " ".join(reason.split()))
     problem = None
     if action not in ACTIONS:
         problem = f"unknown action {action!r}: use one of {', '.join(ACTIONS)}"
+    elif action in _FLOW_WIDE and (topic, partition, bytes_per_second, offsets) != (None, None, None, None):
+        problem = f"{action} is of the whole flow: it takes no topic, partition, bytes per second or offsets"
+    elif given and action != "filter":
+        problem = f"{action} takes no filters (only filter does)"
     elif topic is None and action in ("pause", "resume", "skip"):
         problem = f"{action} needs a topic"
     elif partition is not None and action in ("limit", "unlimit"):
@@ -103,8 +119,15 @@ def control_request(action: str, flow: str, topic: str | None = None, partition:
         problem = "a reason is needed (why: it is recorded with the change)"
     if problem is not None:
         raise _refuse(action, req.where, problem)
+    checked: dict[str, str | None] = {}
+    if action == "filter":
+        try:  # (the patterns as the store checks them, before anything is asked of an approver)
+            checked = check_filters("filter", flow, "operator", req.reason, given)
+        except StateStoreError as exc:
+            raise WorkflowError(str(exc)) from None
     return ControlRequest(action, flow, topic, partition, bytes_per_second,
-                          parse_offsets(offsets) if offsets is not None else None, req.reason)
+                          parse_offsets(offsets) if offsets is not None else None, req.reason,
+                          tuple((k, v) for k, v in checked.items() if v is not None))
 
 
 def check_against_config(config: MirrorConfig, req: ControlRequest) -> None:
@@ -137,6 +160,13 @@ def apply_control(store: StateStore, req: ControlRequest, who: str) -> str:
         if req.action == "unlimit":
             rec = store.unlimit_bandwidth(req.flow, who, req.reason, topic=req.topic)
             return (f"unlimited {rec.where} (was {rec.limit_bytes_per_s} bytes/s, id {rec.id}, by {rec.cleared_by}): "
+                    f"{_applies(store, req.flow)}")
+        if req.action == "filter":
+            f = store.set_flow_filter(req.flow, who, req.reason, dict(req.filters))
+            return f"filters of {f.flow}: {describe_filter(f)} (id {f.id}): {_applies(store, req.flow)}"
+        if req.action == "unfilter":
+            f = store.clear_flow_filter(req.flow, who, req.reason)
+            return (f"cleared the filters of {f.flow} set by {f.set_by} (id {f.id}): the config file's apply again; "
                     f"{_applies(store, req.flow)}")
         assert req.topic is not None and req.partition is not None and req.offsets is not None
         first, last = req.offsets
@@ -207,6 +237,10 @@ class RuntimeControlParams:
     partition: int | None = param(default=None, minimum=0)
     bytes_per_second: int | None = param(default=None, minimum=1)
     offsets: str | None = param(default=None)
+    topics: str | None = param(default=None)
+    topics_exclude: str | None = param(default=None)
+    groups: str | None = param(default=None)
+    groups_exclude: str | None = param(default=None)
     reason: str = param(default="")
     require_approval: bool = param(default=False)
 
@@ -218,7 +252,9 @@ class RuntimeControlParams:
 
     def request(self) -> ControlRequest:
         return control_request(self.action, self.flow, self.topic, self.partition, self.bytes_per_second,
-                               self.offsets, self.reason)
+                               self.offsets, self.reason,
+                               {"topics": self.topics, "topics.exclude": self.topics_exclude, "groups": self.groups,
+                                "groups.exclude": self.groups_exclude})
 
 
 def approval_body(store: StateStore, req: ControlRequest, who: str) -> str:

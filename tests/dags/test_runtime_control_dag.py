@@ -43,14 +43,15 @@ def states(dr) -> dict[str, str]:  # type: ignore[no-untyped-def]
 
 
 def conf(**params: Any) -> dict[str, Any]:
-    return {"flow": FLOW, "topic": "", "partition": None, "bytes_per_second": None, "offsets": "",
-            "require_approval": False, **params}
+    return {"flow": FLOW, "topic": "", "partition": None, "bytes_per_second": None, "offsets": "", "topics": "",
+            "topics_exclude": "", "groups": "", "groups_exclude": "", "require_approval": False, **params}
 
 
 def test_pause_without_approval_is_recorded_as_the_triggering_user(store: StateStore) -> None:
     dag = load()
     assert set(dag.params.keys()) == {"flow", "action", "topic", "partition", "bytes_per_second", "offsets",
-                                      "reason", "require_approval"}
+                                      "topics", "topics_exclude", "groups", "groups_exclude", "reason",
+                                      "require_approval"}
     assert dag.params.get_param("flow").schema["enum"] == [FLOW]
     dr = dag.test(run_conf=conf(action="pause", topic="orders", partition=3, reason="poison record at 17"))
     assert dr.state == "success", states(dr)
@@ -106,6 +107,10 @@ def test_skip_and_resume_of_a_partition_the_mirror_paused(store: StateStore) -> 
     (dict(action="skip", topic="orders", partition=0, reason="no offsets"), "skip needs the offsets"),
     (dict(action="resume", topic="orders", reason="not paused"), "is not paused by an operator"),
     (dict(action="pause", topic="orders", bytes_per_second=5, reason="x"), "pause takes no bytes per second"),
+    (dict(action="filter", reason="nothing given"), "no filter given"),
+    (dict(action="filter", topics="orders[", reason="bad pattern"), "topics 'orders['"),
+    (dict(action="filter", topic="orders", groups="app.*", reason="x"), "filter is of the whole flow"),
+    (dict(action="pause", topic="orders", groups="app.*", reason="x"), "pause takes no filters"),
 ])
 def test_bad_requests_fail_in_one_line_and_record_nothing(store: StateStore, params: dict[str, Any], says: str,
                                                           capfd: pytest.CaptureFixture[str]) -> None:
@@ -114,6 +119,22 @@ def test_bad_requests_fail_in_one_line_and_record_nothing(store: StateStore, par
     out = capfd.readouterr().out
     assert says in out, out[-3000:]
     assert store.topic_control_history() == [] and store.partition_actions() == []
+    assert store.flow_filter_history() == []
+
+
+def test_filters_set_then_cleared_as_the_triggering_user(store: StateStore) -> None:
+    dag = load()
+    dr = dag.test(run_conf=conf(action="filter", topics="orders.*", groups_exclude="tmp-.*",
+                                reason="payments moved to the new cluster"))
+    assert dr.state == "success", states(dr)
+    active = store.active_flow_filters([FLOW])[FLOW]
+    assert active.overrides == {"topics": "orders.*", "groups.exclude": "tmp-.*"}, active
+    assert (active.set_by, active.reason) == ("dag_test", "payments moved to the new cluster")
+    dr = dag.test(run_conf=conf(action="unfilter", reason="migration rolled back"))
+    assert dr.state == "success", states(dr)
+    assert store.active_flow_filters([FLOW]) == {}
+    [cleared] = store.flow_filter_history(FLOW)
+    assert (cleared.cleared_by, cleared.clear_reason) == ("dag_test", "migration rolled back")
 
 
 def test_params_the_form_refuses(store: StateStore) -> None:

@@ -223,9 +223,13 @@ def offset_map_entries(dst: str, alias: str) -> int:
 
 class TargetEnds:
     """The end offset of every partition of ``remote``, -1 where the cluster does not know it (yet): one
-    batched ListOffsets per sample, cheap enough every 50 ms at 2,000 partitions. A client that asked
-    before the topic existed keeps answering "unknown", so a fresh one until one answers. ``committed``: the
-    last stable offsets, for a copier whose records count once their transaction commits."""
+    batched ListOffsets per sample, cheap enough every 50 ms at 2,000 partitions. ``committed``: the
+    last stable offsets, for a copier whose records count once their transaction commits.
+
+    A client that asked before the topic existed keeps answering "unknown", so the client that samples is made
+    only once a metadata request names every partition, and then kept for good: a client dropped while sampling
+    is destroyed whenever the garbage collector gets to it, and its destroy blocked the sampling thread for 3 s
+    (restart figures 2 s too high in about half the runs, the copy itself having resumed in 1 s)."""
 
     def __init__(self, bootstrap: str, remote: str, partitions: int = PARTITIONS, committed: bool = False,
                  keys: list[tuple[str, int]] | None = None) -> None:
@@ -233,15 +237,25 @@ class TargetEnds:
         self.bootstrap, self.committed = bootstrap, committed
         self.keys = keys if keys is not None else [(remote, p) for p in range(partitions)]
         self.admin: AdminClient | None = None
+        self._probe: AdminClient | None = None  # metadata only, until every partition is known
+
+    def _known(self) -> bool:
+        self._probe = self._probe or AdminClient({"bootstrap.servers": self.bootstrap, "log_level": "0"})
+        try:
+            topics = self._probe.list_topics(timeout=5).topics
+        except Exception:  # (the cluster busy or away: asked again at the next sample)
+            return False
+        return all(t in topics and p in topics[t].partitions and topics[t].error is None for t, p in self.keys)
 
     def now(self) -> list[int]:
-        admin = self.admin or AdminClient({"bootstrap.servers": self.bootstrap, "log_level": "0"})
+        if self.admin is None:
+            if not self._known():
+                return [-1] * len(self.keys)
+            self.admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": "0"})
         try:
-            ends = log_ends_batch(admin, self.keys, committed=self.committed)
-        except Exception:  # the remote topic does not exist yet
+            ends = log_ends_batch(self.admin, self.keys, committed=self.committed)
+        except Exception:  # (asked again at the next sample)
             ends = {}
-        if len(ends) == len(self.keys):  # kept once it knows them all (a topic it met too early stays unknown)
-            self.admin = admin
         return [ends.get(k, -1) for k in self.keys]
 
     def wait_all_past(self, marks: list[int], timeout: float) -> None:

@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
@@ -34,6 +35,10 @@ from mirror_core.replication.replicator import FlowReplicator, instance_id
 from mirror_core.replication.reporting import healthy_state
 
 log = logging.getLogger(__name__)
+
+#: how often an instance reports what it applies (its heartbeat: a write to the state store); a reader takes an
+#: instance silent for 20 s as gone (status_app.INSTANCE_FRESH_S, StateStore.flow_instances)
+REPORT_INTERVAL_S = 2.0
 
 
 class FlowRunner:
@@ -107,7 +112,7 @@ class FlowRunner:
 class Service:
     def __init__(self, config: MirrorConfig, metrics_port: int | None = None,
                  metrics_host: str = "127.0.0.1", state_db: str | None = None,
-                 control_interval_s: float = 2.0, instance_name: str | None = None) -> None:
+                 control_interval_s: float = 1.0, instance_name: str | None = None) -> None:
         self.config = config
         self.metrics = Metrics()
         self.stop_event = threading.Event()
@@ -222,10 +227,12 @@ class Service:
                 store = self._store()
                 break
             except Exception as exc:  # (a migration lock held elsewhere, a database down): flows go on as configured
+                retry_s = max(self._control_interval_s, 5.0)
                 log.warning("control plane: the state store cannot be opened (%s); flows keep their current state, "
-                            "trying again in %.0fs", exc, self._control_interval_s)
-                if self.stop_event.wait(self._control_interval_s):
+                            "trying again in %.0fs", exc, retry_s)
+                if self.stop_event.wait(retry_s):
                     return
+        next_report = 0.0
         while True:
             try:
                 desired = self._desired_states()
@@ -251,13 +258,18 @@ class Service:
                 self._apply_store_filters(store)
             except Exception as exc:
                 log.warning("control plane: the flows' filters in the state store not read: %s", exc)
-            try:
-                applied = {n: {**reload.filter_values(r.flow), "filter_id": self._store_filters.get(n, (None,))[0]}
-                           for n, r in self.runners.items()}
-                store.report_flow_states(self.instance, {n: r.state for n, r in self.runners.items()},
-                                         self._paused_partitions(), applied)
-            except Exception as exc:
-                log.warning("control plane: could not report flow states: %s", exc)
+            # Desired state is read every round (an operator's pause or limit takes effect within about a second);
+            # the heartbeat, a write, every REPORT_INTERVAL_S.
+            if time.monotonic() >= next_report:
+                next_report = time.monotonic() + REPORT_INTERVAL_S
+                try:
+                    applied = {n: {**reload.filter_values(r.flow),
+                                   "filter_id": self._store_filters.get(n, (None,))[0]}
+                               for n, r in self.runners.items()}
+                    store.report_flow_states(self.instance, {n: r.state for n, r in self.runners.items()},
+                                             self._paused_partitions(), applied)
+                except Exception as exc:
+                    log.warning("control plane: could not report flow states: %s", exc)
             try:
                 self._partition_actions(store)
             except Exception as exc:

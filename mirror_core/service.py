@@ -33,6 +33,7 @@ from mirror_core.replication.controls import TopicControl
 from mirror_core.replication.damage import PartitionAction
 from mirror_core.replication.replicator import FlowReplicator, instance_id
 from mirror_core.replication.reporting import healthy_state
+from mirror_core.throttling import ThrottledLine
 
 log = logging.getLogger(__name__)
 
@@ -233,11 +234,17 @@ class Service:
                 if self.stop_event.wait(retry_s):
                     return
         next_report = 0.0
+        said = ThrottledLine()  # a store down is met every round: each line once a minute
+
+        def warn(line: str) -> None:
+            if said.due(line):
+                log.warning("%s", line)
+
         while True:
             try:
                 desired = self._desired_states()
             except Exception as exc:
-                log.warning("control plane unreachable (%s); flows keep their current state", exc)
+                warn(f"control plane unreachable ({exc}); flows keep their current state")
                 desired = {}
             for name, want in desired.items():
                 runner = self.runners[name]
@@ -257,7 +264,7 @@ class Service:
             try:
                 self._apply_store_filters(store)
             except Exception as exc:
-                log.warning("control plane: the flows' filters in the state store not read: %s", exc)
+                warn(f"control plane: the flows' filters in the state store not read: {exc}")
             # Desired state is read every round (an operator's pause or limit takes effect within about a second);
             # the heartbeat, a write, every REPORT_INTERVAL_S.
             if time.monotonic() >= next_report:
@@ -269,11 +276,11 @@ class Service:
                     store.report_flow_states(self.instance, {n: r.state for n, r in self.runners.items()},
                                              self._paused_partitions(), applied)
                 except Exception as exc:
-                    log.warning("control plane: could not report flow states: %s", exc)
+                    warn(f"control plane: could not report flow states: {exc}")
             try:
                 self._partition_actions(store)
             except Exception as exc:
-                log.warning("control plane: operators' partition actions not read: %s", exc)
+                warn(f"control plane: operators' partition actions not read: {exc}")
             if self.stop_event.wait(self._control_interval_s):
                 return
 

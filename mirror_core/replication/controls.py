@@ -105,6 +105,10 @@ class RuntimeControls:
         with self._lock:
             return list(self._desired)
 
+    def holds(self, st: PartitionState) -> bool:
+        """An operator's pause covers ``st``."""
+        return any(c.kind == PAUSE and c.covers(st) for c in self.desired)
+
     @property
     def counting(self) -> bool:
         """A limit is in force here: the bytes read are counted (:meth:`read`)."""

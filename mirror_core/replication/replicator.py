@@ -391,7 +391,7 @@ class FlowReplicator:
                 if self.operator.pending:
                     self.operator.apply(assignment.states, acks)
                 if self._schema_ids is not None:
-                    self._schema_ids.retry_paused(assignment.states, acks)
+                    self._schema_ids.retry_paused(assignment.states, acks, controls.holds)
                 gated = False
                 if controls.active:
                     controls.tick(now, assignment.states, acks, assignment.partition_counts)

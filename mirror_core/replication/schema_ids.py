@@ -15,6 +15,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from confluent_kafka import Message
 
@@ -37,6 +38,16 @@ ProduceRun = Callable[[PartitionState, list[Message]], None]
 Pause = Callable[[PartitionState, str], None]
 
 
+@dataclass
+class Waiting:
+    """A partition paused at a record whose schema id did not map."""
+
+    schema_id: int
+    why: str  # the pause line
+    offset: int  # the record's (where copying goes on if nothing before it was acknowledged)
+    due: float  # when to look again
+
+
 class SchemaIdTranslation:
     """One flow's schema-id rewrite, between reading a run of records and producing it."""
 
@@ -49,10 +60,9 @@ class SchemaIdTranslation:
         self.ids: dict[int, int] = {}
         self._read_at = -math.inf
         self._problem: str | None = None  # the last reading's failure, for the pause line
-        self._unknown: int | None = None  # the id rewrite() stopped at
-        #: partitions paused at an unknown id: (the id, the pause line), looked at again every RETRY_S
-        self._waiting: dict[tuple[str, int], tuple[int, str]] = {}
-        self._next_retry = math.inf
+        self._unknown: tuple[int, int] | None = None  # (the id, the offset of the record) rewrite() stopped at
+        #: partitions paused at an unknown id, each looked at again RETRY_S after its pause and then every RETRY_S
+        self._waiting: dict[tuple[str, int], Waiting] = {}
 
     def _read_registries(self) -> dict[int, int]:
         with Registry(self.source.alias, self.source.schema_registry) as src, \
@@ -82,15 +92,16 @@ class SchemaIdTranslation:
             try:
                 self._rewrite(m)
             except UnknownSchemaId as exc:
-                self._unknown = exc.schema_id
+                unknown = exc.schema_id
                 if self._clock() - self._read_at >= REFRESH_S:
                     self._refresh()
                     try:
                         self._rewrite(m)
                         continue
-                    except UnknownSchemaId:
-                        pass
-                return i, self._unknown_line(m, exc.schema_id)
+                    except UnknownSchemaId as again:  # (the key's id may map now and the value's not)
+                        unknown = again.schema_id
+                self._unknown = (unknown, m.offset())
+                return i, self._unknown_line(m, unknown)
         return len(run), None
 
     def _unknown_line(self, m: Message, schema_id: int) -> str:
@@ -111,30 +122,35 @@ class SchemaIdTranslation:
             done, why = self.rewrite(run)
             if done:
                 produce_run(st, run[:done] if why is not None else run)
-            if why is not None and self._unknown is not None:
+            if why is not None:
                 pause(st, why)
-                self._waiting[(st.topic, st.partition)] = (self._unknown, why)
-                self._next_retry = min(self._next_retry, self._clock() + RETRY_S)
+                if self._unknown is not None:
+                    schema_id, offset = self._unknown
+                    self._waiting[(st.topic, st.partition)] = Waiting(schema_id, why, offset,
+                                                                      self._clock() + RETRY_S)
         return produce_translated
 
-    def retry_paused(self, states: Mapping[tuple[str, int], PartitionState], acks: Unpauses) -> None:
-        """Go on with the partitions paused at an id that maps now (every RETRY_S; in the flow's thread)."""
-        if self._clock() < self._next_retry:
+    def retry_paused(self, states: Mapping[tuple[str, int], PartitionState], acks: Unpauses,
+                     held: Callable[[PartitionState], bool]) -> None:
+        """Go on with the partitions paused at an id that maps now (in the flow's thread). ``held``: a partition an
+        operator's pause covers as well (left paused)."""
+        now = self._clock()
+        due = [key for key, w in self._waiting.items() if now >= w.due]
+        if not due:
             return
-        self._next_retry = self._clock() + RETRY_S
-        if self._clock() - self._read_at >= REFRESH_S:
+        if now - self._read_at >= REFRESH_S:
             self._refresh()
-        for key, (schema_id, why) in list(self._waiting.items()):
-            st = states.get(key)
-            if st is None or st.mode is not PartitionMode.PAUSED or st.paused_reason != why:
+        for key in due:
+            w, st = self._waiting[key], states.get(key)
+            if st is None or st.mode is not PartitionMode.PAUSED or st.paused_reason != w.why:
                 del self._waiting[key]  # no longer ours, resumed by an operator, or paused since for another reason
                 continue
-            to = st.acked if st.acked is not None else st.origin
-            if schema_id not in self.ids or to is None:
+            w.due = now + RETRY_S
+            to = st.acked if st.acked is not None else st.origin if st.origin is not None else w.offset
+            # (records before it still in flight: once they land, or the rewind would copy them twice)
+            if w.schema_id not in self.ids or st.pending or held(st):
                 continue
             del self._waiting[key]
             acks.unpause(st, to)
             log.warning("flow %s: %s[%d] goes on from offset %d: schema id %d maps to the target registry's id %d now",
-                        self.flow, st.topic, st.partition, to, schema_id, self.ids[schema_id])
-        if not self._waiting:
-            self._next_retry = math.inf
+                        self.flow, st.topic, st.partition, to, w.schema_id, self.ids[w.schema_id])

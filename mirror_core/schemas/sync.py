@@ -10,7 +10,8 @@ target subject whose versions differ from the source's, a version the target's c
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from mirror_core.schemas.registry import Registry, RegistryError, SchemaVersion
 
@@ -75,12 +76,15 @@ def plan(source: Registry, target: Registry, mode: str) -> SchemaPlan:
     default_src, default_tgt = source.compatibility(), target.compatibility()
     if default_src and default_src != default_tgt:
         p.compatibility.append((None, default_src))
-    for subject in source.subjects():
-        theirs = source.versions(subject)
-        ours = target.versions(subject)
+    subjects = source.subjects()
+    theirs_all = {subject: source.versions(subject) for subject in subjects}
+    ours_all = {subject: target.versions(subject) for subject in subjects}
+    as_target = _on_target(theirs_all, ours_all)
+    for subject in subjects:
+        theirs, ours = theirs_all[subject], ours_all[subject]
         p.subjects += 1
         p.versions += len(theirs)
-        if len(ours) > len(theirs) or any(not same_schema(a, b) for a, b in zip(theirs, ours, strict=False)):
+        if len(ours) > len(theirs) or any(not same_schema(as_target(a), b) for a, b in zip(theirs, ours, strict=False)):
             raise SchemaSyncRefused(
                 f"subject {subject} is incompatible on the target ({target.alias}): its versions there are not the "
                 f"source's first {len(ours)} (source {len(theirs)} versions, target {len(ours)}); nothing was "
@@ -92,7 +96,7 @@ def plan(source: Registry, target: Registry, mode: str) -> SchemaPlan:
                     f"{a.id} on the source; nothing was changed: use schema.ids = translate")
             p.ids[a.id] = b.id
         missing = theirs[len(ours):]
-        if ours and missing and not target.is_compatible(subject, missing[0]):
+        if ours and missing and not target.is_compatible(subject, as_target(missing[0])):
             raise SchemaSyncRefused(
                 f"subject {subject} is incompatible on the target ({target.alias}): version {missing[0].version} "
                 f"is refused by the target's compatibility rules; nothing was changed: align "
@@ -103,8 +107,27 @@ def plan(source: Registry, target: Registry, mode: str) -> SchemaPlan:
         theirs_now = target.compatibility(subject) if ours else (default_src or default_tgt)
         if level and level != theirs_now:
             p.compatibility.append((subject, level))
-    p.register = registration_order(p.register)
+    p.register = [as_target(v) for v in registration_order(p.register)]
     return p
+
+
+def _on_target(theirs_all: dict[str, list[SchemaVersion]],
+               ours_all: dict[str, list[SchemaVersion]]) -> Callable[[SchemaVersion], SchemaVersion]:
+    """A source version as the target holds it: its references to the version numbers the target gives (a
+    subject's versions pair by position: a source whose versions 2 was deleted has 1, 3; the target 1, 2)."""
+    numbers: dict[tuple[str, int], int] = {}
+    for subject, theirs in theirs_all.items():
+        ours = ours_all.get(subject, [])
+        last = ours[-1].version if ours else 0
+        for i, v in enumerate(theirs):
+            numbers[(subject, v.version)] = ours[i].version if i < len(ours) else last + i - len(ours) + 1
+
+    def as_target(v: SchemaVersion) -> SchemaVersion:
+        if not v.references:
+            return v
+        return replace(v, references=tuple(replace(r, version=numbers.get((r.subject, r.version), r.version))
+                                           for r in v.references))
+    return as_target
 
 
 def registration_order(versions: list[SchemaVersion]) -> list[SchemaVersion]:
@@ -145,8 +168,12 @@ def apply(p: SchemaPlan, target: Registry) -> dict[int, int]:
 def id_map(source: Registry, target: Registry) -> dict[int, int]:
     """Source schema id → target schema id, for every subject version both registries hold alike."""
     ids: dict[int, int] = {}
-    for subject in source.subjects():
-        for a, b in zip(source.versions(subject), target.versions(subject), strict=False):
-            if same_schema(a, b):
+    subjects = source.subjects()
+    theirs_all = {subject: source.versions(subject) for subject in subjects}
+    ours_all = {subject: target.versions(subject) for subject in subjects}
+    as_target = _on_target(theirs_all, ours_all)
+    for subject in subjects:
+        for a, b in zip(theirs_all[subject], ours_all[subject], strict=False):
+            if same_schema(as_target(a), b):
                 ids[a.id] = b.id
     return ids

@@ -89,7 +89,7 @@ def control_request(action: str, flow: str, topic: str | None = None, partition:
     """The request, or one WorkflowError naming what does not fit the action (empty strings are absent).
     ``filters``: filter's patterns by config key (topics, topics.exclude, groups, groups.exclude)."""
     topic, offsets = topic or None, (offsets or "").strip() or None
-    given = {k: v.strip() for k, v in (filters or {}).items() if v is not None and v.strip()}
+    given = {k: v.strip() for k, v in (filters or {}).items() if v is not None and v.strip(" ,")}  # (" ," too: empty)
     req = ControlRequest(action, flow, topic, partition, bytes_per_second, None, " ".join(reason.split()))
     problem = None
     if action not in ACTIONS:
@@ -264,6 +264,9 @@ def approval_body(store: StateStore, req: ControlRequest, who: str) -> str:
     lines += [f"- {c.kind} {c.scope or '(whole flow)'}"
               + (f" {c.limit_bytes_per_s} bytes/s" if c.limit_bytes_per_s else "")
               + f" since {c.set_at:%Y-%m-%d %H:%M:%S} UTC by {c.set_by}: {c.reason}" for c in active] or ["- none"]
+    active_filter = store.active_flow_filters([req.flow]).get(req.flow)
+    lines += ["", f"Filters set in the state store now: {describe_filter(active_filter) if active_filter else 'none'}"
+                  f"{' (a filter replaces them whole)' if active_filter and req.action == 'filter' else ''}"]
     paused = store.paused_partitions(flow=req.flow)
     lines += ["", "Partitions the live instances report paused:"]
     lines += [f"- {p.topic}[{p.partition}] on {p.instance}: {p.reason}" for p in paused] or ["- none"]

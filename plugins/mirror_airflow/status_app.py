@@ -33,6 +33,7 @@ Airflow does not protect plugin apps by itself: every route here depends on Airf
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -419,16 +420,22 @@ def create_app(store: StateStore | None = None, with_lag: bool = True,
     # One store per URL, not one for the app's life: Airflow builds the app once per process, and a store taken
     # from the environment at the first request would be read ever after, whatever MIRROR_CORE_DB_URL says now.
     stores: dict[str, StateStore] = {}
+    opening = threading.Lock()  # (the endpoints run in a thread pool: one engine per URL)
 
     def get_store() -> StateStore:
         if store is not None:
             return store
         url = default_url()
-        if url not in stores:
-            opened = StateStore(url)
-            opened.migrate()
-            stores[url] = opened
-        return stores[url]
+        with opening:
+            if url not in stores:
+                opened = StateStore(url)
+                try:
+                    opened.migrate()
+                except Exception:
+                    opened.engine.dispose()
+                    raise
+                stores[url] = opened
+            return stores[url]
 
     # The logged-in user (the same resolution as the app's login check, cached by FastAPI per request).
     logged_in = Depends(get_user)

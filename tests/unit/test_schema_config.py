@@ -129,18 +129,18 @@ def test_a_partition_paused_at_an_unknown_id_goes_on_by_itself_once_the_id_maps(
     run(st, [Rec(3, None, framed(1)), Rec(4, None, framed(3))])  # type: ignore[list-item]
     assert st.mode is PartitionMode.PAUSED and "within 30 s once the id maps" in (st.paused_reason or "")
     st.acked = 4  # the record before the unknown id landed
-    t.retry_paused(states, acks)
+    t.retry_paused(states, acks, lambda s: False)
     assert acks.unpaused == [] and len(maps) == 3  # not before RETRY_S
     now[0] += RETRY_S
-    t.retry_paused(states, acks)
+    t.retry_paused(states, acks, lambda s: False)
     assert acks.unpaused == [] and len(maps) == 2  # read again: still unknown, still paused
     now[0] += RETRY_S
-    t.retry_paused(states, acks)  # (the map of this reading still lacks it)
+    t.retry_paused(states, acks, lambda s: False)  # (the map of this reading still lacks it)
     now[0] += RETRY_S
-    t.retry_paused(states, acks)
+    t.retry_paused(states, acks, lambda s: False)
     assert acks.unpaused == [4] and st.mode is PartitionMode.COPYING and not maps
     now[0] += RETRY_S
-    t.retry_paused(states, acks)  # nothing waits: no more readings
+    t.retry_paused(states, acks, lambda s: False)  # nothing waits: no more readings
     assert acks.unpaused == [4]
 
 
@@ -162,8 +162,45 @@ def test_a_partition_resumed_by_an_operator_is_no_longer_retried() -> None:
     t.wrap(lambda s, run: None, pause)(st, [Rec(3, None, framed(7))])  # type: ignore[list-item]
     st.mode, st.paused_reason = PartitionMode.COPYING, None  # an operator's resume (or skip) since
     now[0] += RETRY_S
-    t.retry_paused({("orders", 2): st}, None)  # type: ignore[arg-type]
+    t.retry_paused({("orders", 2): st}, None, lambda s: False)  # type: ignore[arg-type]
     now[0] += RETRY_S
     before = len(reads)
-    t.retry_paused({("orders", 2): st}, None)  # type: ignore[arg-type]
+    t.retry_paused({("orders", 2): st}, None, lambda s: False)  # type: ignore[arg-type]
     assert len(reads) == before, "nothing waits: the registries are not read again"
+
+
+def test_a_new_partition_paused_at_its_first_record_goes_on_there_once_nothing_is_in_flight_or_held() -> None:
+    from mirror_core.replication.batch import PartitionMode, PartitionState
+    from mirror_core.replication.schema_ids import RETRY_S, SchemaIdTranslation
+
+    config = parse_text(BASE + "dc1.schema.registry.url = http://r:1\ndc2.schema.registry.url = http://r:2\n"
+                        "dc1->dc2.enabled = true\ndc1->dc2.schema.ids = translate\n")
+    now = [0.0]
+    t = SchemaIdTranslation("dc1->dc2", config.clusters["dc1"], config.clusters["dc2"], read_map=lambda: {3: 103},
+                            clock=lambda: now[0])
+    t._read_at = 0.0  # (as if read just before: the first record's id 3 was unknown then)
+    t.ids = {}
+    st = PartitionState("orders", 2, "dc1.orders", None, False, None)  # a new flow: no progress yet
+    unpaused: list[int] = []
+
+    class Acks:
+        def unpause(self, s: PartitionState, to: int) -> None:
+            s.mode, s.paused_reason = PartitionMode.COPYING, None
+            unpaused.append(to)
+
+    def pause(s: PartitionState, why: str) -> None:
+        s.mode, s.paused_reason = PartitionMode.PAUSED, why
+
+    t.wrap(lambda s, run: None, pause)(st, [Rec(40, None, framed(3))])  # type: ignore[list-item]
+    assert st.mode is PartitionMode.PAUSED and st.acked is None
+    now[0] += RETRY_S
+    st.pending.append(object())  # type: ignore[arg-type]  # something of it still in flight
+    t.retry_paused({("orders", 2): st}, Acks(), lambda s: False)  # type: ignore[arg-type]
+    assert unpaused == []
+    st.pending.clear()
+    now[0] += RETRY_S
+    t.retry_paused({("orders", 2): st}, Acks(), lambda s: True)  # type: ignore[arg-type]  # an operator's pause
+    assert unpaused == []
+    now[0] += RETRY_S
+    t.retry_paused({("orders", 2): st}, Acks(), lambda s: False)  # type: ignore[arg-type]
+    assert unpaused == [40] and st.mode is PartitionMode.COPYING

@@ -423,16 +423,15 @@ def create_app(store: StateStore | None = None, with_lag: bool = True,
     opening = threading.Lock()  # (the endpoints run in a thread pool: one engine per URL)
 
     def get_store() -> StateStore:
-        if store is not None:
-            return store
-        url = default_url()
+        url = store.url if store is not None else default_url()
         with opening:
             if url not in stores:
-                opened = StateStore(url)
+                opened = store if store is not None else StateStore(url)
                 try:
                     opened.migrate()
                 except Exception:
-                    opened.engine.dispose()
+                    if store is None:
+                        opened.engine.dispose()
                     raise
                 stores[url] = opened
             return stores[url]

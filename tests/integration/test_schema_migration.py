@@ -112,6 +112,17 @@ def _framed(schema_id: int, schema: dict[str, Any], record: dict[str, Any]) -> b
     return b"\x00" + schema_id.to_bytes(4, "big") + out.getvalue()
 
 
+def _translating_flow(name: str, dc1: str, dc2: str, registries: tuple[RegistryServer, RegistryServer],
+                      tmp_path: Path) -> tuple[str, list[str], Path]:
+    """(state store URL, flow lines, config file) of a dc1->dc2 flow with schema.ids = translate."""
+    lines = flow_lines(name, "dc1->dc2.schema.ids = translate", f"dc1.schema.registry.url = {registries[0].url}",
+                       f"dc2.schema.registry.url = {registries[1].url}")
+    config = tmp_path / "mm2.properties"
+    config.write_text("clusters = dc1, dc2\n" f"dc1.bootstrap.servers = {dc1}\ndc2.bootstrap.servers = {dc2}\n"
+                      + "\n".join(lines) + "\n")
+    return f"sqlite:///{tmp_path / 'state.db'}", lines, config
+
+
 def _decoded(registry: Registry, data: bytes) -> tuple[int, dict[str, Any]]:
     """(schema id, record) as a consumer of the target decodes it: the schema fetched from its registry by id."""
     import fastavro
@@ -142,12 +153,7 @@ def test_avro_records_are_read_on_the_target_with_its_ids_and_an_unsynced_schema
             p.produce(topic, value=_framed(s1, v1, r), key=b"%d" % r["id"])
         assert p.flush(30) == 0
 
-        db = f"sqlite:///{tmp_path / 'state.db'}"
-        lines = flow_lines(name, "dc1->dc2.schema.ids = translate", f"dc1.schema.registry.url = {src_srv.url}",
-                           f"dc2.schema.registry.url = {tgt_srv.url}")
-        config = tmp_path / "mm2.properties"
-        config.write_text("clusters = dc1, dc2\n" f"dc1.bootstrap.servers = {dc1}\ndc2.bootstrap.servers = {dc2}\n"
-                          + "\n".join(lines) + "\n")
+        db, lines, config = _translating_flow(name, dc1, dc2, registries, tmp_path)
 
         # The dry run proposes and records, and changes nothing; the sync applies.
         dry = _cli("schemas", "sync", "--config", str(config), "--dry-run", "--state-db", db)
@@ -261,12 +267,7 @@ def test_confluent_avro_and_protobuf_serializers_on_the_source_deserializers_on_
             filler = tgt.register(SchemaVersion(f"{name}-filler{n}-value", 1, 0, _avro(f"Filler{n}{tag}", "x"),
                                                 "AVRO"))
 
-    db = f"sqlite:///{tmp_path / 'state.db'}"
-    lines = flow_lines(name, "dc1->dc2.schema.ids = translate", f"dc1.schema.registry.url = {src_srv.url}",
-                       f"dc2.schema.registry.url = {tgt_srv.url}")
-    config = tmp_path / "mm2.properties"
-    config.write_text("clusters = dc1, dc2\n" f"dc1.bootstrap.servers = {dc1}\ndc2.bootstrap.servers = {dc2}\n"
-                      + "\n".join(lines) + "\n")
+    db, lines, config = _translating_flow(name, dc1, dc2, registries, tmp_path)
     synced = _cli("schemas", "sync", "--config", str(config), "--state-db", db)
     assert synced.returncode == 0, synced.stderr
     start_mirror(lines, config=config, args=["--state-db", db])

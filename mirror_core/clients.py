@@ -140,6 +140,16 @@ class ClusterHealth:
         what = _CAUSES.get(code)
         return f"cluster {self.alias}: {what}: {message}" if what else f"cluster {self.alias}: {message}"
 
+    def mark_down(self, why: str) -> None:
+        """The mirror's own client could not set up a connection (wire/metadata.py Reachability): the cluster is
+        down, as for librdkafka's transport errors (``why`` is that client's line, said by it already)."""
+        with self._lock:
+            self.last_error, self.last_error_at = why, time.time()
+            if self.reachable:
+                self.reachable = False
+                if self._on_change:
+                    self._on_change(self.alias, False)
+
     def mark_ok(self) -> None:
         with self._lock:
             self.cause = None

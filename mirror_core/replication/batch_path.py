@@ -37,7 +37,7 @@ from mirror_core.wire.fetch import FetchedPartition
 from mirror_core.wire.fetcher import BatchFetcher, FetchLimits
 from mirror_core.wire.integrity import Damage
 from mirror_core.wire.leaders import TP
-from mirror_core.wire.metadata import Brokers
+from mirror_core.wire.metadata import Brokers, Reachability
 from mirror_core.wire.recode import contiguous_copy
 from mirror_core.wire.records import (
     BASE,
@@ -74,14 +74,18 @@ def fetch_limits(source: ClusterConfig, flow: FlowConfig) -> FetchLimits:
                        check_crcs=s.get("check.crcs", "true").strip().lower() != "false")
 
 
-def wire_clients(source: ClusterConfig, target: ClusterConfig, flow: FlowConfig) -> tuple[BatchFetcher, BatchSender]:
+def wire_clients(source: ClusterConfig, target: ClusterConfig, flow: FlowConfig, source_health: Reachability,
+                 target_health: Reachability) -> tuple[BatchFetcher, BatchSender]:
     """The fetcher (the source, with the flow's consumer settings: TLS, SASL) and the sender (the target, with its
-    producer settings; message.timeout.ms is its delivery timeout; replication.producers connections per broker)."""
+    producer settings; message.timeout.ms is its delivery timeout; replication.producers connections per broker),
+    each telling its cluster's health whether the cluster answers."""
     consume = source.client_settings("consumer", flow.consumer_overrides)
     produce = target.client_settings("producer", flow.producer_overrides)
     # Both clusters' addresses read before either client starts its threads (a bad one leaves nothing running).
-    source_brokers = Brokers(source.bootstrap_servers, consume, f"source cluster {source.alias}")
-    target_brokers = Brokers(target.bootstrap_servers, produce, f"target cluster {target.alias}")
+    source_brokers = Brokers(source.bootstrap_servers, consume, f"source cluster {source.alias}",
+                             reachability=source_health)
+    target_brokers = Brokers(target.bootstrap_servers, produce, f"target cluster {target.alias}",
+                             reachability=target_health)
     timeout_ms = int(produce.get("message.timeout.ms", "120000"))
     return (BatchFetcher(source_brokers, fetch_limits(source, flow)),
             BatchSender(target_brokers, delivery_timeout_s=timeout_ms / 1000 if timeout_ms else float("inf"),

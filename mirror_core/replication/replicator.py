@@ -268,7 +268,7 @@ class FlowReplicator:
         reading, wire = consumer, None
         if flow.data_path == "batches":
             # The group still assigns the partitions; the wire fetcher reads them (batch_path.py).
-            self._wire = wire = wire_clients(src, tgt, flow)
+            self._wire = wire = wire_clients(src, tgt, flow, self.source_health, self.target_health)
             reading = cast(Consumer, WireReader(consumer, wire[0], topics.source, flow.start_position))
         self._acks = acks = Acks(flow.name, reading, self.metrics, request_refresh=lambda: None,
                                  last_heartbeat_ms=self._last_heartbeat_ms, target=tgt)

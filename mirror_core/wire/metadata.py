@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from mirror_core.errors import MirrorError
 from mirror_core.throttling import ThrottledLine
@@ -12,10 +13,20 @@ from mirror_core.wire.codec import ProtocolError, Reader, array, string
 from mirror_core.wire.connection import Connection, WireError, broker_where
 from mirror_core.wire.kerberos import KerberosLogin, login_for
 from mirror_core.wire.oauth import TokenSource
-from mirror_core.wire.sasl import speaks_gssapi, speaks_oauthbearer
+from mirror_core.wire.sasl import SaslError, speaks_gssapi, speaks_oauthbearer
 
 API_METADATA = 3
 NO_LEADER = -1
+
+
+class Reachability(Protocol):
+    """Told whether a cluster answers the wire client (the flow's cluster health, clients.ClusterHealth), as
+    librdkafka's error callbacks tell it for its clients: a flow whose only clients of a cluster are the wire
+    client's must still show that cluster down while it does not answer."""
+
+    def mark_ok(self) -> None: ...
+
+    def mark_down(self, why: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -92,9 +103,12 @@ class Brokers:
     broker known since (``where`` names the cluster in error lines); the fetcher's and sender's workers open
     their own connection to each leader with :attr:`settings`."""
 
-    def __init__(self, bootstrap: str, settings: Mapping[str, str], where: str, timeout: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, settings: Mapping[str, str], where: str, timeout: float = 30.0,
+                 reachability: Reachability | None = None) -> None:
         self.bootstrap = [address(s) for s in bootstrap.split(",") if s.strip()]
         self.settings, self.where, self.timeout = settings, where, timeout
+        #: told of every connection set up (and metadata answer) and of every one refused or cut at its setup
+        self.reachability = reachability
         self.known: dict[int, Broker] = {}
         #: OAUTHBEARER: one token for every connection to the cluster (asked again before it expires); GSSAPI:
         #: the process's Kerberos login for the keytab and principal
@@ -123,8 +137,13 @@ class Brokers:
                 failures.append(str(exc))
                 continue
             self.known.update(meta.brokers)
+            if self.reachability is not None:
+                self.reachability.mark_ok()
             return meta
-        raise WireError(f"{self.where}: no broker answered a metadata request: {'; '.join(failures)}")
+        error = WireError(f"{self.where}: no broker answered a metadata request: {'; '.join(failures)}")
+        if self.reachability is not None:
+            self.reachability.mark_down(str(error))
+        raise error
 
     def name(self, node: int) -> str:
         """How error lines name broker ``node``."""
@@ -135,4 +154,12 @@ class Brokers:
         """A connection of the caller's own to broker ``node`` (known from a metadata answer); ``wait_s``: how
         long the broker may hold an answer beyond the timeout (a fetch's max wait, a produce's timeout)."""
         broker = self.known[node]
-        return Connection(broker.host, broker.port, self.settings, self.where, self.timeout + wait_s, self.login)
+        try:
+            conn = Connection(broker.host, broker.port, self.settings, self.where, self.timeout + wait_s, self.login)
+        except (WireError, SaslError) as exc:  # (not an answer that does not parse: the broker answered)
+            if self.reachability is not None:
+                self.reachability.mark_down(str(exc))
+            raise
+        if self.reachability is not None:
+            self.reachability.mark_ok()
+        return conn

@@ -221,3 +221,42 @@ def test_an_http_token_endpoint_is_refused_unless_allowed() -> None:
 def test_every_parser_failure_is_a_mirror_error() -> None:
     """Brokers.metadata (and every worker) moves on after a MirrorError; a parser's failure must be one."""
     assert issubclass(ProtocolError, MirrorError) and issubclass(AnswerTooLarge, ProtocolError)
+
+
+class Health:
+    """What a flow's cluster health is told by the wire client (the Reachability protocol)."""
+
+    def __init__(self) -> None:
+        self.told: list[str | None] = []  # None: answered
+
+    def mark_ok(self) -> None:
+        self.told.append(None)
+
+    def mark_down(self, why: str) -> None:
+        self.told.append(why)
+
+
+def test_the_cluster_health_is_told_whether_the_wire_client_reaches_the_cluster(
+        brokers: Callable[[dict[int, Answer]], FakeBroker]) -> None:
+    """A flow whose only client of its target is the wire client (exactly-once on batches) showed the target
+    reachable through a whole partition: each connection set up or refused, and each metadata answer or its
+    absence, now reach the cluster's health."""
+    good = brokers({18: api_versions})
+    good.answers[API_METADATA] = metadata(good.port)
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        closed = int(s.getsockname()[1])  # nothing listens there once closed
+    health = Health()
+    down = Brokers(f"127.0.0.1:{closed}", {}, "target cluster dc2", timeout=2, reachability=health)
+    with pytest.raises(WireError):
+        down.metadata([])
+    assert len(health.told) == 1 and health.told[0] is not None and "target cluster dc2" in health.told[0]
+    up = Brokers(f"127.0.0.1:{good.port}", {}, "target cluster dc2", timeout=2, reachability=health)
+    up.metadata(["orders"])
+    assert health.told[-1] is None
+    up.connect(1).close()
+    assert health.told[-1] is None
+    up.known[1] = type(up.known[1])(1, "127.0.0.1", closed)  # the leader stops answering
+    with pytest.raises(WireError, match="cannot connect"):
+        up.connect(1)
+    assert health.told[-1] is not None and "cannot connect" in health.told[-1]
+    assert health.told.count(None) == 2  # the metadata answer and the connection set up

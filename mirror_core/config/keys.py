@@ -285,13 +285,14 @@ KEYS: tuple[KeyDef, ...] = (
            "`mirror-core partitions resume`). Translation reads every record, so "
            "the flow runs the records data path. preserve (the ids copied as they are, for a target registry filled "
            "in IMPORT mode) is refused at load for now. off: keys and values are copied untouched."),
-    KeyDef("replication.data.path", lambda raw: _choice(raw, DATA_PATHS), "records",
+    KeyDef("replication.data.path", lambda raw: _choice(raw, DATA_PATHS), "auto",
            "How records travel. records: consumed and produced one by one through librdkafka (every feature). "
            "batches: the source's record batches copied whole over the mirror's own Kafka client (mirror_core.wire), "
            "with no per-record work: 3.8-4.9x MirrorMaker 2 at 2,000 partitions, at a third of the records path's "
            "CPU per record (README 'mirror_core vs MirrorMaker 2'). Each batch lands as it is (headers, timestamps, "
            "compression kept), its "
-           "offset-map run and progress as on the records path. At-least-once only. With the identity policy its "
+           "offset-map run and progress as on the records path, at-least-once or exactly-once. With the identity "
+           "policy its "
            "cycles are prevented by producer id (each sender's, recorded in mirror-core.producer-ids.internal on the "
            "cluster it writes before its first batch; the reverse flow skips the batches a mirror wrote copying from "
            "its target), not around a cycle of three clusters or more (refused; auto: records); SASL PLAIN, SCRAM, "
@@ -309,9 +310,7 @@ KEYS: tuple[KeyDef, ...] = (
            "producer's settings that the "
            "mirror's own client does not honour), records otherwise; the start log line, /status and mirror-core "
            "check say which and why. Exactly-once copies the source's batches whole in each slot's transactions "
-           "(their progress and offset-map records in the same transaction). auto is not the default yet: over a "
-           "flaky WAN the batches path does not yet report an unreachable target with exactly-once, and its lag "
-           "gauge under a bandwidth cap lags (tests/wan, run with auto as the default). A batch the "
+           "(their progress and offset-map records in the same transaction). auto is the default. A batch the "
            "target refuses (larger than its max.message.bytes) pauses its partition at that batch, naming it. "
            "replication.batch.max.records does not apply; fetch.max.bytes, max.partition.fetch.bytes, "
            "fetch.min.bytes and fetch.wait.max.ms of the flow's consumer and message.timeout.ms of its producer do. "

@@ -458,7 +458,7 @@ class _Builder:
         cannot go is an error naming the key's line; ``auto`` takes batches where the flow allows them (what the
         mirror's own client honours: config/wire_support.py), records otherwise, saying which setting required it."""
         if path == "records":
-            return "records", "replication.data.path = records" + (" (the default)" if p is None else "")
+            return "records", "replication.data.path = records"
         # Exactly-once copies batches in each slot's transactions (replication/batch_transactions.py); the identity
         # policy's cycles are prevented by producer id (replication/mirror_writes.py), which the transactional
         # producers do not record yet: that pair stays on records.
@@ -473,7 +473,8 @@ class _Builder:
         obstacle = "; ".join(dict.fromkeys(found)) or None
         if path == "batches":
             return "batches", "replication.data.path = batches"
-        return ("records", f"auto: records, because {obstacle}") if obstacle else ("batches", "auto: batches")
+        auto = "auto" if p is not None else "auto (the default)"
+        return ("records", f"{auto}: records, because {obstacle}") if obstacle else ("batches", f"{auto}: batches")
 
     def check_client(self, kind: ClientKind, settings: dict[str, str], origins: Mapping[str, Origin],
                      owner: str, base: Mapping[str, str] | None = None) -> None:

@@ -173,7 +173,7 @@ def test_flow_state_and_attention_rules(airflow_db: Path) -> None:
     assert flow_state("enabled", None, []) == "no live instance"
     assert not _applied("running", [running, stopped]) and not _applied("running", []) and _applied(None, [])
     flow = FlowView("dc1->dc2", "running", "enabled", "running", None, None, None, False, [running, stopped],
-                    None, None, "batches", "auto: batches", 5, None, None, None, None)
+                    None, None, "batches", "auto (the default): batches", 5, None, None, None, None)
     recs: dict[str, list[dict[str, Any]]] = {
         "failovers": [{"kind": "failover", "flow": "dc1->dc2", "status": "failed", "run_id": "r2", "error": "boom"},
                       {"kind": "failover", "flow": "dc1->dc2", "status": "done", "run_id": "r1", "error": None}],

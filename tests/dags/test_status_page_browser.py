@@ -130,7 +130,7 @@ def test_status_page_in_a_browser(dc1: str, dc2: str, name: str, tmp_path: Path,
                                      f"the mirror's control-plane lines: {control[-20:]}; its log ends: "
                                      f"{text[-2000:]}") from None
             assert "page-mirror-0: running" in card["text"], card["text"]
-            assert "replication.data.path = records (the default)" in card["text"], card["text"]  # the path, why
+            assert "auto (the default): batches" in card["text"], card["text"]  # the data path and why
             assert flow_card(browser, "backup->primary")["state"] == "running"  # standby, started by a workflow
             gone = flow_card(browser, "primary->gone")
             assert gone["state"] == "running" and gone["lag"] is None and "lag unknown" in gone["text"], gone

@@ -5,7 +5,7 @@ the producer's batch limit had every full batch refused and replayed record by r
 
 The data tests are the records path's (RECORDS): the batches path sends the source's batches as they are, and one
 larger than its remote topic takes pauses its partition naming it (tests/integration/test_batch_path.py). The
-internal records' test runs on the default path."""
+internal records' test runs on the default path (auto: batches)."""
 
 from __future__ import annotations
 

@@ -221,9 +221,9 @@ def test_global_enabled_has_no_effect_and_says_so() -> None:
     assert err.value.line == 4
 
 
-def test_the_batches_data_path_is_opt_in_and_refused_where_it_cannot_go_in_one_line_naming_the_key() -> None:
+def test_the_batches_data_path_is_the_default_and_refused_where_it_cannot_go_in_one_line_naming_the_key() -> None:
     default = load("dc1->dc2.enabled = true\n").flows[0]
-    assert (default.data_path, default.data_path_reason) == ("records", "replication.data.path = records (the default)")
+    assert (default.data_path, default.data_path_reason) == ("batches", "auto (the default): batches")
     assert load("dc1->dc2.enabled = true\nreplication.data.path = records\n").flows[0].data_path == "records"
     assert load("dc1->dc2.enabled = true\nreplication.data.path = batches\n").flows[0].data_path == "batches"
     scram = ("dc1.security.protocol = SASL_SSL\ndc1.sasl.mechanism = SCRAM-SHA-256\n"
@@ -338,8 +338,8 @@ def test_auto_takes_batches_where_the_flow_allows_and_says_why_not_otherwise() -
     assert [(f.name, f.data_path) for f in c.flows] == [("dc1->dc2", "batches"), ("dc2->dc1", "records")]
 
 
-def test_the_key_says_auto_is_not_the_default_and_why() -> None:
+def test_the_key_says_auto_is_the_default() -> None:
     from mirror_core.config.keys import KEYS_BY_NAME
 
     key = KEYS_BY_NAME["replication.data.path"]
-    assert key.default == "records" and "auto is not the default yet" in key.doc and "tests/wan" in key.doc
+    assert key.default == "auto" and "auto is the default" in key.doc

@@ -31,10 +31,9 @@ def test_registry_settings_and_schema_ids() -> None:
         parse_text(BASE + "dc1->dc2.enabled = true\ndc1->dc2.schema.ids = preserve\n")
     assert "schema.ids = preserve" in str(refused.value)
     both = parse_text(BASE + "dc1.schema.registry.url = http://r:1\ndc2.schema.registry.url = http://r:2\n"
-                      "dc1->dc2.enabled = true\ndc1->dc2.schema.ids = translate\nreplication.data.path = auto\n"
-                      ).flows[0]
+                      "dc1->dc2.enabled = true\ndc1->dc2.schema.ids = translate\n").flows[0]
     assert (both.schema_ids, both.data_path, both.data_path_reason) == (
-        "translate", "records", "auto: records, because schema.ids = translate")
+        "translate", "records", "auto (the default): records, because schema.ids = translate")
 
 
 class Rec:

@@ -65,15 +65,16 @@ def error_code(exc: BaseException) -> int | None:
     return err.code() if isinstance(err, KafkaError) else None
 
 
-def fatal_consumer_error(err: KafkaError, group: str, cluster: str, consumer: Consumer) -> MirrorError | None:
-    """What a fatal error of ``consumer`` (of ``group`` on ``cluster``) means, or None if ``err`` is not fatal.
-    librdkafka reports a fenced static member as a generic _FATAL whose text names group.instance.id."""
+def fatal_consumer_error(err: KafkaError, group: str, cluster: str, memberid: Callable[[], str]) -> MirrorError | None:
+    """What a fatal error of a consumer (of ``group`` on ``cluster``; ``memberid``: its member id) means, or None if
+    ``err`` is not fatal. librdkafka reports a fenced static member as a generic _FATAL whose text names
+    group.instance.id."""
     if err.code() != KafkaError._FATAL and not err.fatal():
         return None
     text = err.str()
     if "group.instance.id" in text or "FENCED_INSTANCE_ID" in text:
         try:
-            member_id = consumer.memberid() or ""
+            member_id = memberid() or ""
         except RuntimeError:  # closed already
             member_id = ""
         return FencedInstance(f"group {group} on {cluster} fenced this process's instance id (FENCED_INSTANCE_ID)",

@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirror_core.authorization import Access, denied_line
 from mirror_core.clients import purge_unsent
@@ -23,6 +23,7 @@ from mirror_core.metrics import Metrics
 from mirror_core.replication.batch import RECORD_ERRORS, Batch, PartitionMode, PartitionState
 from mirror_core.replication.damage import OperatorActions, damaged_line
 from mirror_core.replication.retry import MAX_BACKOFF_S
+from mirror_core.replication.source_reader import SourceReader
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ class Acks:
     with batches in flight, rewinds, backs off and pauses. ``on_failure`` decides what a failed batch
     means (at-least-once: :meth:`handle_failure`; exactly-once: abort the slot's transaction)."""
 
-    def __init__(self, flow_name: str, consumer: Consumer, metrics: Metrics,
+    def __init__(self, flow_name: str, consumer: SourceReader, metrics: Metrics,
                  request_refresh: Callable[[], None], last_heartbeat_ms: int = 0,
                  target: ClusterConfig | None = None) -> None:
         self.flow_name = flow_name

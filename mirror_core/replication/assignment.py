@@ -27,17 +27,17 @@ from mirror_core.replication.acks import Acks
 from mirror_core.replication.batch import PartitionState
 from mirror_core.replication.producer_pool import producer_for
 from mirror_core.replication.reporting import Reporter
+from mirror_core.replication.source_reader import Rebalance, SourceReader
 from mirror_core.replication.topics import TopicManager
 from mirror_core.stores.progress import ProgressStore
 
 log = logging.getLogger(__name__)
 DOWN_PROBE_TIMEOUT_S = 2.0  # topic discovery against a cluster the error callbacks report down
 Key = tuple[str, int]
-Rebalance = Callable[[Consumer, list[TopicPartition]], None]
 
 
 class Assignment:
-    def __init__(self, flow: FlowConfig, consumer: Consumer, topics: TopicManager, progress: ProgressStore,
+    def __init__(self, flow: FlowConfig, consumer: SourceReader, topics: TopicManager, progress: ProgressStore,
                  acks: Acks, reporter: Reporter, metrics: Metrics, source_health: ClusterHealth,
                  target_health: ClusterHealth, stop: threading.Event, topic_ids: dict[str, str] | None = None,
                  missing_topics: dict[str, float] | None = None) -> None:
@@ -352,7 +352,7 @@ class Phases:
         return ", ".join(f"{phase} {took:.2f} s" for phase, took in self._took)
 
 
-def unassign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+def unassign(consumer: SourceReader, partitions: list[TopicPartition]) -> None:
     """Unassign ``partitions`` and clear any pause of theirs first.
 
     librdkafka keeps a partition's application pause across unassign and assign: a partition paused

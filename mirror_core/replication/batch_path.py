@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_INVALID, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_INVALID, Consumer, KafkaError, Message, TopicPartition
 
 from mirror_core.authorization import Access, denied_line
 from mirror_core.config.client_defaults import CONSUMER_DEFAULTS, STANDING_CONSUMER_DEFAULTS
@@ -32,6 +32,7 @@ from mirror_core.replication.delivery import AtLeastOnce
 from mirror_core.replication.mirror_writes import MirrorWrites, Verdict
 from mirror_core.replication.producer_pool import batch_sender_connections
 from mirror_core.replication.retry import MAX_BACKOFF_S
+from mirror_core.replication.source_reader import Rebalance
 from mirror_core.wire.errors import name
 from mirror_core.wire.fetch import FetchedPartition
 from mirror_core.wire.fetcher import BatchFetcher, FetchLimits
@@ -93,10 +94,9 @@ def wire_clients(source: ClusterConfig, target: ClusterConfig, flow: FlowConfig,
 
 
 class WireReader:
-    """The flow's consumer as the rest of the flow uses it, for partitions the wire fetcher reads. The consumer
-    keeps the group (subscribe, callbacks, close: everything not defined here goes to it), and each partition
-    assigned to it is paused there at once; seeks, pauses and resumes move the fetcher, and positions and
-    watermarks are the fetcher's."""
+    """The flow's source reader (source_reader.SourceReader) for partitions the wire fetcher reads. The consumer
+    keeps the group (subscribe, polls that serve its callbacks, close), and each partition assigned to it is paused
+    there at once; seeks, pauses and resumes move the fetcher, and positions and watermarks are the fetcher's."""
 
     def __init__(self, consumer: Consumer, fetcher: BatchFetcher, source_admin: Any, start_position: str) -> None:
         self.consumer = consumer
@@ -111,8 +111,30 @@ class WireReader:
         #: fetched again from their position at this monotonic time (the source answered an error)
         self.delayed: dict[TP, float] = {}
 
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(self.consumer, attr)
+    # -- the group, kept by the consumer ---------------------------------------------------------------------
+    def subscribe(self, topics: list[str], on_assign: Rebalance | None = None, on_revoke: Rebalance | None = None,
+                  on_lost: Rebalance | None = None) -> None:
+        self.consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+
+    def unsubscribe(self) -> None:
+        self.consumer.unsubscribe()
+
+    def poll(self, timeout: float = -1) -> Message | None:
+        """Serves the group's callbacks: every partition is paused on the consumer, so no record comes."""
+        return self.consumer.poll(timeout)
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        msgs: list[Message] = self.consumer.consume(num_messages, timeout)
+        return msgs
+
+    def memberid(self) -> str:
+        member: str = self.consumer.memberid()
+        return member
+
+    def close(self) -> None:
+        self.consumer.close()
+
+    # -- the partitions, read by the fetcher -----------------------------------------------------------------
 
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
         self.consumer.incremental_assign(partitions)
@@ -179,11 +201,12 @@ class WireReader:
         return [TopicPartition(tp.topic, tp.partition, self.positions.get((tp.topic, tp.partition), OFFSET_INVALID))
                 for tp in partitions]
 
-    def get_watermark_offsets(self, tp: TopicPartition, timeout: float | None = None,
+    def get_watermark_offsets(self, partition: TopicPartition, timeout: float = -1,
                               cached: bool = False) -> tuple[int, int]:
         if cached:
-            return self.fetcher.watermarks.get((tp.topic, tp.partition), (-1, -1))
-        return self.consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)  # type: ignore[no-any-return]
+            return self.fetcher.watermarks.get((partition.topic, partition.partition), (-1, -1))
+        marks: tuple[int, int] = self.consumer.get_watermark_offsets(partition, timeout=timeout, cached=False)
+        return marks
 
     def handed_over(self, key: TP, end: int, hold: bool) -> None:
         """``key``'s last fetch is handed over: fetch it again from ``end`` now, or once :meth:`release` says."""

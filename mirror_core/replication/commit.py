@@ -23,6 +23,7 @@ from mirror_core.config.model import ClusterConfig
 from mirror_core.kafka_io import log_end
 from mirror_core.metrics import Metrics
 from mirror_core.replication.batch import PartitionState
+from mirror_core.replication.source_reader import SourceReader
 from mirror_core.stores.offset_syncs import write_sync
 from mirror_core.stores.progress import ProgressStore
 from mirror_core.throttling import ThrottledLine
@@ -173,7 +174,7 @@ class ProgressCommitter:
         return authorization.guard(self.flow_name, Access("Write", topic, self.target))
 
 
-def advance_idle(consumer: Consumer, states: list[PartitionState],
+def advance_idle(consumer: SourceReader, states: list[PartitionState],
                  log_end_fallback: Callable[[PartitionState], int | None] | None) -> None:
     """Move idle partitions past records the consumer skipped (transaction markers, aborted data).
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaError, Message
+from confluent_kafka import KafkaError, Message
 
 from mirror_core.authorization import Access, check, denied_line
 from mirror_core.clients import fatal_consumer_error
@@ -19,6 +19,7 @@ from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import Acks
 from mirror_core.replication.assignment import Assignment
 from mirror_core.replication.batch import PartitionState
+from mirror_core.replication.source_reader import SourceReader
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.02
 
 
-def consume_ready(consumer: Consumer, batch_max: int, wait_s: float = IDLE_WAIT_S) -> list[Message]:
+def consume_ready(consumer: SourceReader, batch_max: int, wait_s: float = IDLE_WAIT_S) -> list[Message]:
     """What the consumer holds now, up to ``batch_max`` records; when it holds nothing, wait up to ``wait_s``
     for the first record and return as soon as it arrives (``consume(n, t)`` would wait the full ``t`` for
     ``n`` records at light load), with whatever came with it."""
@@ -42,7 +43,7 @@ def consume_ready(consumer: Consumer, batch_max: int, wait_s: float = IDLE_WAIT_
 class Consuming:
     """Reads the source consumer for one run of the pipeline (the hot path of the records data path)."""
 
-    def __init__(self, flow: FlowConfig, source: ClusterConfig, metrics: Metrics, consumer: Consumer,
+    def __init__(self, flow: FlowConfig, source: ClusterConfig, metrics: Metrics, consumer: SourceReader,
                  assignment: Assignment, acks: Acks, produce_run: Callable[[PartitionState, list[Message]], None],
                  denied_topics: set[str | None]) -> None:
         self.flow = flow
@@ -136,7 +137,7 @@ class Consuming:
                 self.metrics.errors.labels(flow.name, "not_authorized").inc()
                 log.error("%s", line)
             return
-        fatal = fatal_consumer_error(err, flow.worker_group_id, self.source.alias, self.consumer)
+        fatal = fatal_consumer_error(err, flow.worker_group_id, self.source.alias, self.consumer.memberid)
         if fatal is not None:
             raise fatal
         if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):

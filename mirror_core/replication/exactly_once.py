@@ -137,7 +137,7 @@ class SlotManager:
         for m in self.membership.consume(1, 0):
             err = m.error()
             fatal = None if err is None else fatal_consumer_error(err, f"{self.flow.worker_group_id}.slots",
-                                                                   self.target.alias, self.membership)
+                                                                   self.target.alias, self.membership.memberid)
             if fatal is not None:
                 raise fatal
         self.assignment.raise_callback_error()

@@ -60,6 +60,7 @@ from mirror_core.replication.producer_pool import ProducerChooser, batch_limits,
 from mirror_core.replication.reporting import CHECKING_FENCE, REJOINING_AFTER_FENCE, Reporter
 from mirror_core.replication.retry import MAX_PROBE_INTERVAL_S, Backoff
 from mirror_core.replication.schema_ids import ProduceRun, SchemaIdTranslation
+from mirror_core.replication.source_reader import SourceReader
 from mirror_core.replication.topics import TopicManager
 from mirror_core.stores.offset_syncs import ensure_offset_syncs_topic, offset_syncs_topic
 from mirror_core.stores.producer_ids import PRODUCER_IDS_TOPIC, ensure_producer_ids_topic
@@ -265,11 +266,12 @@ class FlowReplicator:
             src, flow.worker_group_id, flow.consumer_overrides, self.source_health,
             enforced={"topic.metadata.refresh.interval.ms": refresh_ms, "auto.offset.reset": flow.start_position,
                       **self._static.settings(flow.worker_group_id)}, standing=True)
-        reading, wire = consumer, None
+        reading: SourceReader = consumer
+        wire, wire_reader = None, None
         if flow.data_path == "batches":
             # The group still assigns the partitions; the wire fetcher reads them (batch_path.py).
             self._wire = wire = wire_clients(src, tgt, flow, self.source_health, self.target_health)
-            reading = cast(Consumer, WireReader(consumer, wire[0], topics.source, flow.start_position))
+            reading = wire_reader = WireReader(consumer, wire[0], topics.source, flow.start_position)
         self._acks = acks = Acks(flow.name, reading, self.metrics, request_refresh=lambda: None,
                                  last_heartbeat_ms=self._last_heartbeat_ms, target=tgt)
         self._assignment = assignment = Assignment(flow, reading, topics, progress, acks, self.reporter,
@@ -283,14 +285,14 @@ class FlowReplicator:
         choice = self._producer_choice.choose(target_meta)
         limit, internal = batch_limits(tgt, flow, choice, topics.target, self.stop.wait)
         delivery: Delivery
-        if choice.count is None and wire is not None:
-            delivery = self._batches_exactly_once(reading, wire, assignment, acks, committer, src, tgt, internal)
+        if choice.count is None and wire is not None and wire_reader is not None:
+            delivery = self._batches_exactly_once(wire_reader, wire, assignment, acks, committer, src, tgt, internal)
         elif choice.count is None:
             # Each owned slot has its own transactional producer (see exactly_once.py).
             slots = SlotManager(flow, tgt, self.metrics, self.target_health, assignment, acks, committer,
                                 self._static.settings(f"{flow.worker_group_id}.slots"), internal)
             delivery = ExactlyOnce(slots, assignment)
-        elif wire is None:
+        elif wire is None or wire_reader is None:
             producers, own = make_target_producers(tgt, flow.producer_overrides, self.target_health, choice, internal)
             delivery = AtLeastOnce(producers, assignment, acks, committer, target_meta, flow.policy.uses_provenance,
                                    own)
@@ -298,7 +300,7 @@ class FlowReplicator:
             producer = make_producer(tgt, flow.producer_overrides, self.target_health, fits=internal)
             guard_ = cycle_guard(self.config, flow, wire[1], self.instance, self.source_health,
                                  self.target_health) if flow.policy.uses_provenance else None
-            self._copier = BatchCopier(flow.name, cast(WireReader, reading), wire[1], assignment.states, acks,
+            self._copier = BatchCopier(flow.name, wire_reader, wire[1], assignment.states, acks,
                                        self.metrics, flow.in_flight_records_limit, flow.max_in_flight_bytes, src,
                                        guard_)
             # (the identity policy's remote topics may have other writers: their log end is not where a copy lands)
@@ -317,7 +319,7 @@ class FlowReplicator:
             self._heartbeats = HeartbeatEmitter(self._hb_producer, flow.source, flow.target,
                                                 flow.heartbeats_interval_s)
 
-    def _batches_exactly_once(self, reading: Consumer, wire: tuple[BatchFetcher, BatchSender],
+    def _batches_exactly_once(self, reading: WireReader, wire: tuple[BatchFetcher, BatchSender],
                               assignment: Assignment, acks: Acks, committer: ProgressCommitter, src: ClusterConfig,
                               tgt: ClusterConfig, internal: int | None) -> Delivery:
         """Exactly-once on the batches path: each owned slot's transactional producer is the wire client's, and
@@ -333,7 +335,7 @@ class FlowReplicator:
         slots = SlotManager(flow, tgt, self.metrics, self.target_health, assignment, acks, committer,
                             self._static.settings(f"{flow.worker_group_id}.slots"), internal,
                             slot_producer=slot_producer, on_release=senders.released)
-        self._copier = copier = BatchCopier(flow.name, cast(WireReader, reading), cast(BatchSender, senders),
+        self._copier = copier = BatchCopier(flow.name, reading, cast(BatchSender, senders),
                                             assignment.states, acks, self.metrics, flow.in_flight_records_limit,
                                             flow.max_in_flight_bytes, src)
         senders.answer = copier.answer

@@ -9,11 +9,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import KafkaException
 
 from mirror_core.clients import ClusterHealth
 from mirror_core.metrics import Metrics
 from mirror_core.replication.batch import PartitionState
+from mirror_core.replication.source_reader import SourceReader
 from mirror_core.replication.topics import TopicManager
 
 log = logging.getLogger(__name__)
@@ -212,7 +213,7 @@ class Reporter:
             self._zero(s.topic, s.partition)
         self.stranded.clear()
 
-    def publish(self, consumer: Consumer, states: Iterable[PartitionState], visible: Callable[[PartitionState],
+    def publish(self, consumer: SourceReader, states: Iterable[PartitionState], visible: Callable[[PartitionState],
                 int | None], instance: str, missing_topics: Iterable[str], last_heartbeat_ms: int,
                 source: ClusterHealth, target: ClusterHealth) -> None:
         """Refresh the gauges and the status snapshot. ``visible``: how far a target reader sees a
@@ -220,7 +221,7 @@ class Reporter:
         with self._lock:
             self._publish(consumer, states, visible, instance, missing_topics, last_heartbeat_ms, source, target)
 
-    def _publish(self, consumer: Consumer, states: Iterable[PartitionState], visible: Callable[[PartitionState],
+    def _publish(self, consumer: SourceReader, states: Iterable[PartitionState], visible: Callable[[PartitionState],
                  int | None], instance: str, missing_topics: Iterable[str], last_heartbeat_ms: int,
                  source: ClusterHealth, target: ClusterHealth) -> None:
         self._published_at = time.monotonic()

@@ -105,14 +105,15 @@ def delete_topic(bootstrap: str, name: str) -> None:
 SLOTS = slot_topic("dc1", "dc2")
 
 
-def slot_topic_of(dc2: str, slots: int) -> None:
+def slot_topic_of(dc2: str, slots: int, topic: str = SLOTS) -> None:
     """The session's dc1->dc2 flows share their slot topic (one partition per slot), and slots cannot be fewer than
-    before: a test that needs ``slots`` has it made afresh (other tests leave it at the default 8)."""
-    if SLOTS in topics(dc2):
-        if partition_count(dc2, SLOTS) == slots:
+    before: a test that needs ``slots`` has it made afresh (other tests leave it at the default 8). ``topic``:
+    another flow's slot topic on its target."""
+    if topic in topics(dc2):
+        if partition_count(dc2, topic) == slots:
             return
-        delete_topic(dc2, SLOTS)
-    create_topic(dc2, SLOTS, slots)
+        delete_topic(dc2, topic)
+    create_topic(dc2, topic, slots)
 
 
 def alter_topic(bootstrap: str, topic: str, configs: Mapping[str, str | None]) -> None:

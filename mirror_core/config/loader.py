@@ -28,7 +28,7 @@ from mirror_core.config.providers import resolve_placeholders
 from mirror_core.config.sasl import client_conf
 from mirror_core.config.wire_support import wire_problems
 from mirror_core.filters import NameFilter
-from mirror_core.policy import ReplicationPolicy, policy_from_name
+from mirror_core.policy import policy_from_name
 from mirror_core.redaction import register_secret
 
 
@@ -391,7 +391,7 @@ class _Builder:
                 settings[kind] = self.translate_client(kind, per_kind[kind], {}, f"flow {src}->{dst}",
                                                        base=clusters[alias].client_settings(kind))
         data_path, data_path_reason = self.check_data_path(
-            values["replication.data.path"], values["exactly.once.enabled"], policy,
+            values["replication.data.path"],
             chosen.get("replication.data.path") or globals_.get("replication.data.path"), values["schema.ids"],
             (clusters[src].client_settings("consumer", settings["consumer"]), src),
             (clusters[dst].client_settings("producer", settings["producer"]), dst))
@@ -452,19 +452,16 @@ class _Builder:
                 raise self.error(f"schema.ids = translate needs the schema registry of both clusters: set "
                                  f"{' and '.join(f'{a}.schema.registry.url' for a in missing)}", p)
 
-    def check_data_path(self, path: str, exactly_once: bool, policy: ReplicationPolicy, p: Property | None,
-                        schema_ids: str, *clients: tuple[Mapping[str, str], str]) -> tuple[str, str]:
+    def check_data_path(self, path: str, p: Property | None, schema_ids: str,
+                        *clients: tuple[Mapping[str, str], str]) -> tuple[str, str]:
         """The data path a flow runs ("records" or "batches") and why, in words. ``batches`` where the batches path
         cannot go is an error naming the key's line; ``auto`` takes batches where the flow allows them (what the
         mirror's own client honours: config/wire_support.py), records otherwise, saying which setting required it."""
         if path == "records":
             return "records", "replication.data.path = records"
         # Exactly-once copies batches in each slot's transactions (replication/batch_transactions.py); the identity
-        # policy's cycles are prevented by producer id (replication/mirror_writes.py), which the transactional
-        # producers do not record yet: that pair stays on records.
+        # policy's cycles are prevented by producer id (replication/mirror_writes.py), each slot's recorded too.
         found = [f"cluster {alias} {problem}" for settings, alias in clients for problem in wire_problems(settings)]
-        if exactly_once and policy.uses_provenance:
-            found.insert(0, "exactly.once.enabled = true with the identity replication policy")
         if schema_ids == "translate":  # every record's key and value are read and rewritten
             found.insert(0, "schema.ids = translate")
         if found and path == "batches":

@@ -65,7 +65,7 @@ class SlotProducer:
 
     def __init__(self, brokers: Brokers, transactional_id: str, on_data: Callable[[list[Sent]], None],
                  delivery_timeout_s: float, transaction_timeout_ms: int = 60_000,
-                 internal_limit: int | None = None) -> None:
+                 internal_limit: int | None = None, on_producer_id: Callable[[int], None] | None = None) -> None:
         #: the most record bytes in one batch of the mirror's own records: what their topics take (the smallest
         #: max.message.bytes of progress and offset syncs, less a batch's header), OWN_BATCH_BYTES at most
         self.own_batch_bytes = min(OWN_BATCH_BYTES, internal_limit - BATCH_HEADER) if internal_limit else \
@@ -78,6 +78,10 @@ class SlotProducer:
         self._own_out = 0  # of which the mirror's own
         self._failed: list[str] = []  # own batches refused in this transaction
         self._own_tps: set[TP] = set()
+        #: the identity policy: records a producer id on the target before anything is written with it (the reverse
+        #: flow skips its batches: mirror_writes.py); the slot's id keeps its producer id across epochs
+        self.on_producer_id = on_producer_id
+        self._recorded: int | None = None
 
     def __len__(self) -> int:
         """The mirror's own records not yet answered (the data batches are the copier's to count)."""
@@ -125,9 +129,13 @@ class SlotProducer:
         """A new epoch for the slot's id (fences and aborts a previous owner); sequences start again."""
         self.txn.timeout_s = max(timeout, 1.0)
         try:
-            self.sender.use_producer(*self.txn.init())
+            producer_id, epoch = self.txn.init()
         except WireError as exc:
             raise _error(exc) from None
+        if self.on_producer_id is not None and producer_id != self._recorded:
+            self.on_producer_id(producer_id)
+            self._recorded = producer_id
+        self.sender.use_producer(producer_id, epoch)
         for tp in self._own_tps:
             self.sender.rewind(tp)
         self._failed.clear()

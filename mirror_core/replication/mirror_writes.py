@@ -19,6 +19,7 @@ copy lands, as for offsets compaction removed).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 
 from confluent_kafka import Consumer
@@ -30,7 +31,6 @@ from mirror_core.replication.produce import PROVENANCE_HEADER
 from mirror_core.stores.producer_ids import MAX_FOREIGN, MirrorProducerIds, register
 from mirror_core.wire.headers import header_values, with_hop
 from mirror_core.wire.records import HEADER, PRODUCER_ID
-from mirror_core.wire.sender import BatchSender
 
 _KEY = PROVENANCE_HEADER.encode()
 
@@ -95,16 +95,17 @@ class MirrorWrites:
             self._reader = None
 
 
-def cycle_guard(config: MirrorConfig, flow: FlowConfig, sender: BatchSender, instance: str,
-                source_health: ClusterHealth, target_health: ClusterHealth) -> MirrorWrites:
-    """A batches flow's side of the identity policy's cycle prevention: every producer id the sender gets is
-    recorded on the target before it writes with it, the source's mirror writes are recognised, and where the
-    reverse flow (in this configuration) copies on the records path, the copies carry the provenance header too."""
+def cycle_guard(config: MirrorConfig, flow: FlowConfig, instance: str, source_health: ClusterHealth,
+                target_health: ClusterHealth) -> tuple[MirrorWrites, Callable[[int], None]]:
+    """A batches flow's side of the identity policy's cycle prevention: the source's mirror writes recognised (where
+    the reverse flow, in this configuration, copies on the records path, the copies carry the provenance header
+    too), and how a producer id the flow's senders get (the idempotent sender's, or each exactly-once slot's) is
+    recorded on the target before they write with it."""
     source, target = config.cluster(flow.source), config.cluster(flow.target)
     reverse_on_records = any(f.source == flow.target and f.target == flow.source and f.data_path == "records"
                              for f in config.all_flows)
     registrar = make_producer(target, flow.producer_overrides, target_health,
                               enforced={"linger.ms": "0"})  # (acks=all, as every producer)
-    sender.on_producer_id = lambda pid: register(registrar, pid, flow.source, flow.target, instance)
     reader = make_consumer(source, f"{flow.worker_group_id}.producer-ids", QUIET, health=source_health)
-    return MirrorWrites(MirrorProducerIds(reader), flow.target, reader, flow.source if reverse_on_records else None)
+    writes = MirrorWrites(MirrorProducerIds(reader), flow.target, reader, flow.source if reverse_on_records else None)
+    return writes, lambda pid: register(registrar, pid, flow.source, flow.target, instance)

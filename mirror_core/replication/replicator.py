@@ -298,8 +298,10 @@ class FlowReplicator:
                                    own)
         else:  # the records go by the wire sender: one producer, for progress and offset-map records
             producer = make_producer(tgt, flow.producer_overrides, self.target_health, fits=internal)
-            guard_ = cycle_guard(self.config, flow, wire[1], self.instance, self.source_health,
-                                 self.target_health) if flow.policy.uses_provenance else None
+            guard_ = None
+            if flow.policy.uses_provenance:
+                guard_, wire[1].on_producer_id = cycle_guard(self.config, flow, self.instance, self.source_health,
+                                                             self.target_health)
             self._copier = BatchCopier(flow.name, wire_reader, wire[1], assignment.states, acks,
                                        self.metrics, flow.in_flight_records_limit, flow.max_in_flight_bytes, src,
                                        guard_)
@@ -326,10 +328,12 @@ class FlowReplicator:
         the copier sends each partition's batches through its slot's (batch_transactions.py)."""
         flow, senders = self.flow, SlotSenders()
         wire[1].close()  # (the idempotent sender is not used: each slot has its own, transactional)
+        guard_, record = cycle_guard(self.config, flow, self.instance, self.source_health, self.target_health) \
+            if flow.policy.uses_provenance else (None, None)
 
         def slot_producer(k: int, tid: str) -> Producer:
             senders.producers[k] = p = SlotProducer(wire[1].brokers, tid, senders.on_data, wire[1].delivery_timeout_s,
-                                                    internal_limit=internal)
+                                                    internal_limit=internal, on_producer_id=record)
             return cast(Producer, p)
 
         slots = SlotManager(flow, tgt, self.metrics, self.target_health, assignment, acks, committer,
@@ -337,7 +341,7 @@ class FlowReplicator:
                             slot_producer=slot_producer, on_release=senders.released)
         self._copier = copier = BatchCopier(flow.name, reading, cast(BatchSender, senders),
                                             assignment.states, acks, self.metrics, flow.in_flight_records_limit,
-                                            flow.max_in_flight_bytes, src)
+                                            flow.max_in_flight_bytes, src, guard_)
         senders.answer = copier.answer
 
         def before_send(st: PartitionState) -> None:

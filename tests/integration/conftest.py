@@ -1,6 +1,22 @@
+import re
+
 import pytest
 
 pytestmark = pytest.mark.integration
+
+#: both data paths, for the tests of delivery, failover, authorization and topologies (issue 61 item 7): librdkafka
+#: record by record, and the wire client's copying the source's batches whole (auto, the default, where it can)
+DATA_PATHS = pytest.mark.parametrize("path", ["records", "batches"])
+
+
+def data_path(path: str) -> str:
+    """The config line that pins a flow's data path (a test then asserts :func:`ran_on` it)."""
+    return f"replication.data.path = {path}"
+
+
+def ran_on(log: str, path: str, flow: str = "dc1->dc2") -> bool:
+    """The mirror's log says ``flow`` started copying on data path ``path`` (its start line)."""
+    return re.search(rf"flow {re.escape(flow)}: replicating \(.*, data path: {path} \(", log) is not None
 
 
 def flow_lines(name: str, *extra: str, flow: str = "dc1->dc2") -> list[str]:

@@ -11,8 +11,9 @@ import pytest
 
 from mirror_core.devcluster.local_cluster import LocalCluster
 from mirror_core.replication.heartbeats import decode_key, decode_value
+from mirror_core.replication.slots import slot_topic
 from mirror_core.stores.producer_ids import PRODUCER_IDS_TOPIC
-from tests.integration.conftest import flow_lines
+from tests.integration.conftest import DATA_PATHS, data_path, flow_lines, ran_on
 from tests.kafka_harness import (
     MirrorProcess,
     create_topic,
@@ -21,6 +22,7 @@ from tests.kafka_harness import (
     produce_sequence,
     producer,
     read_all,
+    slot_topic_of,
     topics,
     wait_until,
     write_config,
@@ -42,7 +44,8 @@ def stable_total(bootstrap: str, topic: str, expected: int, settle: float = 4.0)
     return sum(end_offsets(bootstrap, topic).values()) == expected
 
 
-def test_active_active_default_policy_no_loop(dc1, dc2, name, start_mirror):
+@DATA_PATHS
+def test_active_active_default_policy_no_loop(dc1, dc2, name, start_mirror, path):
     t, late = f"{name}.aa", f"{name}.late"
     create_topic(dc1, t, 2)
     create_topic(dc2, t, 2)
@@ -50,10 +53,12 @@ def test_active_active_default_policy_no_loop(dc1, dc2, name, start_mirror):
     produce_labelled(dc2, t, "dc2", 50)
     # Both filters accept every topic containing the test's name, remote ones included (dc1.<name>.aa on
     # dc2, dc2.<name>.aa on dc1): only the policy's cycle check keeps them from coming back.
-    lines = flow_lines(name, flow="dc1->dc2") + flow_lines(name, flow="dc2->dc1")[:3]
+    lines = flow_lines(name, data_path(path), flow="dc1->dc2") + flow_lines(name, flow="dc2->dc1")[:3]
     wide = [line.replace(f".topics = {name}.*", f".topics = .*{name}.*") for line in lines]
     assert sum(line.endswith(f".topics = .*{name}.*") for line in wide) == 2
-    start_mirror(wide)
+    m = start_mirror(wide)
+    assert wait_until(lambda: ran_on(m.log(), path) and ran_on(m.log(), path, "dc2->dc1"), 30,
+                      what="both flows on the path asked")
     wait_until(lambda: stable_total(dc2, f"dc1.{t}", 100), 60, what="dc1 data on dc2")
     wait_until(lambda: stable_total(dc1, f"dc2.{t}", 50), 60, what="dc2 data on dc1")
     # A topic created now is discovered by a refresh that also sees the remote topics above: once it is
@@ -187,6 +192,53 @@ def test_active_active_identity_policy_on_batches_no_loop_across_restarts(dc1, d
             assert m.stop() == 0, m.log()[-3000:]
         started = [start_mirror(lines, config=m.config, name=f"m{i}-again") for i, (lines, m)
                    in enumerate(zip(specs, started, strict=True))]
+
+
+def held(bootstrap: str, topic: str, expected: int, settle: float = 4.0) -> bool:
+    """The topic holds exactly ``expected`` committed records, and still does after ``settle`` s (no loop). Records,
+    not offsets: transaction markers take offsets."""
+    if len(read_all(bootstrap, topic)) != expected:
+        return False
+    time.sleep(settle)
+    return len(read_all(bootstrap, topic)) == expected
+
+
+def test_active_active_identity_policy_exactly_once_on_batches_no_loop(dc1, dc2, clusters, name, start_mirror):
+    """Exactly-once both ways on whole batches with the identity policy: each slot's transactional producer id is
+    recorded on the cluster it writes before its first batch, so the reverse flow skips the batches of those
+    transactions; a SIGKILL between rounds (the slots taken again) copies nothing twice and nothing back."""
+    t = f"{name}.orders"
+    slot_topic_of(dc2, 2)
+    slot_topic_of(dc1, 2, slot_topic("dc2", "dc1"))
+    create_topic(dc1, t, 2)
+    create_topic(dc2, t, 2)
+    produce_labelled(dc1, t, "dc1", 100)
+    produce_labelled(dc2, t, "dc2", 60)
+    eos = ["exactly.once.enabled = true", "exactly.once.slots = 2"] + [
+        f"{c}.consumer.{k}" for c in ("dc1", "dc2") for k in ("session.timeout.ms = 6000",
+                                                             "heartbeat.interval.ms = 1000")]
+    lines = flow_lines(name, IDENTITY, "replication.data.path = batches", *eos, flow="dc1->dc2")
+    lines += flow_lines(name, flow="dc2->dc1")[:3]
+    m = start_mirror(lines)
+    total = 160
+    for round_ in range(2):
+        produce_labelled(dc1, t, f"dc1-live{round_}", 40)
+        produce_labelled(dc2, t, f"dc2-live{round_}", 40)
+        total += 80
+        wait_until(lambda n=total, ms=[m]: caught_up(ms, t, 2) and held(dc1, t, n, 0) and held(dc2, t, n, 0), 120,
+                   what=f"round {round_}: both sides hold all")
+        assert ran_on(m.log(), "batches") and ran_on(m.log(), "batches", "dc2->dc1")
+        assert "took exactly-once slot" in m.log()  # the precondition: transactions, each slot's producer
+        assert held(dc1, t, total) and held(dc2, t, total)  # nothing comes back
+        for bootstrap in (dc1, dc2):
+            values = [r.value for r in read_all(bootstrap, t)]
+            assert len(values) == len(set(values)) == total  # each record exactly once: no loop, no duplicate
+        # Each slot's producer id recorded on the cluster its flow writes, for the flow copying from it.
+        assert "dc1" in registered(dc2).values() and "dc2" in registered(dc1).values()
+        if round_ == 0:
+            m.kill()  # mid-stream: its slots are taken again by the next process (fencing the killed one's)
+            m = start_mirror(lines, config=m.config, name="again")
+    assert m.stop() == 0, m.log()[-3000:]
 
 
 def test_active_active_identity_policy_one_direction_on_records_the_other_on_batches(dc1, dc2, name, start_mirror):

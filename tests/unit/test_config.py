@@ -247,10 +247,11 @@ def test_the_batches_data_path_is_the_default_and_refused_where_it_cannot_go_in_
     unsecured = ("dc1.security.protocol = SASL_PLAINTEXT\ndc1.sasl.mechanism = OAUTHBEARER\n"
                  'dc1.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
                  'unsecuredLoginStringClaim_sub="alice";\n')
+    # Exactly-once copies batches with the identity policy too (each slot's producer id recorded).
+    assert load("dc1->dc2.enabled = true\nreplication.policy.class = IdentityReplicationPolicy\n"
+                "dc1->dc2.replication.data.path = batches\ndc1->dc2.exactly.once.enabled = true\n"
+                ).flows[0].data_path == "batches"
     for extra, says in [
-        # Exactly-once copies batches, but not with the identity policy (its producer ids are not recorded yet).
-        ("replication.policy.class = IdentityReplicationPolicy\ndc1->dc2.replication.data.path = batches\n"
-         "dc1->dc2.exactly.once.enabled = true\n", "exactly.once.enabled = true with the identity replication policy"),
         ("dc1->dc2.replication.data.path = sideways\n", "sideways"),
         # OAUTHBEARER without an OIDC endpoint: unsecured JWTs
         (f"{unsecured}dc1->dc2.replication.data.path = batches\n",
@@ -315,13 +316,13 @@ def test_auto_takes_batches_where_the_flow_allows_and_says_why_not_otherwise() -
     # The identity policy's cycles are prevented by producer id on batches (replication/mirror_writes.py).
     identity = flow("replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n")
     assert (identity.data_path, identity.data_path_reason) == ("batches", "auto: batches")
-    # Exactly-once copies whole batches in transactions (replication/batch_transactions.py).
+    # Exactly-once copies whole batches in transactions (replication/batch_transactions.py), with either policy.
     assert (flow("exactly.once.enabled = true\n").data_path, flow("exactly.once.enabled = true\n").data_path_reason) \
         == ("batches", "auto: batches")
+    eos_identity = flow("exactly.once.enabled = true\nreplication.policy.class = "
+                        "org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n")
+    assert (eos_identity.data_path, eos_identity.data_path_reason) == ("batches", "auto: batches")
     for extra, reason in [
-        ("exactly.once.enabled = true\nreplication.policy.class = "
-         "org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n",
-         "auto: records, because exactly.once.enabled = true with the identity replication policy"),
         ("dc1.security.protocol = SSL\ndc1.ssl.sigalgs.list = ECDSA+SHA256\n",
          "auto: records, because cluster dc1 sets ssl.sigalgs.list, which the mirror's own client does not honour"),
         ("dc2.security.protocol = SASL_PLAINTEXT\ndc2.sasl.mechanism = OAUTHBEARER\n"
@@ -333,8 +334,8 @@ def test_auto_takes_batches_where_the_flow_allows_and_says_why_not_otherwise() -
         assert f.data_path == "records" and f.data_path_reason.startswith(reason) and "\n" not in f.data_path_reason
     # decided per flow: the reverse flow with its own obstacle, the other one on batches
     c = load("dc1->dc2.enabled = true\ndc2->dc1.enabled = true\nreplication.data.path = auto\n"
-             "dc2->dc1.exactly.once.enabled = true\ndc2->dc1.replication.policy.class = "
-             "org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n")
+             "dc2->dc1.schema.ids = translate\ndc1.schema.registry.url = http://r:1\n"
+             "dc2.schema.registry.url = http://r:2\n")
     assert [(f.name, f.data_path) for f in c.flows] == [("dc1->dc2", "batches"), ("dc2->dc1", "records")]
 
 

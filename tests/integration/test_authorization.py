@@ -32,7 +32,7 @@ from confluent_kafka.admin import (
 from mirror_core.offsets.groups import committed_offsets
 from mirror_core.stores.progress import decode_key, ensure_progress_topic
 from mirror_core.stores.records import decode_checkpoint_key
-from tests.integration.conftest import flow_lines
+from tests.integration.conftest import DATA_PATHS, data_path, flow_lines, ran_on
 from tests.integration.test_replication import topic_config
 from tests.kafka_harness import (
     MirrorProcess,
@@ -168,9 +168,10 @@ def seed(sides: Sides, name: str, count: int) -> tuple[str, str]:
     return topic, group
 
 
+@DATA_PATHS
 @pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
 def test_replication_with_exactly_the_documented_acls(sides: Sides, name: str, tmp_path: Path,
-                                                      mirrors: list[MirrorProcess], guarantee: str) -> None:
+                                                      mirrors: list[MirrorProcess], guarantee: str, path: str) -> None:
     topic, group = seed(sides, name, 40)
     source_acls, target_acls = mirror_acls(f"{name}.", guarantee == "exactly-once")
     set_acls(sides.source.plain_bootstrap, source_acls)
@@ -191,7 +192,8 @@ def test_replication_with_exactly_the_documented_acls(sides: Sides, name: str, t
 
     # (One slot as in the missing-ACL tests: these clusters' slot topic is shared, and slots cannot shrink.)
     eos = ["exactly.once.enabled = true", "exactly.once.slots = 1"] if guarantee == "exactly-once" else []
-    m = MirrorProcess(mirror_config(sides, name, tmp_path / "mm2.properties", *eos), tmp_path, "authz").start()
+    m = MirrorProcess(mirror_config(sides, name, tmp_path / "mm2.properties", *eos, data_path(path)), tmp_path,
+                      "authz").start()
     mirrors.append(m)
     remote = f"{SRC}.{topic}"
 
@@ -212,6 +214,7 @@ def test_replication_with_exactly_the_documented_acls(sides: Sides, name: str, t
                interval=1, what="heartbeats replicated")
     assert m.stop() == 0
     log = m.log()
+    assert ran_on(log, path, FLOW)
     assert "not authorized" not in log and "AUTHORIZATION_FAILED" not in log and "Traceback" not in log, log[-3000:]
 
 
@@ -228,9 +231,10 @@ CODES = {"topic": ("TOPIC_AUTHORIZATION_FAILED", "Topic"), "group": ("GROUP_AUTH
          "transactional id": ("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "TransactionalId")}
 
 
+@DATA_PATHS
 @pytest.mark.parametrize("missing", list(MISSING))
 def test_a_missing_acl_is_named_and_nothing_moves(sides: Sides, name: str, tmp_path: Path,
-                                                  mirrors: list[MirrorProcess], missing: str) -> None:
+                                                  mirrors: list[MirrorProcess], missing: str, path: str) -> None:
     topic, _ = seed(sides, name, 30)
     remote = f"{SRC}.{topic}"
     side, eos, left_out, (operation, noun, resource) = MISSING[missing]
@@ -242,7 +246,7 @@ def test_a_missing_acl_is_named_and_nothing_moves(sides: Sides, name: str, tmp_p
     set_acls(sides.target.plain_bootstrap, acls["target"])
     # One slot: the transactional id refused is slot 0's.
     eos_lines = ["exactly.once.enabled = true", "exactly.once.slots = 1"] if eos else []
-    m = MirrorProcess(mirror_config(sides, name, tmp_path / "mm2.properties", *eos_lines), tmp_path,
+    m = MirrorProcess(mirror_config(sides, name, tmp_path / "mm2.properties", *eos_lines, data_path(path)), tmp_path,
                       "missing-acl").start()
     mirrors.append(m)
 
@@ -251,6 +255,7 @@ def test_a_missing_acl_is_named_and_nothing_moves(sides: Sides, name: str, tmp_p
     line = (f"flow {FLOW}: not authorized to {operation} {noun} '{resource}' on cluster {alias} ({code}): "
             f"grant {PRINCIPAL} {operation.upper()} on {kind}:{resource} (see README 'ACLs the mirror needs')")
     wait_until(lambda: line in m.log(), 90, interval=1, what="the missing ACL named in the mirror log")
+    assert ran_on(m.log(), path, FLOW)
     # Nothing was copied and no progress moved past the start.
     assert sum(end_offsets(sides.target.plain_bootstrap, remote).values()) == 0
     assert all(n == 0 for n in progress(sides, topic).values()), progress(sides, topic)

@@ -8,10 +8,8 @@ import re
 import signal
 import time
 
-import pytest
-
 from mirror_core.replication.slots import slot_of
-from tests.integration.conftest import flow_lines
+from tests.integration.conftest import DATA_PATHS, flow_lines
 from tests.integration.test_resilience import BackgroundProducer
 from tests.kafka_harness import (
     SLOTS,
@@ -44,10 +42,6 @@ def caught_up(*instances, topic: str, partitions: int = 4) -> bool:  # type: ign
     instance's slots stay with it until its session times out: partial ownership is not caught up)."""
     parts = [p for m in instances for p in m.partitions() if p["topic"] == topic]
     return len({p["partition"] for p in parts}) == partitions and all(p["lag"] == 0 for p in parts)
-
-
-#: both data paths: librdkafka's transactional producers, and the wire client's copying the source's batches whole
-DATA_PATHS = pytest.mark.parametrize("path", ["records", "batches"])
 
 
 @DATA_PATHS

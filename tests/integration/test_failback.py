@@ -11,7 +11,7 @@ from mirror_core.clients import make_consumer, make_producer
 from mirror_core.config.loader import load_config
 from mirror_core.offsets.failback import unreplicated
 from mirror_core.stores.progress import ProgressStore
-from tests.integration.conftest import flow_lines
+from tests.integration.conftest import DATA_PATHS, data_path, flow_lines, ran_on
 from tests.kafka_harness import (
     REPO,
     create_topic,
@@ -31,11 +31,12 @@ def produce_new(bootstrap: str, topic: str, count: int) -> None:
     assert p.flush(30) == 0
 
 
-def test_failback_default_policy(dc1, dc2, name, start_mirror):
+@DATA_PATHS
+def test_failback_default_policy(dc1, dc2, name, start_mirror, path):
     t = f"{name}.orders"
     create_topic(dc1, t, 2)
     produce_sequence(dc1, t, 2, 100)
-    forward = start_mirror(flow_lines(name))
+    forward = start_mirror(flow_lines(name, data_path(path)))
     wait_until(lambda: end_offsets(dc2, f"dc1.{t}") == {0: 50, 1: 50}, 60, what="forward replication")
     wait_until(lambda: all(p["lag"] == 0 for p in forward.partitions() if p["topic"] == t), 30, what="progress")
     assert forward.stop() == 0  # dc1 "fails": the forward flow stops
@@ -52,7 +53,7 @@ def test_failback_default_policy(dc1, dc2, name, start_mirror):
     # Failover: applications now produce on dc2 (local topic of the same name).
     create_topic(dc2, t, 2)
     produce_new(dc2, t, 30)
-    reverse = start_mirror(flow_lines(name, flow="dc2->dc1"))
+    reverse = start_mirror(flow_lines(name, data_path(path), flow="dc2->dc1"))
     wait_until(lambda: f"dc2.{t}" in topics(dc1) and sum(end_offsets(dc1, f"dc2.{t}").values()) == 30, 60,
                what="new records flow back")
     wait_until(lambda: all(p["lag"] == 0 for p in reverse.partitions() if p["topic"] == t), 30, what="settled")
@@ -60,6 +61,7 @@ def test_failback_default_policy(dc1, dc2, name, start_mirror):
     assert sorted(r.value for r in back) == sorted(f"new-{i}".encode() for i in range(30))
     assert f"dc2.dc1.{t}" not in topics(dc1)  # the replica of dc1's data never returns
     assert sum(end_offsets(dc1, t).values()) == 110
+    assert ran_on(forward.log(), path) and ran_on(reverse.log(), path, "dc2->dc1")
 
     # What dc1 has that dc2 never received, per partition, for the operator to decide.
     ranges = unreplicated(load_config(forward.config), load_config(forward.config).flows[0])
@@ -72,18 +74,19 @@ def test_failback_default_policy(dc1, dc2, name, start_mirror):
     assert listed == sorted(f"k{i}" for i in range(100, 110))
 
 
-def test_failback_identity_policy_starts_at_failover_point(dc1, dc2, name, start_mirror):
+@DATA_PATHS
+def test_failback_identity_policy_starts_at_failover_point(dc1, dc2, name, start_mirror, path):
     t = f"{name}.orders"
     create_topic(dc1, t, 2)
     create_topic(dc2, t, 2)
     identity = "replication.policy.class = IdentityReplicationPolicy"
     produce_sequence(dc1, t, 2, 100)
-    forward = start_mirror(flow_lines(name, identity))
+    forward = start_mirror(flow_lines(name, identity, data_path(path)))
     wait_until(lambda: end_offsets(dc2, t) == {0: 50, 1: 50}, 60, what="forward replication")
     wait_until(lambda: all(p["lag"] == 0 for p in forward.partitions() if p["topic"] == t), 30, what="progress")
     assert forward.stop() == 0
 
-    reverse_lines = flow_lines(name, identity, flow="dc2->dc1")
+    reverse_lines = flow_lines(name, identity, data_path(path), flow="dc2->dc1")
     reverse_config = forward.config.with_name("reverse.properties")
     from tests.kafka_harness import write_config
 
@@ -102,3 +105,4 @@ def test_failback_identity_policy_starts_at_failover_point(dc1, dc2, name, start
     values = [r.value for r in read_all(dc1, t)]
     assert len(values) == len(set(values)) == 130  # dc1's own 100 never came back as copies
     assert sorted(v for v in values if v.startswith(b"new-")) == sorted(f"new-{i}".encode() for i in range(30))
+    assert ran_on(forward.log(), path) and ran_on(reverse.log(), path, "dc2->dc1")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tests.integration.conftest import flow_lines
+from tests.integration.conftest import DATA_PATHS, data_path, flow_lines, ran_on
 from tests.kafka_harness import (
     create_topic,
     end_offsets,
@@ -69,11 +69,13 @@ class BackgroundProducer:
         self.thread.join(60)
 
 
-def test_restarts_and_sigkill_under_load_lose_nothing(dc1, dc2, name, start_mirror):
+@DATA_PATHS
+def test_restarts_and_sigkill_under_load_lose_nothing(dc1, dc2, name, start_mirror, path):
     t = f"{name}.load"
     create_topic(dc1, t, 4)
-    lines = flow_lines(name)
+    lines = flow_lines(name, data_path(path))
     m = start_mirror(lines)
+    assert wait_until(lambda: ran_on(m.log(), path), 30, what="the flow on the path asked")
     with BackgroundProducer(dc1, t, 4):
         for cycle in range(4):
             time.sleep(3)
@@ -94,10 +96,11 @@ def test_restarts_and_sigkill_under_load_lose_nothing(dc1, dc2, name, start_mirr
     print(f"duplicates after 2 clean stops and 2 SIGKILLs: {dups}")
 
 
-def test_two_processes_share_partitions_and_survivor_takes_over(dc1, dc2, name, start_mirror):
+@DATA_PATHS
+def test_two_processes_share_partitions_and_survivor_takes_over(dc1, dc2, name, start_mirror, path):
     t = f"{name}.shared"
     create_topic(dc1, t, 6)
-    lines = flow_lines(name)
+    lines = flow_lines(name, data_path(path))
     a = start_mirror(lines, name="a")
     b = start_mirror(lines, config=a.config, name="b")
 
@@ -114,6 +117,7 @@ def test_two_processes_share_partitions_and_survivor_takes_over(dc1, dc2, name, 
     wait_until(lambda: sum(end_offsets(dc2, f"dc1.{t}").values()) >= 12000
                and all(p["lag"] == 0 for p in b.partitions() if p["topic"] == t), 90, what="survivor caught up")
     assert_complete_in_order(read_all(dc1, t), read_all(dc2, f"dc1.{t}"))
+    assert ran_on(b.log(), path)
 
 
 def test_record_too_large_pauses_only_its_partition(dc1, dc2, name, start_mirror):

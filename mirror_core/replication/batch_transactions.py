@@ -18,6 +18,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
+from mirror_core.errors import MirrorError
 from mirror_core.replication.assignment import Assignment
 from mirror_core.replication.batch import RECORD_ERRORS, Batch, PartitionState
 from mirror_core.replication.batch_path import BatchCopier
@@ -133,7 +134,10 @@ class SlotProducer:
         except WireError as exc:
             raise _error(exc) from None
         if self.on_producer_id is not None and producer_id != self._recorded:
-            self.on_producer_id(producer_id)
+            try:
+                self.on_producer_id(producer_id)
+            except MirrorError as exc:  # not recorded: retried as a coordinator out of reach is, with a new epoch
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, str(exc), retriable=True)) from None
             self._recorded = producer_id
         self.sender.use_producer(producer_id, epoch)
         for tp in self._own_tps:

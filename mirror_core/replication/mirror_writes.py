@@ -72,6 +72,13 @@ class MirrorWrites:
                 self.skipped += 1
                 return Verdict.SKIP
         chains = header_values(raw, _KEY)
+        if pid in self._tagging and all(c is None for c in chains):
+            # A producer that tagged its records writes untagged ones now: an exactly-once slot's transactional id
+            # taken over by the batches path from the records path (the same id keeps its producer id), recorded
+            # since: the registry decides, read again for it.
+            self._tagging.discard(pid)
+            self.ids.forget(pid)
+            return self.verdict(raw, h)
         if pid not in self._tagging:
             if all(c is None for c in chains):
                 if len(self._plain) >= MAX_FOREIGN:

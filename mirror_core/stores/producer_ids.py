@@ -82,6 +82,11 @@ class MirrorProducerIds:
                 self._foreign.add(producer_id)
         return found
 
+    def forget(self, producer_id: int) -> None:
+        """Ask the topic about ``producer_id`` again at its next :meth:`source_of` (known not to be a mirror's so far:
+        a producer id can be recorded after its first batches, when a transactional id changes hands)."""
+        self._foreign.discard(producer_id)
+
     def refresh(self, timeout: float = 30.0) -> None:
         """What the topic got since the last read, up to its current end."""
         self.reads += 1

@@ -3,6 +3,7 @@ first use with the cluster's settings."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -17,12 +18,16 @@ from mirror_core.wire.sasl import SaslError, speaks_gssapi, speaks_oauthbearer
 
 API_METADATA = 3
 NO_LEADER = -1
+#: a connection that cannot be set up marks the cluster down once no broker has answered for this long
+DOWN_AFTER_S = 10.0
 
 
 class Reachability(Protocol):
     """Told whether a cluster answers the wire client (the flow's cluster health, clients.ClusterHealth), as
     librdkafka's error callbacks tell it for its clients: a flow whose only clients of a cluster are the wire
-    client's must still show that cluster down while it does not answer."""
+    client's must still show that cluster down while it does not answer. Down is when no broker of it answers
+    a metadata request (as librdkafka's "all brokers down"), or a connection fails when none has answered for
+    DOWN_AFTER_S: one broker out of reach while the others answer is a moved leader, not a cluster down."""
 
     def mark_ok(self) -> None: ...
 
@@ -107,8 +112,9 @@ class Brokers:
                  reachability: Reachability | None = None) -> None:
         self.bootstrap = [address(s) for s in bootstrap.split(",") if s.strip()]
         self.settings, self.where, self.timeout = settings, where, timeout
-        #: told of every connection set up (and metadata answer) and of every one refused or cut at its setup
+        #: told of every connection set up and metadata answer, and of a cluster that no longer answers
         self.reachability = reachability
+        self._answered_at = time.monotonic()  # when a broker of the cluster last answered (set up, metadata)
         self.known: dict[int, Broker] = {}
         #: OAUTHBEARER: one token for every connection to the cluster (asked again before it expires); GSSAPI:
         #: the process's Kerberos login for the keytab and principal
@@ -137,13 +143,17 @@ class Brokers:
                 failures.append(str(exc))
                 continue
             self.known.update(meta.brokers)
-            if self.reachability is not None:
-                self.reachability.mark_ok()
+            self._answered()
             return meta
         error = WireError(f"{self.where}: no broker answered a metadata request: {'; '.join(failures)}")
         if self.reachability is not None:
             self.reachability.mark_down(str(error))
         raise error
+
+    def _answered(self) -> None:
+        self._answered_at = time.monotonic()
+        if self.reachability is not None:
+            self.reachability.mark_ok()
 
     def name(self, node: int) -> str:
         """How error lines name broker ``node``."""
@@ -156,10 +166,9 @@ class Brokers:
         broker = self.known[node]
         try:
             conn = Connection(broker.host, broker.port, self.settings, self.where, self.timeout + wait_s, self.login)
-        except (WireError, SaslError) as exc:  # (not an answer that does not parse: the broker answered)
-            if self.reachability is not None:
+        except (WireError, SaslError) as exc:  # (not an answer that does not parse: that broker answered)
+            if self.reachability is not None and time.monotonic() - self._answered_at >= DOWN_AFTER_S:
                 self.reachability.mark_down(str(exc))
             raise
-        if self.reachability is not None:
-            self.reachability.mark_ok()
+        self._answered()
         return conn

@@ -71,6 +71,9 @@ class Ids:
         self.asked += 1
         return self.sources.get(producer_id)
 
+    def forget(self, producer_id: int) -> None:
+        """(the fake keeps no cache of producer ids found unrecorded)"""
+
 
 def writes(sources: dict[int, str]) -> tuple[MirrorWrites, Ids]:
     ids = Ids(sources)
@@ -96,6 +99,18 @@ def test_a_records_path_mirrors_batches_are_judged_by_their_records_provenance()
     assert w.verdict(batch([record(0, b"c", [(KEY, b"dc3")])], producer_id=11)) is Verdict.COPY
     mixed = batch([record(0, b"d", [(KEY, b"dc1")]), record(1, b"e", [(KEY, b"dc3")])], producer_id=11)
     assert w.verdict(mixed) is Verdict.MIXED
+
+
+def test_a_transactional_id_taken_over_from_the_records_path_is_judged_by_the_registry_again() -> None:
+    """Found in review: an exactly-once slot's transactional id keeps its producer id when the flow moves from the
+    records path (every record tagged) to the batches path (untagged, the id recorded first): the reverse flow, which
+    knew the id as a tagging producer's, would have copied the untagged batches back."""
+    w, ids = writes({})
+    assert w.verdict(batch([record(0, b"a", [(KEY, b"dc1")])], producer_id=21)) is Verdict.SKIP  # on records
+    ids.sources[21] = "dc1"  # the same transactional id on batches: its producer id recorded before its batches
+    assert w.verdict(batch([record(0, b"b", [])], producer_id=21)) is Verdict.SKIP
+    assert w.verdict(batch([record(0, b"c", [])], producer_id=22)) is Verdict.COPY  # an application's: copied
+    assert w.skipped == 2
 
 
 def test_skipped_offsets_translate_to_where_the_next_copy_lands() -> None:

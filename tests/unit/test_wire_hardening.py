@@ -24,7 +24,7 @@ from mirror_core.errors import MirrorError
 from mirror_core.wire import recode
 from mirror_core.wire.codec import ProtocolError, array, int16, int32, string
 from mirror_core.wire.connection import SETUP_MAX_ANSWER, AnswerTooLarge, Connection, WireError
-from mirror_core.wire.metadata import API_METADATA, Brokers
+from mirror_core.wire.metadata import API_METADATA, DOWN_AFTER_S, Brokers
 from mirror_core.wire.oauth import TokenSource
 from mirror_core.wire.sasl import MAX_ITERATIONS, SaslError, ScramClient
 from tests.unit.record_batches import batch
@@ -239,8 +239,8 @@ class Health:
 def test_the_cluster_health_is_told_whether_the_wire_client_reaches_the_cluster(
         brokers: Callable[[dict[int, Answer]], FakeBroker]) -> None:
     """A flow whose only client of its target is the wire client (exactly-once on batches) showed the target
-    reachable through a whole partition: each connection set up or refused, and each metadata answer or its
-    absence, now reach the cluster's health."""
+    reachable through a whole partition: a metadata request no broker answers, or a connection refused once none
+    has answered for DOWN_AFTER_S, marks the cluster down; each metadata answer and connection set up marks it up."""
     good = brokers({18: api_versions})
     good.answers[API_METADATA] = metadata(good.port)
     with socket.create_server(("127.0.0.1", 0)) as s:
@@ -258,5 +258,9 @@ def test_the_cluster_health_is_told_whether_the_wire_client_reaches_the_cluster(
     up.known[1] = type(up.known[1])(1, "127.0.0.1", closed)  # the leader stops answering
     with pytest.raises(WireError, match="cannot connect"):
         up.connect(1)
+    # one broker out of reach while the cluster answers is a moved leader, not a cluster down ...
+    assert health.told == [health.told[0], None, None]
+    up._answered_at -= DOWN_AFTER_S  # ... until none has answered for DOWN_AFTER_S
+    with pytest.raises(WireError, match="cannot connect"):
+        up.connect(1)
     assert health.told[-1] is not None and "cannot connect" in health.told[-1]
-    assert health.told.count(None) == 2  # the metadata answer and the connection set up

@@ -5,6 +5,7 @@ plain consume) on the same brokers in the same run; and the offset-map size of t
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from dataclasses import dataclass
@@ -114,9 +115,13 @@ def mirror_run(src: str, dst: str, topic: str, n: int, size: int, workers: int, 
     label = f"mirror_core {'exactly-once' if 'exactly.once.enabled = true' in extra else 'at-least-once'}, " \
             f"{workers} process{'es' if workers > 1 else ''}"
     # The clock starts when the first process has its partitions.
-    return measure_backlog(procs, lambda: any("assigned" in f.read_text(errors="replace") for f in logs), dst,
-                           f"{alias}.{topic}", expect_target if expect_target is not None else n, label,
-                           f"{size}B", size)
+    result = measure_backlog(procs, lambda: any("assigned" in f.read_text(errors="replace") for f in logs), dst,
+                             f"{alias}.{topic}", expect_target if expect_target is not None else n, label,
+                             f"{size}B", size)
+    # The data path the flow ran (auto, the default, chooses per flow): named in the result as the log says it
+    paths = {m.group(1) for f in logs for m in re.finditer(r"data path: (\w+) \(", f.read_text(errors="replace"))}
+    result.system = f"{label} ({'/'.join(sorted(paths)) or 'data path unknown'})"
+    return result
 
 
 def mm2_run(src: str, dst: str, topic: str, n: int, size: int, alias: str, workdir: Path) -> Result:
@@ -184,8 +189,8 @@ def markdown_lines(results: list[Result], meta: dict[str, str]) -> list[str]:
         lines.append(f"| {r.scenario} | {r.system} | {r.records:,} | {r.records_per_s:,.0f} | {r.mb_per_s:.1f} | "
                      f"{cpu} | {ratio} | {vs_mm2} |")
     for size in sorted({r.scenario for r in results}):
-        alo = next((r for r in results if r.scenario == size and r.system.endswith("at-least-once, 1 process")), None)
-        eos = next((r for r in results if r.scenario == size and r.system.endswith("exactly-once, 1 process")), None)
+        alo = next((r for r in results if r.scenario == size and "at-least-once, 1 process" in r.system), None)
+        eos = next((r for r in results if r.scenario == size and "exactly-once, 1 process" in r.system), None)
         if alo and eos:
             lines.append(f"\nExactly-once cost, {size}, 1 process: {eos.records_per_s / alo.records_per_s:.2f}x "
                          "the at-least-once throughput.")

@@ -94,7 +94,8 @@ _CAUSES: dict[int, str] = {
 
 
 class ClusterHealth:
-    """Tracks whether a cluster answers, from librdkafka's error callbacks; thread-safe.
+    """Tracks whether a cluster answers, from librdkafka's error callbacks and the mirror's own client
+    (wire/metadata.py Reachability: mark_down, mark_ok); thread-safe.
 
     Callbacks arrive only while a client is polled; :func:`explain_failure` polls before reading.
     """

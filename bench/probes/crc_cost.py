@@ -22,7 +22,7 @@ from bench.probes.ab_partitions import copy
 
 OFF = "ab->target.consumer.check.crcs = false"
 #: (data path, partitions, the config lines of that path)
-SHAPES = {"records": (8, ""), "batches": (2000, "replication.data.path = batches")}
+SHAPES = {"records": (8, "replication.data.path = records"), "batches": (2000, "replication.data.path = batches")}
 
 
 def main() -> None:

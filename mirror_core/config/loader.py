@@ -230,7 +230,8 @@ class _Builder:
                     raise self.error(f"replication.data.path = batches: {why}: use replication.data.path = records "
                                      "(or auto) for this flow",
                                      keys.get("replication.data.path") or globals_.get("replication.data.path"))
-                f = replace(f, data_path="records", data_path_reason=f"auto: records, because {why}")
+                auto = f.data_path_reason.split(":", 1)[0]  # "auto" or "auto (the default)", as check_data_path says
+                f = replace(f, data_path="records", data_path_reason=f"{auto}: records, because {why}")
             out.append(f)
         return out
 

@@ -37,6 +37,8 @@ def test_a_ring_or_a_mesh_goes_on_records_on_auto_and_is_refused_on_batches_in_o
     mesh = paths("".join(f"{a}->{b}.enabled = true\n" for a in ("dc1", "dc2", "dc3") for b in ("dc1", "dc2", "dc3")
                          if a != b) + "replication.data.path = auto\n")
     assert {p for p, _ in mesh.values()} == {"records"}
+    unset = paths("dc1->dc2.enabled = true\ndc2->dc3.enabled = true\ndc3->dc1.enabled = false\n")  # the default
+    assert unset["dc1->dc2"][1].startswith("auto (the default): records, because the identity policy's flows form")
     # The default policy's names stop cycles themselves: a ring of them stays on batches.
     default = paths("dc1->dc2.enabled = true\ndc2->dc3.enabled = true\ndc3->dc1.enabled = true\n"
                     "replication.data.path = auto\nreplication.policy.class = DefaultReplicationPolicy\n")

@@ -1,6 +1,7 @@
 """Per-partition pipeline state of the replicator: produced runs awaiting acknowledgement.
 
-A *batch* is one run of consecutive records of one source partition produced in one go. Only its
+A *batch* (:class:`Batch`) is one run of consecutive records of one source partition produced in one go; on the
+batches data path it is a :class:`WholeBatch`, one source record batch copied whole. Only its
 first and last records carry a delivery callback (no per-record Python callbacks on the hot path).
 With an idempotent producer and an exclusive writer, a batch of ``count`` records whose first and
 last records were acknowledged at target offsets ``t_first`` and ``t_last`` with
@@ -101,6 +102,13 @@ class Batch:
             return False
         return self.count == 0 or self.t_last - self.t_first == self.count - 1
 
+
+
+class WholeBatch(Batch):
+    """One source record batch copied whole (the batches data path, batch_path.py), acknowledged as a Batch is:
+    ``size`` is the bytes sent (the record batch, header included), not its records' key and value bytes."""
+
+    __slots__ = ()
 
 class Parked:
     """Records of one partition read and waiting until the producer can send them (produce.py, one batch per

@@ -6,7 +6,7 @@ commits first), but every assigned partition stays paused on the consumer: :clas
 where acks.py, assignment.py, commit.py and reporting.py seek, pause, resume and ask positions, and moves the
 wire fetcher instead. :class:`BatchCopier` hands each fetched partition's committed batches to the wire sender
 (a compacted source's gapped batches rewritten, records before the position left out) and turns each answer
-into a :class:`~mirror_core.replication.batch.Batch` acknowledgement: ``t_first`` is where the batch landed and
+into a :class:`~mirror_core.replication.batch.WholeBatch` acknowledgement: ``t_first`` is where the batch landed and
 its records follow one another, so acks.py, the offset map and progress work as on the records path.
 :class:`BatchDelivery` is at-least-once with the copier's batches counted in flight and flushed.
 """
@@ -27,7 +27,7 @@ from mirror_core.errors import MirrorError
 from mirror_core.kafka_io import log_ends_batch, log_starts_batch
 from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import Acks
-from mirror_core.replication.batch import RECORD_ERRORS, Batch, PartitionState
+from mirror_core.replication.batch import RECORD_ERRORS, Batch, PartitionState, WholeBatch
 from mirror_core.replication.delivery import AtLeastOnce
 from mirror_core.replication.mirror_writes import MirrorWrites, Verdict
 from mirror_core.replication.producer_pool import batch_sender_connections
@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 OFFSET_OUT_OF_RANGE = 1
 #: the sender's own codes as the librdkafka errors acks.py knows
 _LOCAL_ERRORS = {NOT_SENT: KafkaError._PURGE_QUEUE, CONNECTION_LOST: KafkaError._TRANSPORT}
-#: what a batch in flight costs the mirror beyond its bytes (its Batch, Outgoing and view: about 800 B, tracemalloc),
+#: what a batch in flight costs the mirror beyond its bytes (its WholeBatch, Outgoing, view: ~800 B, tracemalloc),
 #: counted with them against replication.max.in.flight.bytes, so that many small batches are bounded too
 BATCH_BOOKKEEPING_BYTES = 1024
 #: a partition's batches refused as corrupt by the target in a row before it pauses (each read again from the source)
@@ -318,7 +318,7 @@ class BatchCopier:
         out: list[Outgoing] = []
         records = size = 0
         at = start
-        last: Batch | None = None  # the last batch sent or skipped
+        last: WholeBatch | None = None  # the last batch sent or skipped
         try:
             for raw in committed(part.batches, part.aborted):
                 h = HEADER.unpack_from(raw)
@@ -356,7 +356,7 @@ class BatchCopier:
             self.acks.active.add(st)
         if out:
             if st.origin is None:
-                st.origin = cast(Batch, out[0].token).first
+                st.origin = cast(WholeBatch, out[0].token).first
             sent = self._sent.get(key)
             if sent is None or sent[0] is not st or sent[1] != st.gen:
                 self.sender.rewind((st.remote, st.partition))
@@ -376,11 +376,11 @@ class BatchCopier:
         return records
 
     @staticmethod
-    def _skipped(st: PartitionState, first: int, end: int) -> Batch:
+    def _skipped(st: PartitionState, first: int, end: int) -> WholeBatch:
         """Source offsets ``first``..``end - 1`` deliberately not copied (a mirror's copies of the target's records):
         acknowledged at once, in order with the batches around them, and an offset-map entry where the next copy
         lands (PartitionState.map_landed)."""
-        b = Batch(st.gen, first)
+        b = WholeBatch(st.gen, first)
         b.next, b.skipped = end, True
         st.pending.append(b)
         if st.origin is None:
@@ -400,7 +400,7 @@ class BatchCopier:
 
     @staticmethod
     def _batch(st: PartitionState, raw: memoryview, start: int,
-               h: tuple[int, ...] | None = None) -> tuple[memoryview | bytearray, Batch] | None:
+               h: tuple[int, ...] | None = None) -> tuple[memoryview | bytearray, WholeBatch] | None:
         """What to send of ``raw`` (records from ``start``, offsets contiguous), and its acknowledgement. ``h``:
         its header (records.HEADER), if read already."""
         h = h or HEADER.unpack_from(raw)
@@ -416,7 +416,7 @@ class BatchCopier:
                 first = gaps.pop(0)[1]
             count = record_count(data)
         run_index, run_first = gaps[-1] if gaps else (0, first)
-        b = Batch(st.gen, first)
+        b = WholeBatch(st.gen, first)
         # After its last record, not its last offset: offsets compacted away at a batch's end are passed as the
         # records path passes them (commit.advance_idle, with an offset-map entry where the next record lands).
         b.next = run_first + count - run_index
@@ -431,7 +431,7 @@ class BatchCopier:
     def answer(self, results: Iterable[Sent]) -> None:
         now = time.time()
         for r in results:
-            b = cast(Batch, r.batch.token)
+            b = cast(WholeBatch, r.batch.token)
             self.in_flight -= b.count
             self.in_flight_bytes -= b.size + BATCH_BOOKKEEPING_BYTES
             if r.error == 0:

@@ -28,6 +28,7 @@ from mirror_core.kafka_io import log_ends_batch, log_starts_batch
 from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import Acks
 from mirror_core.replication.batch import RECORD_ERRORS, Batch, PartitionState, WholeBatch
+from mirror_core.replication.consuming import IDLE_WAIT_S, Consuming
 from mirror_core.replication.delivery import AtLeastOnce
 from mirror_core.replication.mirror_writes import MirrorWrites, Verdict
 from mirror_core.replication.producer_pool import batch_sender_connections
@@ -234,6 +235,34 @@ class WireReader:
         """``key`` is fetched afresh (assigned, sought) or not at all (paused, unassigned): nothing waits for it."""
         self.held.discard(key)
         self.delayed.pop(key, None)
+
+
+class CopierReading:
+    """The batches data path's read of the source (consuming.Reading): the copier fetches and sends whole batches,
+    the consumer (every partition paused on it) only serves the group, also while reading is held so that a
+    rebalance is not held up by a slow or absent target."""
+
+    def __init__(self, consuming: Consuming, copier: BatchCopier) -> None:
+        self.consuming, self.copier = consuming, copier
+
+    @property
+    def full(self) -> bool:
+        return self.copier.full
+
+    def read(self, limit: int, wait_s: float) -> int:
+        """(``limit`` is the records path's: the copier is bounded by its bytes in flight; ``wait_s`` too: it
+        waits at most IDLE_WAIT_S for a fetch)"""
+        self.consuming.serve_group()
+        return self.copier.pump(IDLE_WAIT_S)
+
+    def hold(self) -> None:
+        self.consuming.serve_group()
+
+    def gate(self, until: float) -> None:
+        self.copier.gated_until = until
+
+    def in_flight_bytes(self) -> int | None:
+        return self.copier.in_flight_bytes
 
 
 class BatchCopier:

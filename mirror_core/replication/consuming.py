@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
 from confluent_kafka import KafkaError, Message
 
@@ -40,6 +41,33 @@ def consume_ready(consumer: SourceReader, batch_max: int, wait_s: float = IDLE_W
     return [first, *consumer.consume(batch_max - 1, 0)] if batch_max > 1 else [first]
 
 
+class Reading(Protocol):
+    """One pipeline run's read of the source, as the loop (replicator.py) drives it on either data path: records
+    consumed and produced (:class:`Consuming`), or source batches fetched and sent whole
+    (batch_path.CopierReading)."""
+
+    @property
+    def full(self) -> bool:
+        """As much in flight as the data path takes on its own count (beyond the loop's record count)."""
+        ...
+
+    def read(self, limit: int, wait_s: float) -> int:
+        """Read up to ``limit`` records (waiting up to ``wait_s`` for the first) and hand them on; how many."""
+        ...
+
+    def hold(self) -> None:
+        """Reading is held (back-pressure, a bandwidth limit): serve what must go on meanwhile (the group)."""
+        ...
+
+    def gate(self, until: float) -> None:
+        """The flow's bandwidth limit holds reading until this monotonic time (controls.py)."""
+        ...
+
+    def in_flight_bytes(self) -> int | None:
+        """The bytes handed on and not answered, where the data path counts them (None: it does not)."""
+        ...
+
+
 class Consuming:
     """Reads the source consumer for one run of the pipeline (the hot path of the records data path)."""
 
@@ -55,6 +83,19 @@ class Consuming:
         self.produce_run = produce_run
         #: source topics the source refuses to let us read (named once; outlives the run)
         self.denied_topics = denied_topics
+
+    @property
+    def full(self) -> bool:
+        return False  # (in flight is counted by the loop, in records)
+
+    def hold(self) -> None:
+        """(the consumer's own polls serve the group: nothing to do while reading is held)"""
+
+    def gate(self, until: float) -> None:
+        """(a held read is the loop's: it reads nothing while gated)"""
+
+    def in_flight_bytes(self) -> int | None:
+        return None
 
     def read(self, batch_max: int, wait_s: float) -> int:
         """Consume up to ``batch_max`` records and produce them; the number read."""

@@ -42,10 +42,10 @@ from mirror_core.policy import HEARTBEATS_TOPIC
 from mirror_core.replication.acks import Acks
 from mirror_core.replication.assignment import Assignment
 from mirror_core.replication.batch import PartitionState
-from mirror_core.replication.batch_path import BatchCopier, BatchDelivery, WireReader, wire_clients
+from mirror_core.replication.batch_path import BatchCopier, BatchDelivery, CopierReading, WireReader, wire_clients
 from mirror_core.replication.batch_transactions import BatchExactlyOnce, SlotProducer, SlotSenders
 from mirror_core.replication.commit import OffsetMapWriter, ProgressCommitter, advance_idle
-from mirror_core.replication.consuming import IDLE_WAIT_S, Consuming
+from mirror_core.replication.consuming import IDLE_WAIT_S, Consuming, Reading
 from mirror_core.replication.controls import LIMITED_READ, RuntimeControls
 from mirror_core.replication.damage import OperatorActions
 from mirror_core.replication.delivery import AtLeastOnce, Delivery, ExactlyOnce
@@ -257,8 +257,8 @@ class FlowReplicator:
         topics = TopicManager(flow, make_admin(src, self.source_health), make_admin(tgt, self.target_health),
                               clusters=(src, tgt))
         self._wait_for_clusters(topics)
-        reader = make_consumer(tgt, f"{flow.worker_group_id}.progress-reader", health=self.target_health)
-        self._progress = progress = ProgressStore(flow.progress_topic, reader, self.instance)
+        progress_reader = make_consumer(tgt, f"{flow.worker_group_id}.progress-reader", health=self.target_health)
+        self._progress = progress = ProgressStore(flow.progress_topic, progress_reader, self.instance)
         self._target_meta = target_meta = make_consumer(tgt, f"{flow.worker_group_id}.meta",
                                                         health=self.target_health)
         refresh_ms = str(int(min(flow.refresh_topics_interval_s * 1000, 30000)))
@@ -266,15 +266,15 @@ class FlowReplicator:
             src, flow.worker_group_id, flow.consumer_overrides, self.source_health,
             enforced={"topic.metadata.refresh.interval.ms": refresh_ms, "auto.offset.reset": flow.start_position,
                       **self._static.settings(flow.worker_group_id)}, standing=True)
-        reading: SourceReader = consumer
+        reader: SourceReader = consumer
         wire, wire_reader = None, None
         if flow.data_path == "batches":
             # The group still assigns the partitions; the wire fetcher reads them (batch_path.py).
             self._wire = wire = wire_clients(src, tgt, flow, self.source_health, self.target_health)
-            reading = wire_reader = WireReader(consumer, wire[0], topics.source, flow.start_position)
-        self._acks = acks = Acks(flow.name, reading, self.metrics, request_refresh=lambda: None,
+            reader = wire_reader = WireReader(consumer, wire[0], topics.source, flow.start_position)
+        self._acks = acks = Acks(flow.name, reader, self.metrics, request_refresh=lambda: None,
                                  last_heartbeat_ms=self._last_heartbeat_ms, target=tgt)
-        self._assignment = assignment = Assignment(flow, reading, topics, progress, acks, self.reporter,
+        self._assignment = assignment = Assignment(flow, reader, topics, progress, acks, self.reporter,
                                                    self.metrics, self.source_health, self.target_health, self.stop,
                                                    self._topic_ids, self._missing_topics)
         acks.request_refresh = assignment.request_refresh
@@ -321,7 +321,7 @@ class FlowReplicator:
             self._heartbeats = HeartbeatEmitter(self._hb_producer, flow.source, flow.target,
                                                 flow.heartbeats_interval_s)
 
-    def _batches_exactly_once(self, reading: WireReader, wire: tuple[BatchFetcher, BatchSender],
+    def _batches_exactly_once(self, reader: WireReader, wire: tuple[BatchFetcher, BatchSender],
                               assignment: Assignment, acks: Acks, committer: ProgressCommitter, src: ClusterConfig,
                               tgt: ClusterConfig, internal: int | None) -> Delivery:
         """Exactly-once on the batches path: each owned slot's transactional producer is the wire client's, and
@@ -339,7 +339,7 @@ class FlowReplicator:
         slots = SlotManager(flow, tgt, self.metrics, self.target_health, assignment, acks, committer,
                             self._static.settings(f"{flow.worker_group_id}.slots"), internal,
                             slot_producer=slot_producer, on_release=senders.released)
-        self._copier = copier = BatchCopier(flow.name, reading, cast(BatchSender, senders),
+        self._copier = copier = BatchCopier(flow.name, reader, cast(BatchSender, senders),
                                             assignment.states, acks, self.metrics, flow.in_flight_records_limit,
                                             flow.max_in_flight_bytes, src, guard_)
         senders.answer = copier.answer
@@ -358,22 +358,25 @@ class FlowReplicator:
             return
         consumer, acks, assignment = self._consumer, self._acks, self._assignment
         delivery, heartbeats, producing = self._delivery, self._heartbeats, self._producing
-        copier, reading = self._copier, acks.consumer if acks is not None else None
+        reader = acks.consumer if acks is not None else None
         controls = self.controls
         src = self.config.cluster(self.flow.source)
         assert consumer is not None and acks is not None and assignment is not None and delivery is not None
-        assert producing is not None and reading is not None
+        assert producing is not None and reader is not None
         produce_run: ProduceRun = producing.produce_run
         if self._schema_ids is not None:
             produce_run = self._schema_ids.wrap(produce_run, lambda st, why: acks.pause(st, why, keep_in_flight=True))
         consuming = Consuming(self.flow, src, self.metrics, consumer, assignment, acks, produce_run,
                               self._denied_topics)
+        # the data path's read of the source: the loop below is written once against it
+        reading: Reading = consuming if self._copier is None else CopierReading(consuming, self._copier)
         batch_max = self.flow.batch_max_records
         max_in_flight = self.flow.in_flight_records_limit or sys.maxsize  # (the batches path: the copier's bytes)
         next_commit = next_count = 0.0
         pacer = SendPacer(self.flow.commit_interval_ms / 1000.0)
         parked_gauge = self.metrics.parked.labels(self.flow.name)
-        held_gauge = self.metrics.in_flight_bytes.labels(self.flow.name) if copier is not None else None
+        held_gauge = self.metrics.in_flight_bytes.labels(self.flow.name) \
+            if reading.in_flight_bytes() is not None else None
         parked_wait = PARKED_WAIT_S
 
         def on_topics(ready: dict[str, int]) -> None:
@@ -402,25 +405,19 @@ class FlowReplicator:
                 if controls.active:
                     controls.tick(now, assignment.states, acks, assignment.partition_counts)
                     gated = now < controls.gated_until
-                    if copier is not None:
-                        copier.gated_until = controls.gated_until
+                    reading.gate(controls.gated_until)
                     acks.count_read = controls.read if controls.counting else None
                 delivery.poll()
                 # Parked records (one batch per partition, produce.py) wait for an acknowledgement: the waits
                 # below are short then, so that the next piece goes out soon after it arrives; they grow again
                 # while nothing is released (a target that does not answer must not make the loop spin).
                 parked = producing.parked_records()
-                if delivery.in_flight() + parked >= max_in_flight or (copier is not None and copier.full) or gated:
-                    if copier is not None:  # (its partitions are never fetched by the consumer: nothing piles up)
-                        consuming.serve_group()  # a rebalance is not held up while the target is slow or away
+                if delivery.in_flight() + parked >= max_in_flight or reading.full or gated:
+                    reading.hold()
                     delivery.poll_producers(parked_wait if parked else 0.05)  # back-pressure
                 else:
-                    if copier is None:
-                        read = consuming.read(min(batch_max, LIMITED_READ) if acks.count_read else batch_max,
-                                              parked_wait if parked else IDLE_WAIT_S)
-                    else:
-                        consuming.serve_group()
-                        read = copier.pump(IDLE_WAIT_S)
+                    read = reading.read(min(batch_max, LIMITED_READ) if acks.count_read else batch_max,
+                                        parked_wait if parked else IDLE_WAIT_S)
                     if pacer.after_read(now, read, batch_max):  # adaptive batching (pacing.py)
                         delivery.send_now()
                     delivery.poll_producers(0)
@@ -432,12 +429,12 @@ class FlowReplicator:
                     next_count = now + COUNT_INTERVAL_S
                 if now >= next_commit:
                     parked_gauge.set(parked)
-                    if held_gauge is not None and copier is not None:
-                        held_gauge.set(copier.in_flight_bytes)
+                    if held_gauge is not None:
+                        held_gauge.set(reading.in_flight_bytes() or 0)
                     states = list(assignment.states.values())
-                    advance_idle(reading, states, delivery.log_end_fallback())
+                    advance_idle(reader, states, delivery.log_end_fallback())
                     delivery.commit()
-                    self.reporter.publish(reading, list(assignment.states.values()), delivery.visible,
+                    self.reporter.publish(reader, list(assignment.states.values()), delivery.visible,
                                           self.instance, assignment.missing_topics, acks.last_heartbeat_ms,
                                           self.source_health, self.target_health)
                     next_commit = now + self.flow.commit_interval_ms / 1000.0

@@ -103,12 +103,12 @@ class Batch:
         return self.count == 0 or self.t_last - self.t_first == self.count - 1
 
 
-
 class WholeBatch(Batch):
     """One source record batch copied whole (the batches data path, batch_path.py), acknowledged as a Batch is:
     ``size`` is the bytes sent (the record batch, header included), not its records' key and value bytes."""
 
     __slots__ = ()
+
 
 class Parked:
     """Records of one partition read and waiting until the producer can send them (produce.py, one batch per

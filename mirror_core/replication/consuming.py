@@ -97,9 +97,9 @@ class Consuming:
     def in_flight_bytes(self) -> int | None:
         return None
 
-    def read(self, batch_max: int, wait_s: float) -> int:
-        """Consume up to ``batch_max`` records and produce them; the number read."""
-        msgs = consume_ready(self.consumer, batch_max, wait_s)
+    def read(self, limit: int, wait_s: float) -> int:
+        """Consume up to ``limit`` records and produce them; the number read."""
+        msgs = consume_ready(self.consumer, limit, wait_s)
         self.assignment.raise_callback_error()
         if msgs:
             self._dispatch(msgs)

@@ -75,9 +75,11 @@ class MirrorWrites:
         if pid in self._tagging and all(c is None for c in chains):
             # A producer that tagged its records writes untagged ones now: an exactly-once slot's transactional id
             # taken over by the batches path from the records path (the same id keeps its producer id), recorded
-            # since: the registry decides, read again for it.
-            self._tagging.discard(pid)
+            # since: the registry decides, read again for it. Not recorded: still a tagging producer's (copied).
             self.ids.forget(pid)
+            if self.ids.source_of(pid) is None:
+                return Verdict.COPY
+            self._tagging.discard(pid)
             return self.verdict(raw, h)
         if pid not in self._tagging:
             if all(c is None for c in chains):

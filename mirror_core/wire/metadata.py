@@ -18,7 +18,7 @@ from mirror_core.wire.sasl import SaslError, speaks_gssapi, speaks_oauthbearer
 
 API_METADATA = 3
 NO_LEADER = -1
-#: a connection that cannot be set up marks the cluster down once no broker has answered for this long
+#: connections that cannot be set up mark the cluster down once they have failed this long with no answer between
 DOWN_AFTER_S = 10.0
 
 
@@ -26,8 +26,9 @@ class Reachability(Protocol):
     """Told whether a cluster answers the wire client (the flow's cluster health, clients.ClusterHealth), as
     librdkafka's error callbacks tell it for its clients: a flow whose only clients of a cluster are the wire
     client's must still show that cluster down while it does not answer. Down is when no broker of it answers
-    a metadata request (as librdkafka's "all brokers down"), or a connection fails when none has answered for
-    DOWN_AFTER_S: one broker out of reach while the others answer is a moved leader, not a cluster down."""
+    a metadata request (as librdkafka's "all brokers down"), or connections have failed for DOWN_AFTER_S with no
+    broker answering in between: one broker out of reach while the others answer is a moved leader, not a
+    cluster down."""
 
     def mark_ok(self) -> None: ...
 
@@ -114,7 +115,8 @@ class Brokers:
         self.settings, self.where, self.timeout = settings, where, timeout
         #: told of every connection set up and metadata answer, and of a cluster that no longer answers
         self.reachability = reachability
-        self._answered_at = time.monotonic()  # when a broker of the cluster last answered (set up, metadata)
+        #: since when connections fail with no broker answering in between (None: one answered since)
+        self._failing_since: float | None = None
         self.known: dict[int, Broker] = {}
         #: OAUTHBEARER: one token for every connection to the cluster (asked again before it expires); GSSAPI:
         #: the process's Kerberos login for the keytab and principal
@@ -151,7 +153,7 @@ class Brokers:
         raise error
 
     def _answered(self) -> None:
-        self._answered_at = time.monotonic()
+        self._failing_since = None
         if self.reachability is not None:
             self.reachability.mark_ok()
 
@@ -167,7 +169,9 @@ class Brokers:
         try:
             conn = Connection(broker.host, broker.port, self.settings, self.where, self.timeout + wait_s, self.login)
         except (WireError, SaslError) as exc:  # (not an answer that does not parse: that broker answered)
-            if self.reachability is not None and time.monotonic() - self._answered_at >= DOWN_AFTER_S:
+            now = time.monotonic()
+            self._failing_since = self._failing_since or now
+            if self.reachability is not None and now - self._failing_since >= DOWN_AFTER_S:
                 self.reachability.mark_down(str(exc))
             raise
         self._answered()

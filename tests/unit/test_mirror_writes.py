@@ -111,6 +111,10 @@ def test_a_transactional_id_taken_over_from_the_records_path_is_judged_by_the_re
     assert w.verdict(batch([record(0, b"b", [])], producer_id=21)) is Verdict.SKIP
     assert w.verdict(batch([record(0, b"c", [])], producer_id=22)) is Verdict.COPY  # an application's: copied
     assert w.skipped == 2
+    # a tagging producer's untagged batch whose id is not recorded is copied, and the id stays a tagging one's
+    assert w.verdict(batch([record(0, b"d", [(KEY, b"dc1")])], producer_id=23)) is Verdict.SKIP
+    assert w.verdict(batch([record(0, b"e", [])], producer_id=23)) is Verdict.COPY
+    assert w.verdict(batch([record(0, b"f", [(KEY, b"dc1")])], producer_id=23)) is Verdict.SKIP
 
 
 def test_skipped_offsets_translate_to_where_the_next_copy_lands() -> None:

@@ -260,7 +260,8 @@ def test_the_cluster_health_is_told_whether_the_wire_client_reaches_the_cluster(
         up.connect(1)
     # one broker out of reach while the cluster answers is a moved leader, not a cluster down ...
     assert health.told == [health.told[0], None, None]
-    up._answered_at -= DOWN_AFTER_S  # ... until none has answered for DOWN_AFTER_S
+    assert up._failing_since is not None
+    up._failing_since -= DOWN_AFTER_S  # ... until connections have failed that long with no answer between
     with pytest.raises(WireError, match="cannot connect"):
         up.connect(1)
     assert health.told[-1] is not None and "cannot connect" in health.told[-1]

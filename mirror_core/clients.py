@@ -120,10 +120,8 @@ class ClusterHealth:
             self.last_error_at = time.time()
             if code != KafkaError._ALL_BROKERS_DOWN:
                 self.cause = (code, err.str())
-            if down and self.reachable:
-                self.reachable = False
-                if self._on_change:
-                    self._on_change(self.alias, False)
+            if down:
+                self._down()
             now = time.monotonic()
             if now - self._last_logged > 10:
                 self._last_logged = now
@@ -147,10 +145,14 @@ class ClusterHealth:
         down, as for librdkafka's transport errors (``why`` is that client's line, said by it already)."""
         with self._lock:
             self.last_error, self.last_error_at = why, time.time()
-            if self.reachable:
-                self.reachable = False
-                if self._on_change:
-                    self._on_change(self.alias, False)
+            self._down()
+
+    def _down(self) -> None:
+        """(under the lock) Not reachable: said to ``on_change`` when it was."""
+        if self.reachable:
+            self.reachable = False
+            if self._on_change:
+                self._on_change(self.alias, False)
 
     def mark_ok(self) -> None:
         with self._lock:

@@ -78,6 +78,11 @@ def did_you_mean(key: str, candidates: Iterable[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+
+def _auto(p: Property | None) -> str:
+    """How a data-path reason names auto: set by the key's line ``p``, or the default."""
+    return "auto" if p is not None else "auto (the default)"
+
 class _Builder:
     def __init__(self, props: Iterable[Property], source: str | None, validate_clients: bool = True,
                  environ: Mapping[str, str] | None = None) -> None:
@@ -225,13 +230,12 @@ class _Builder:
             if ring is not None:
                 why = (f"the identity policy's flows form the cycle {'->'.join(ring)}, around which batches copied "
                        "whole would come back (they say only which cluster they were copied from)")
+                keys = flow_keys[(f.source, f.target)]
+                p = keys.get("replication.data.path") or globals_.get("replication.data.path")
                 if f.data_path_reason == "replication.data.path = batches":
-                    keys = flow_keys[(f.source, f.target)]
                     raise self.error(f"replication.data.path = batches: {why}: use replication.data.path = records "
-                                     "(or auto) for this flow",
-                                     keys.get("replication.data.path") or globals_.get("replication.data.path"))
-                auto = f.data_path_reason.split(":", 1)[0]  # "auto" or "auto (the default)", as check_data_path says
-                f = replace(f, data_path="records", data_path_reason=f"{auto}: records, because {why}")
+                                     "(or auto) for this flow", p)
+                f = replace(f, data_path="records", data_path_reason=f"{_auto(p)}: records, because {why}")
             out.append(f)
         return out
 
@@ -471,8 +475,8 @@ class _Builder:
         obstacle = "; ".join(dict.fromkeys(found)) or None
         if path == "batches":
             return "batches", "replication.data.path = batches"
-        auto = "auto" if p is not None else "auto (the default)"
-        return ("records", f"{auto}: records, because {obstacle}") if obstacle else ("batches", f"{auto}: batches")
+        return ("records", f"{_auto(p)}: records, because {obstacle}") if obstacle else \
+            ("batches", f"{_auto(p)}: batches")
 
     def check_client(self, kind: ClientKind, settings: dict[str, str], origins: Mapping[str, Origin],
                      owner: str, base: Mapping[str, str] | None = None) -> None:

@@ -239,21 +239,33 @@ class Acks:
         self.metrics.errors.labels(self.flow_name, "partition_paused").inc()
         log.error("flow %s: %s[%d] paused: %s", self.flow_name, st.topic, st.partition, reason)
 
-    def unpause(self, st: PartitionState, to: int) -> None:
-        """Copy ``st`` again from ``to`` (an operator's resume)."""
+    def unpause(self, st: PartitionState, to: int, past: int | None = None) -> None:
+        """Copy ``st`` again from ``to`` (an operator's resume), or from ``past`` with offsets ``to``..``past - 1``
+        passed over (an operator's skip of the damaged batch at ``to``: not fetched again)."""
         st.mode, st.paused_reason = PartitionMode.COPYING, None
         self.metrics.paused.labels(self.flow_name, st.topic, str(st.partition)).set(0)
         self.rewind_to(st, to, careful=False, backoff=False)
+        if past is not None:
+            self._pass_over(st, to, past, counted=False)  # (before the resume: nothing is fetched meanwhile)
         self.consumer.resume([st.tp])
+
+    def _pass_over(self, st: PartitionState, first: int, end: int, counted: bool) -> None:
+        """Offsets ``first``..``end - 1`` of ``st`` are not copied (an operator's skip; ``counted``: met before)."""
+        if not counted:
+            self.metrics.skipped.labels(self.flow_name, st.topic, str(st.partition)).inc(end - first)
+        st.pass_over(first, end)  # (acknowledged after what is in flight before it)
+        self.active.add(st)
+        self.seek(TopicPartition(st.topic, st.partition, end))
 
     def damaged(self, st: PartitionState, source: str, what: str, first: int, last: int | None) -> None:
         """A source batch of ``st`` at ``first`` failed its checks (``what``): go on past it when an operator's skip
         of exactly that range is armed, else pause right there (what is in flight before it still lands)."""
+        if self.operator.repeated(st, first):
+            return  # (read before the seek past its skip)
         self.metrics.damaged.labels(self.flow_name, st.topic, str(st.partition)).inc()
-        go_on = self.operator.damaged(st, first, last)
-        if go_on is not None:
-            self.metrics.skipped.labels(self.flow_name, st.topic, str(st.partition)).inc(go_on - first)
-            self.seek(TopicPartition(st.topic, st.partition, go_on))  # only the read position: in flight lands
+        skip = self.operator.damaged(st, first, last)
+        if skip is not None:
+            self._pass_over(st, skip.first, skip.end, counted=skip.again)
             return
         self.pause(st, damaged_line(self.flow_name, source, st.topic, st.partition, what, first, last),
                    keep_in_flight=True)

@@ -52,7 +52,8 @@ class Batch:
         #: (index in the run, source offset) of each record that follows a source gap
         #: (compaction, transaction markers): where the offset map needs a new run.
         self.gaps: list[tuple[int, int]] = []
-        #: source offsets deliberately not copied (a mirror's own copies, replication/mirror_writes.py): no records
+        #: source offsets deliberately not copied (a mirror's own copies, replication/mirror_writes.py; a damaged batch
+        #: an operator skipped, replication/damage.py): no records (PartitionState.pass_over)
         self.skipped = False
 
     @classmethod
@@ -228,6 +229,17 @@ class PartitionState:
                 if n >= IDEMP_MAX_INFLIGHT:
                     return True
         return False
+
+    def pass_over(self, first: int, end: int) -> Batch:
+        """Source offsets ``first``..``end - 1`` deliberately not copied: acknowledged at once, in order with the
+        batches around them, with an offset-map entry where the next copy lands (map_landed); read on from ``end``."""
+        b = Batch(self.gen, first)
+        b.next, b.skipped = end, True
+        self.pending.append(b)
+        self.next = end
+        if self.origin is None:
+            self.origin = first
+        return b
 
     def drop_unsent(self) -> None:
         """Forget batches in flight and parked records: the partition is re-read, or no longer ours."""

@@ -347,7 +347,7 @@ class BatchCopier:
         out: list[Outgoing] = []
         records = size = 0
         at = start
-        last: WholeBatch | None = None  # the last batch sent or skipped
+        last: Batch | None = None  # the last batch sent or passed over
         try:
             for raw in committed(part.batches, part.aborted):
                 h = HEADER.unpack_from(raw)
@@ -363,7 +363,7 @@ class BatchCopier:
                                             "(replication.data.path = records copies it record by record)")
                         return 0
                     if verdict is Verdict.SKIP:
-                        last = self._skipped(st, max(at, start), at + h[LAST_DELTA] + 1)
+                        last = st.pass_over(max(at, start), at + h[LAST_DELTA] + 1)
                         continue
                 b = self._batch(st, raw, start, h)
                 if b is None:
@@ -403,18 +403,6 @@ class BatchCopier:
         # Before a damaged batch the next fetch starts at it, and finds it first (then the partition pauses).
         self.reader.handed_over(key, next_offset(part.batches[-1]), hold=full)
         return records
-
-    @staticmethod
-    def _skipped(st: PartitionState, first: int, end: int) -> WholeBatch:
-        """Source offsets ``first``..``end - 1`` deliberately not copied (a mirror's copies of the target's records):
-        acknowledged at once, in order with the batches around them, and an offset-map entry where the next copy
-        lands (PartitionState.map_landed)."""
-        b = WholeBatch(st.gen, first)
-        b.next, b.skipped = end, True
-        st.pending.append(b)
-        if st.origin is None:
-            st.origin = first
-        return b
 
     def _damaged(self, st: PartitionState, damage: Damage) -> None:
         """The batch at ``st``'s position failed its checks (replication/damage.py). One that may settle (past the

@@ -36,7 +36,7 @@ def damaged_line(flow: str, source: str, topic: str, partition: int, what: str, 
 class Unpauses(Protocol):
     """What applying an action needs of the acknowledgement side (acks.Acks)."""
 
-    def unpause(self, st: PartitionState, to: int) -> None: ...
+    def unpause(self, st: PartitionState, to: int, past: int | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,20 @@ class ActionOutcome(NamedTuple):
     line: str
 
 
+class PassOver(NamedTuple):
+    """A damaged batch an operator's skip covers: offsets ``first``..``end - 1`` are passed over; ``again``: the skip
+    was taken (and reported) before."""
+
+    first: int
+    end: int
+    again: bool
+
+
+def _covers(action: PartitionAction | None, first: int, last: int | None) -> bool:
+    return (action is not None and action.first == first and action.last is not None
+            and (last is None or action.last >= last))
+
+
 class OperatorActions:
     """The flow's side of operator actions: offered by the control thread, applied by the flow's thread (which owns
     the partition states), outcomes collected by the control thread. Outlives a run of the pipeline (a restarted
@@ -78,6 +92,9 @@ class OperatorActions:
         self._outcomes: list[ActionOutcome] = []
         #: skips applied and not yet taken, by partition: taken when the damage is met at their range
         self._armed: dict[tuple[str, int], PartitionAction] = {}
+        #: skips taken whose range progress has not passed yet: the damage met there again (a rewind before it, a
+        #: read from before the seek past it) is the same batch, passed over again without a second report
+        self._taken: dict[tuple[str, int], PartitionAction] = {}
         #: each partition paused at a damaged batch: its first and (when known) last offset
         self._damage: dict[tuple[str, int], tuple[int, int | None]] = {}
         self.pending = False  # offered actions wait (read without the lock by the flow's loop: a hint)
@@ -130,42 +147,71 @@ class OperatorActions:
                                           f"cover the damaged batch at offsets {shown} from its first offset: "
                                           "nothing skipped")
                 return
-            with self._lock:
-                self._armed[key] = action
         to = st.acked if st.acked is not None else st.origin
         if to is None:
             self._done(action, False, f"{where}: no position to resume from yet; try again")
             return
         self._damage.pop(key, None)
-        acks.unpause(st, to)
         if action.kind == RESUME:
+            acks.unpause(st, to)
             self._done(action, True, f"{where}: resumed at offset {to} ({action.describe()})")
-        else:
-            log.warning("%s: resumed at offset %d; the %s is taken when the damaged batch is met again", where, to,
-                        action.describe())
+            return
+        assert action.first is not None and action.last is not None
+        if to == action.first:
+            # Nothing before the damage to read again: passed over now, the damaged batch not fetched again (past
+            # one, librdkafka's parse of the rest of an answer has been seen to jump to garbage offsets and reset)
+            with self._lock:
+                self._taken[key] = action
+            acks.unpause(st, to, past=action.last + 1)
+            self._report_skip(st, action)
+            return
+        with self._lock:
+            self._armed[key] = action
+        acks.unpause(st, to)
+        log.warning("%s: resumed at offset %d; the %s is taken when the damaged batch is met again", where, to,
+                    action.describe())
 
-    def damaged(self, st: PartitionState, first: int, last: int | None) -> int | None:
-        """The damaged batch at ``first`` (its last offset, when known) is met on ``st``: where to go on from when an
-        armed skip covers it (the skip is taken and reported), else None (the caller pauses; noted here so that a
-        skip can be checked against it)."""
+    def damaged(self, st: PartitionState, first: int, last: int | None) -> PassOver | None:
+        """The damaged batch at ``first`` (its last offset, when known) is met on ``st``: what to pass over when an
+        operator's skip covers it (armed: taken and reported now; taken before and not passed by progress yet: the
+        same batch met again), else None (the caller pauses; noted here so that a skip can be checked against it)."""
         key = (st.topic, st.partition)
         with self._lock:  # (the control thread lets go of actions another process applied)
-            action = self._armed.get(key)
-            if action is not None and action.first == first and action.last is not None and (
-                    last is None or action.last >= last):
+            taken = self._taken.get(key)
+            if taken is not None and (taken.last is None or (st.acked is not None and st.acked > taken.last)):
+                del self._taken[key]  # progress passed it: damage met now is another batch
+                taken = None
+            armed = self._armed.get(key)
+            if _covers(armed, first, last):
                 del self._armed[key]
+                assert armed is not None
+                self._taken[key] = armed
+            elif _covers(taken, first, last):
+                assert taken is not None and taken.last is not None
+                return PassOver(first, taken.last + 1, again=True)
             else:
-                action = None
-        if action is not None:
-            assert action.first is not None and action.last is not None
-            line = (f"flow {self.flow}: {st.topic}[{st.partition}]: skipped offsets {action.first}-{action.last} "
-                    f"({action.last - action.first + 1} offsets; their records are not on the target): "
-                    f"{action.describe()}")
-            log.warning("%s", line)
-            self._done(action, True, line)
-            return action.last + 1
-        self._damage[key] = (first, last)
-        return None
+                armed = None
+        if armed is None:
+            self._damage[key] = (first, last)
+            return None
+        self._report_skip(st, armed)
+        assert armed.last is not None
+        return PassOver(first, armed.last + 1, again=False)
+
+    def _report_skip(self, st: PartitionState, action: PartitionAction) -> None:
+        assert action.first is not None and action.last is not None
+        line = (f"flow {self.flow}: {st.topic}[{st.partition}]: skipped offsets {action.first}-{action.last} "
+                f"({action.last - action.first + 1} offsets; their records are not on the target): "
+                f"{action.describe()}")
+        log.warning("%s", line)
+        self._done(action, True, line)
+
+    def repeated(self, st: PartitionState, first: int) -> bool:
+        """The damage at ``first`` is the batch a skip was just taken at, read before the read position moved past
+        it (``st.next`` is past the skip): nothing to do."""
+        taken = self._taken.get((st.topic, st.partition))
+        return (taken is not None and taken.first == first and taken.last is not None and st.next is not None
+                and st.next > taken.last)
 
     def _done(self, action: PartitionAction, ok: bool, line: str) -> None:
         if not ok:

@@ -279,6 +279,61 @@ def test_an_operators_skip_is_checked_against_the_damage_and_taken_only_there() 
     assert not nothing.ok and "is not paused" in nothing.line
 
 
+def test_a_skip_of_the_damage_at_the_acknowledged_position_is_taken_at_once_without_fetching_it_again() -> None:
+    """Everything before the damaged batch landed: the skip is taken when applied (reported, counted, acknowledged
+    in order) and reading goes on after the range; the damaged batch is never asked for again."""
+    copier, _reader, st, fetcher = copier_with_batches_in_flight()
+    acks, operator = copier.acks, copier.acks.operator
+    part = FetchedPartition("t", 0, 0, 5000, 5000, 0)
+    part.batches, part.damaged = intact([memoryview(damaged_copy_of(gapped(0, list(range(10)), base=1020)))], 5000)
+    copier.take(part)
+    assert not st.copying
+    st.pending.clear()
+    st.acked = 1020  # (what was in flight before it landed)
+    asked = len(fetcher.assigned)
+    operator.offer([PartitionAction(1, "t", 0, SKIP, 1020, 1029, "alice", "bit rot")])
+    operator.apply({("t", 0): st}, acks)
+    (taken,) = operator.outcomes()
+    assert taken.ok and "skipped offsets 1020-1029 (10 offsets" in taken.line
+    assert st.copying and st.next == 1030 and fetcher.assigned[asked:] == [{("t", 0): 1030}]
+    assert acks.metrics.skipped.labels("dc1->dc2", "t", "0")._value.get() == 10
+    acks.collect()
+    assert st.acked == 1030 and not st.pending
+
+
+def test_a_skip_taken_is_acknowledged_in_order_and_the_same_damage_met_again_is_passed_over_once_reported() -> None:
+    """The skipped range is acknowledged in order with the batches around it (an offset-map entry where the next
+    copy lands); the damage read again before the seek past it changes nothing; met again after a rewind before it,
+    it is passed over again without a second report; once progress passed the range, damage there pauses again."""
+    copier, _reader, st, fetcher = copier_with_batches_in_flight()
+    acks, operator = copier.acks, copier.acks.operator
+    part = FetchedPartition("t", 0, 0, 5000, 5000, 0)
+    part.batches, part.damaged = intact([memoryview(damaged_copy_of(gapped(0, list(range(10)), base=1020)))], 5000)
+    copier.take(part)
+    states = {("t", 0): st}
+    operator.offer([PartitionAction(1, "t", 0, SKIP, 1020, 1029, "alice", "bit rot")])
+    operator.apply(states, acks)
+    copier.take(part)
+    (taken,) = operator.outcomes()
+    assert taken.ok and st.copying and st.next == 1030
+    skipped = st.pending[-1]
+    assert skipped.first == 1020 and skipped.skipped and skipped.next == 1030 and skipped.count == 0
+    damaged = acks.metrics.damaged.labels("dc1->dc2", "t", "0")._value.get()
+    copier.take(part)  # an answer read before the seek past it
+    assert st.copying and st.pending[-1] is skipped and fetcher.assigned[-1] == {("t", 0): 1030}
+    assert acks.metrics.damaged.labels("dc1->dc2", "t", "0")._value.get() == damaged
+    acks.rewind_to(st, 1000, careful=False, backoff=False)  # (a delivery failed before the skip was acknowledged)
+    assert not st.pending and st.next == 1000
+    copier.take(part)
+    assert st.copying and st.next == 1030 and st.pending[-1].skipped and fetcher.assigned[-1] == {("t", 0): 1030}
+    assert not operator.outcomes() and acks.metrics.skipped.labels("dc1->dc2", "t", "0")._value.get() == 10
+    st.pending.clear()
+    st.acked = 1030  # progress passed the range: damage met there now is not the batch the operator skipped
+    acks.rewind_to(st, 1020, careful=False, backoff=False)
+    copier.take(part)
+    assert not st.copying and "record batch at offset 1020" in (st.paused_reason or "")
+
+
 def test_a_batch_the_target_finds_corrupt_is_read_again_then_pauses_with_what_to_look_at() -> None:
     copier, _reader, st, _fetcher = copier_with_batches_in_flight()
     delivery = BatchDelivery.__new__(BatchDelivery)  # (only what a failure needs: the copier and acks)

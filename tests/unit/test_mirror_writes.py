@@ -124,7 +124,7 @@ def test_skipped_offsets_translate_to_where_the_next_copy_lands() -> None:
     b = first[1]
     b.t_first, b.t_last, b.pending = 500, 501, 0
     st.map_landed(b)
-    skip = BatchCopier._skipped(st, 102, 110)  # a mirror's batch at 102-109, not copied
+    skip = st.pass_over(102, 110)  # a mirror's batch at 102-109, not copied
     assert skip.landed and skip.count == 0 and st.pending[-1] is skip
     st.map_landed(skip)
     # The run of 100-101 must not extend over 102-109: a group at 105 reads next what lands at 502.

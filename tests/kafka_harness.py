@@ -184,6 +184,12 @@ def end_offsets(bootstrap: str, topic: str, isolation: str = "read_committed") -
         c.close()
 
 
+def settled(bootstrap: str, topic: str) -> bool:
+    """No transaction on ``topic`` is open or waiting for its markers (written after EndTxn has answered): a
+    read_committed reader sees every partition to its end."""
+    return end_offsets(bootstrap, topic) == end_offsets(bootstrap, topic, "read_uncommitted")
+
+
 def stored_batches(cluster: LocalCluster, topic: str) -> Iterator[tuple[int, bytes]]:
     """(partition, the record batch's bytes) of every batch the broker stored for ``topic``, read from its log
     segments (what the clients do not expose: batch boundaries, the batch header)."""

@@ -20,6 +20,7 @@ from tests.kafka_harness import (
     produce_sequence,
     produce_transactions,
     read_all,
+    settled,
     slot_topic_of,
     wait_until,
 )
@@ -37,11 +38,14 @@ def assert_exactly_once(src_records, dst_records) -> None:  # type: ignore[no-un
                                  f"missing {len(set(expected) - set(got))}")
 
 
-def caught_up(*instances, topic: str, partitions: int = 4) -> bool:  # type: ignore[no-untyped-def]
+def caught_up(*instances, topic: str, target: str, partitions: int = 4) -> bool:  # type: ignore[no-untyped-def]
     """Together the instances own every partition and all are committed to the end (a killed
-    instance's slots stay with it until its session times out: partial ownership is not caught up)."""
+    instance's slots stay with it until its session times out: partial ownership is not caught up), and the
+    last commit's markers are on the remote topic on ``target`` (until then a read_committed reader stops before
+    that transaction)."""
     parts = [p for m in instances for p in m.partitions() if p["topic"] == topic]
-    return len({p["partition"] for p in parts}) == partitions and all(p["lag"] == 0 for p in parts)
+    return (len({p["partition"] for p in parts}) == partitions and all(p["lag"] == 0 for p in parts)
+            and settled(target, f"dc1.{topic}"))
 
 
 @DATA_PATHS
@@ -58,7 +62,7 @@ def test_sigkill_repeatedly_gives_no_duplicates_and_no_gaps(dc1, dc2, name, star
                                    kills=10, seed=20261123)
         time.sleep(2)
     assert effective == 10, f"only {effective} of 10 kills hit a process that owned and copied slots"
-    wait_until(lambda: caught_up(m, topic=t), 120, what="caught up after the kills")
+    wait_until(lambda: caught_up(m, topic=t, target=dc2), 120, what="caught up after the kills")
     src, dst = read_all(dc1, t), read_all(dc2, f"dc1.{t}")
     assert len(src) > 10000
     assert_exactly_once(src, dst)
@@ -111,7 +115,7 @@ def test_second_instance_fences_a_zombie(dc1, dc2, name, start_mirror, path):
         finally:
             os.kill(a.proc.pid, signal.SIGCONT)  # the zombie wakes up with an open transaction
         time.sleep(4)
-    wait_until(lambda: caught_up(a, b, topic=t, partitions=partitions), 90,
+    wait_until(lambda: caught_up(a, b, topic=t, target=dc2, partitions=partitions), 90,
                what="caught up (b, and the zombie if it rejoined)")
     assert_exactly_once(read_all(dc1, t), read_all(dc2, f"dc1.{t}"))
     # Fencing happened: b took, while the zombie was alive, slots the zombie held (init_transactions with
@@ -173,7 +177,7 @@ def test_aborted_source_transactions_are_never_visible_on_the_target(dc1, dc2, n
     assert committed == 500 and len(src) == 4500
     assert len(read_all(dc1, t, "read_uncommitted")) == 5000, "aborted records are on the source"
     m = start_mirror(flow_lines(name, *EOS, f"replication.data.path = {path}"))
-    wait_until(lambda: caught_up(m, topic=t), 120, what="caught up")
+    wait_until(lambda: caught_up(m, topic=t, target=dc2), 120, what="caught up")
     assert f"data path: {path}" in m.log()
     remote = f"dc1.{t}"
     assert_exactly_once(src, read_all(dc2, remote))

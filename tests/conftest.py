@@ -70,6 +70,27 @@ def mirrors(tmp_path: Path) -> Iterator[list[MirrorProcess]]:
         m.ensure_dead()
 
 
+#: lines of each mirror's log a failed test's report shows (its warnings and errors, the newest last)
+FAILURE_LOG_LINES = 60
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test's report carries the warnings and errors of each mirror it started: a CI run keeps no files."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    started = getattr(item, "funcargs", {}).get("mirrors")
+    if report.when != "call" or not report.failed or not started:
+        return
+    for m in started:
+        try:
+            lines = [line for line in m.log().splitlines() if " WARNING " in line or " ERROR " in line]
+        except OSError as exc:
+            lines = [f"(log not readable: {exc})"]
+        report.sections.append((f"{m.log_path.name}: warnings and errors, last {FAILURE_LOG_LINES}",
+                                "\n".join(lines[-FAILURE_LOG_LINES:])))
+
+
 @pytest.fixture
 def start_mirror(tmp_path: Path, mirrors: list[MirrorProcess], clusters: dict[str, LocalCluster]):  # type: ignore[no-untyped-def]
     """Write an mm2.properties for dc1/dc2 plus ``lines`` and start a mirror on it."""

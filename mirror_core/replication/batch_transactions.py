@@ -66,7 +66,8 @@ class SlotProducer:
 
     def __init__(self, brokers: Brokers, transactional_id: str, on_data: Callable[[list[Sent]], None],
                  delivery_timeout_s: float, transaction_timeout_ms: int = 60_000,
-                 internal_limit: int | None = None, on_producer_id: Callable[[int], None] | None = None) -> None:
+                 internal_limit: int | None = None,
+                 on_producer_id: Callable[[int, float], None] | None = None) -> None:
         #: the most record bytes in one batch of the mirror's own records: what their topics take (the smallest
         #: max.message.bytes of progress and offset syncs, less a batch's header), OWN_BATCH_BYTES at most
         self.own_batch_bytes = min(OWN_BATCH_BYTES, internal_limit - BATCH_HEADER) if internal_limit else \
@@ -135,7 +136,7 @@ class SlotProducer:
             raise _error(exc) from None
         if self.on_producer_id is not None and producer_id != self._recorded:
             try:
-                self.on_producer_id(producer_id)
+                self.on_producer_id(producer_id, self.txn.timeout_s)  # (within the caller's step)
             except MirrorError as exc:  # not recorded: retried as a coordinator out of reach is, with a new epoch
                 raise KafkaException(KafkaError(KafkaError._TIMED_OUT, str(exc), retriable=True)) from None
             self._recorded = producer_id

@@ -105,7 +105,7 @@ class MirrorWrites:
 
 
 def cycle_guard(config: MirrorConfig, flow: FlowConfig, instance: str, source_health: ClusterHealth,
-                target_health: ClusterHealth) -> tuple[MirrorWrites, Callable[[int], None]]:
+                target_health: ClusterHealth) -> tuple[MirrorWrites, Callable[[int, float], None]]:
     """A batches flow's side of the identity policy's cycle prevention: the source's mirror writes recognised (where
     the reverse flow, in this configuration, copies on the records path, the copies carry the provenance header
     too), and how a producer id the flow's senders get (the idempotent sender's, or each exactly-once slot's) is
@@ -117,4 +117,4 @@ def cycle_guard(config: MirrorConfig, flow: FlowConfig, instance: str, source_he
                               enforced={"linger.ms": "0"})  # (acks=all, as every producer)
     reader = make_consumer(source, f"{flow.worker_group_id}.producer-ids", QUIET, health=source_health)
     writes = MirrorWrites(MirrorProducerIds(reader), flow.target, reader, flow.source if reverse_on_records else None)
-    return writes, lambda pid: register(registrar, pid, flow.source, flow.target, instance)
+    return writes, lambda pid, timeout: register(registrar, pid, flow.source, flow.target, instance, timeout)

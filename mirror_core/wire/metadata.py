@@ -35,6 +35,16 @@ class Reachability(Protocol):
     def mark_down(self, why: str) -> None: ...
 
 
+class _Unwatched:
+    """No one is told (a client outside a flow: the CLI, a benchmark)."""
+
+    def mark_ok(self) -> None:
+        pass
+
+    def mark_down(self, why: str) -> None:
+        pass
+
+
 @dataclass(frozen=True)
 class Broker:
     node: int
@@ -114,7 +124,7 @@ class Brokers:
         self.bootstrap = [address(s) for s in bootstrap.split(",") if s.strip()]
         self.settings, self.where, self.timeout = settings, where, timeout
         #: told of every connection set up and metadata answer, and of a cluster that no longer answers
-        self.reachability = reachability
+        self.reachability = reachability if reachability is not None else _Unwatched()
         #: since when connections fail with no broker answering in between (None: one answered since)
         self._failing_since: float | None = None
         self.known: dict[int, Broker] = {}
@@ -148,14 +158,12 @@ class Brokers:
             self._answered()
             return meta
         error = WireError(f"{self.where}: no broker answered a metadata request: {'; '.join(failures)}")
-        if self.reachability is not None:
-            self.reachability.mark_down(str(error))
+        self.reachability.mark_down(str(error))
         raise error
 
     def _answered(self) -> None:
         self._failing_since = None
-        if self.reachability is not None:
-            self.reachability.mark_ok()
+        self.reachability.mark_ok()
 
     def name(self, node: int) -> str:
         """How error lines name broker ``node``."""
@@ -171,7 +179,7 @@ class Brokers:
         except (WireError, SaslError) as exc:  # (not an answer that does not parse: that broker answered)
             now = time.monotonic()
             self._failing_since = self._failing_since or now
-            if self.reachability is not None and now - self._failing_since >= DOWN_AFTER_S:
+            if now - self._failing_since >= DOWN_AFTER_S:
                 self.reachability.mark_down(str(exc))
             raise
         self._answered()

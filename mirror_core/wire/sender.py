@@ -148,7 +148,7 @@ class BatchSender:
         self._renew = True  # no producer id yet (transactional: until use_producer)
         #: told each new producer id before any batch is sent with it (stores/producer_ids.register: the reverse
         #: flow must know the batches this one writes); what it raises is a failure to get one, asked again
-        self.on_producer_id: Callable[[int], None] | None = None
+        self.on_producer_id: Callable[[int, float], None] | None = None
         #: batches sent again after a transient failure (a moved leader, a lost connection...)
         self.retried = 0
         self._sent = 0  # batches sent so far (each one's ``order``)
@@ -343,7 +343,7 @@ class BatchSender:
                     raise WireError(f"{self.brokers.where}: no producer id within {self.timeout_ms} ms: {name(error)}")
                 self._stop.wait(RETRY_S)
             if self.on_producer_id is not None:
-                self.on_producer_id(producer_id)
+                self.on_producer_id(producer_id, self.timeout_ms / 1000)
             with self._cond:
                 self.producer_id, self.epoch = producer_id, epoch
                 for p in self._parts.values():

@@ -24,11 +24,11 @@ def test_each_producer_id_is_recorded_durably_before_its_first_batch_and_a_reade
     registrar = Producer({"bootstrap.servers": dc2, "acks": "all", "enable.idempotence": "true"})
     calls: list[tuple[int, int]] = []  # (producer id, records of the topic when it was being recorded)
 
-    def on_producer_id(pid: int) -> None:
+    def on_producer_id(pid: int, timeout: float) -> None:
         calls.append((pid, sum(end_offsets(dc2, topic).values())))
         if len(calls) == 1:
             raise RuntimeError("the registry did not answer")  # a failure to record: asked again, nothing sent
-        register(registrar, pid, "dc1", "dc2", "test")
+        register(registrar, pid, "dc1", "dc2", "test", timeout)
 
     sender = BatchSender(Brokers(dc2, {}, "dc2"))
     sender.on_producer_id = on_producer_id

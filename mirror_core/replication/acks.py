@@ -255,15 +255,18 @@ class Acks:
             self.metrics.skipped.labels(self.flow_name, st.topic, str(st.partition)).inc(end - first)
         st.pass_over(first, end)  # (acknowledged after what is in flight before it)
         self.active.add(st)
+        self.rewound.add(st)  # what else was read of it with the damage is from before the seek
         self.seek(TopicPartition(st.topic, st.partition, end))
 
     def damaged(self, st: PartitionState, source: str, what: str, first: int, last: int | None) -> None:
         """A source batch of ``st`` at ``first`` failed its checks (``what``): go on past it when an operator's skip
         of exactly that range is armed, else pause right there (what is in flight before it still lands)."""
-        if self.operator.repeated(st, first):
+        if self.operator.repeated(st, first, last):
             return  # (read before the seek past its skip)
         self.metrics.damaged.labels(self.flow_name, st.topic, str(st.partition)).inc()
-        skip = self.operator.damaged(st, first, last)
+        # Records read before the damage and not sent yet (parked): a skip taken now would be acknowledged ahead of
+        # them, so the partition pauses (they are dropped, read again) and the skip is applied again from there.
+        skip = self.operator.damaged(st, first, last, ready=not st.parked)
         if skip is not None:
             self._pass_over(st, skip.first, skip.end, counted=skip.again)
             return

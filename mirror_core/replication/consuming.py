@@ -156,7 +156,7 @@ class Consuming:
         offset = m.offset()
         if st is None or offset is None or offset < 0 or m.partition() is None:
             return False
-        if st.copying:
+        if st.copying and st not in self.acks.rewound:  # (else read from before a seek of it in this batch)
             self.acks.damaged(st, self.source.alias, f"record batch at offset {offset} is damaged: {err.str()}",
                               offset, None)
         return True

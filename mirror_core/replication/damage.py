@@ -118,9 +118,12 @@ class OperatorActions:
             return out
 
     def apply(self, states: dict[tuple[str, int], PartitionState], acks: Unpauses) -> None:
-        """The offered actions on partitions this process owns (others stay offered: their owner applies them)."""
+        """The offered actions on partitions this process owns (others stay offered: their owner applies them), once
+        nothing of the partition is in flight (a resume rewinds to the acknowledged position: a batch still in flight
+        would be sent twice, in an exactly-once flow's open transaction too)."""
         with self._lock:
-            mine = [a for a in self._offered.values() if (a.topic, a.partition) in states]
+            mine = [a for a in self._offered.values()
+                    if (st := states.get((a.topic, a.partition))) is not None and not st.pending]
             for action in mine:
                 del self._offered[action.id]
             self.pending = bool(self._offered)
@@ -147,7 +150,8 @@ class OperatorActions:
                                           f"cover the damaged batch at offsets {shown} from its first offset: "
                                           "nothing skipped")
                 return
-        to = st.acked if st.acked is not None else st.origin
+        to = st.acked if st.acked is not None else st.origin if st.origin is not None else (
+            damage[0] if damage is not None else None)  # (the damage was the first thing read)
         if to is None:
             self._done(action, False, f"{where}: no position to resume from yet; try again")
             return
@@ -171,22 +175,30 @@ class OperatorActions:
         log.warning("%s: resumed at offset %d; the %s is taken when the damaged batch is met again", where, to,
                     action.describe())
 
-    def damaged(self, st: PartitionState, first: int, last: int | None) -> PassOver | None:
+    def damaged(self, st: PartitionState, first: int, last: int | None, ready: bool = True) -> PassOver | None:
         """The damaged batch at ``first`` (its last offset, when known) is met on ``st``: what to pass over when an
-        operator's skip covers it (armed: taken and reported now; taken before and not passed by progress yet: the
-        same batch met again), else None (the caller pauses; noted here so that a skip can be checked against it)."""
+        operator's skip covers it (armed: taken and reported now; taken before, met again after a rewind to before
+        it), else None (the caller pauses; noted here so that a skip can be checked against it). ``ready``: False
+        while records read before the damage still wait to be sent (produce.py's parked records): an armed skip is
+        then applied again from the acknowledged position (the caller pauses meanwhile) rather than taken ahead of
+        them."""
         key = (st.topic, st.partition)
         with self._lock:  # (the control thread lets go of actions another process applied)
             taken = self._taken.get(key)
-            if taken is not None and (taken.last is None or (st.acked is not None and st.acked > taken.last)):
-                del self._taken[key]  # progress passed it: damage met now is another batch
+            if taken is not None and (taken.last is None or (st.committed is not None and st.committed > taken.last)):
+                del self._taken[key]  # durable progress passed it: damage met now is another batch
                 taken = None
             armed = self._armed.get(key)
             if _covers(armed, first, last):
-                del self._armed[key]
                 assert armed is not None
-                self._taken[key] = armed
-            elif _covers(taken, first, last):
+                del self._armed[key]
+                if not ready:
+                    self._offered[armed.id] = armed  # (applied again by the flow's next round: apply)
+                    self.pending = True
+                    armed = None
+                else:
+                    self._taken[key] = armed
+            elif ready and _covers(taken, first, last) and st.next is not None and st.next <= first:
                 assert taken is not None and taken.last is not None
                 return PassOver(first, taken.last + 1, again=True)
             else:
@@ -198,6 +210,13 @@ class OperatorActions:
         assert armed.last is not None
         return PassOver(first, armed.last + 1, again=False)
 
+    def repeated(self, st: PartitionState, first: int, last: int | None) -> bool:
+        """The damage at ``first`` is the batch a skip was taken over, read again from before the seek past it: the
+        skip covers the whole batch (its last offset known) and the read position is past it. Nothing to do."""
+        taken = self._taken.get((st.topic, st.partition))
+        return (taken is not None and taken.first == first and taken.last is not None and last is not None
+                and last <= taken.last and st.next is not None and st.next > taken.last)
+
     def _report_skip(self, st: PartitionState, action: PartitionAction) -> None:
         assert action.first is not None and action.last is not None
         line = (f"flow {self.flow}: {st.topic}[{st.partition}]: skipped offsets {action.first}-{action.last} "
@@ -205,13 +224,6 @@ class OperatorActions:
                 f"{action.describe()}")
         log.warning("%s", line)
         self._done(action, True, line)
-
-    def repeated(self, st: PartitionState, first: int) -> bool:
-        """The damage at ``first`` is the batch a skip was just taken at, read before the read position moved past
-        it (``st.next`` is past the skip): nothing to do."""
-        taken = self._taken.get((st.topic, st.partition))
-        return (taken is not None and taken.first == first and taken.last is not None and st.next is not None
-                and st.next > taken.last)
 
     def _done(self, action: PartitionAction, ok: bool, line: str) -> None:
         if not ok:

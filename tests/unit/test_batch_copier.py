@@ -262,6 +262,9 @@ def test_an_operators_skip_is_checked_against_the_damage_and_taken_only_there() 
     states = {("t", 0): st}
     operator.offer([PartitionAction(1, "t", 0, SKIP, 1021, 1029, "alice", "short")])
     operator.apply(states, acks)
+    assert not operator.outcomes() and operator.pending  # applied once nothing of the partition is in flight
+    st.pending.clear()  # (acknowledged; the position stays before the damage, as after a transaction marker)
+    operator.apply(states, acks)
     (refused,) = operator.outcomes()
     assert not refused.ok and "does not cover the damaged batch" in refused.line and not st.copying
     operator.offer([PartitionAction(2, "t", 0, SKIP, 1020, 1029, "alice", "bit rot")])
@@ -273,6 +276,8 @@ def test_an_operators_skip_is_checked_against_the_damage_and_taken_only_there() 
     assert taken.ok and "skipped offsets 1020-1029 (10 offsets" in taken.line and "alice" in taken.line
     assert st.copying and fetcher.assigned[-1] == {("t", 0): 1030}
     assert copier.acks.metrics.skipped.labels("dc1->dc2", "t", "0")._value.get() == 10
+    acks.collect()
+    assert st.acked == 1030 and not st.pending  # the range acknowledged at once
     operator.offer([PartitionAction(3, "t", 0, RESUME, None, None, "bob", "again")])
     operator.apply(states, acks)
     (nothing,) = operator.outcomes()
@@ -303,13 +308,15 @@ def test_a_skip_of_the_damage_at_the_acknowledged_position_is_taken_at_once_with
 
 def test_a_skip_taken_is_acknowledged_in_order_and_the_same_damage_met_again_is_passed_over_once_reported() -> None:
     """The skipped range is acknowledged in order with the batches around it (an offset-map entry where the next
-    copy lands); the damage read again before the seek past it changes nothing; met again after a rewind before it,
-    it is passed over again without a second report; once progress passed the range, damage there pauses again."""
+    copy lands); met again after a rewind before it, it is passed over again without a second report; met again
+    from past the skip's start (a skip shorter than the batch), or once durable progress passed the range, the
+    partition pauses again."""
     copier, _reader, st, fetcher = copier_with_batches_in_flight()
     acks, operator = copier.acks, copier.acks.operator
     part = FetchedPartition("t", 0, 0, 5000, 5000, 0)
     part.batches, part.damaged = intact([memoryview(damaged_copy_of(gapped(0, list(range(10)), base=1020)))], 5000)
     copier.take(part)
+    st.pending.clear()  # (the position stays before the damage: the skip is armed, taken when met again)
     states = {("t", 0): st}
     operator.offer([PartitionAction(1, "t", 0, SKIP, 1020, 1029, "alice", "bit rot")])
     operator.apply(states, acks)
@@ -318,17 +325,18 @@ def test_a_skip_taken_is_acknowledged_in_order_and_the_same_damage_met_again_is_
     assert taken.ok and st.copying and st.next == 1030
     skipped = st.pending[-1]
     assert skipped.first == 1020 and skipped.skipped and skipped.next == 1030 and skipped.count == 0
-    damaged = acks.metrics.damaged.labels("dc1->dc2", "t", "0")._value.get()
-    copier.take(part)  # an answer read before the seek past it
-    assert st.copying and st.pending[-1] is skipped and fetcher.assigned[-1] == {("t", 0): 1030}
-    assert acks.metrics.damaged.labels("dc1->dc2", "t", "0")._value.get() == damaged
     acks.rewind_to(st, 1000, careful=False, backoff=False)  # (a delivery failed before the skip was acknowledged)
     assert not st.pending and st.next == 1000
     copier.take(part)
     assert st.copying and st.next == 1030 and st.pending[-1].skipped and fetcher.assigned[-1] == {("t", 0): 1030}
     assert not operator.outcomes() and acks.metrics.skipped.labels("dc1->dc2", "t", "0")._value.get() == 10
+    copier.take(part)  # met from past the skip's start: the damage goes on past the range skipped
+    assert not st.copying and "record batch at offset 1020" in (st.paused_reason or "")
+    assert acks.metrics.skipped.labels("dc1->dc2", "t", "0")._value.get() == 10
     st.pending.clear()
-    st.acked = 1030  # progress passed the range: damage met there now is not the batch the operator skipped
+    st.acked = st.committed = 1030  # durable progress passed the range: damage met there now is another batch
+    operator.offer([PartitionAction(2, "t", 0, RESUME, None, None, "bob", "replica fixed")])
+    operator.apply(states, acks)
     acks.rewind_to(st, 1020, careful=False, backoff=False)
     copier.take(part)
     assert not st.copying and "record batch at offset 1020" in (st.paused_reason or "")

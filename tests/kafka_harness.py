@@ -84,6 +84,21 @@ def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last value: {last!r})")
 
 
+def wait_until_equal(get: Callable[[], Any], want: Any, timeout: float, what: str) -> None:
+    """Waits until ``get()`` returns ``want``; a timeout names the value it returned last (a bool predicate's
+    failure would say only False)."""
+    seen: list[Any] = [None]
+
+    def equal() -> bool:
+        seen[0] = get()
+        return bool(seen[0] == want)
+
+    try:
+        wait_until(equal, timeout, what=what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: it was {seen[0]!r}, not {want!r}") from None
+
+
 def admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap, "log_level": "3"})
 

@@ -16,7 +16,16 @@ import pytest
 
 from mirror_core.state.store import StateStore
 from tests.integration.conftest import flow_lines
-from tests.kafka_harness import REPO, create_topic, metric, mirror_env, producer, read_all, wait_until
+from tests.kafka_harness import (
+    REPO,
+    create_topic,
+    metric,
+    mirror_env,
+    producer,
+    read_all,
+    wait_until,
+    wait_until_equal,
+)
 
 PER_BATCH, BATCHES = 40, 3
 #: partition -> how its middle batch is damaged (partition 3 stays intact)
@@ -96,7 +105,7 @@ def test_a_damaged_source_batch_pauses_its_partition_and_a_recorded_skip_goes_pa
     p.produce(topic, value=b"3-late", partition=3)
     assert p.flush(30) == 0
     want = {0: PER_BATCH, 1: PER_BATCH, 2: PER_BATCH, 3: PER_BATCH * BATCHES + 1}
-    _until_copied(dc2, remote, want, 60, "the intact partition to be copied")
+    wait_until_equal(lambda: _per_partition(dc2, remote), want, 60, "the intact partition to be copied")
     values: dict[int, list[bytes]] = {}
     for r in read_all(dc2, remote):
         values.setdefault(r.partition, []).append(r.value)
@@ -113,7 +122,7 @@ def test_a_damaged_source_batch_pauses_its_partition_and_a_recorded_skip_goes_pa
                         "--offsets", f"{first}-{last}", "--reason", "bit rot on dc1", "--by", "alice")
     assert ok.returncode == 0, ok.stderr
     want[0] = PER_BATCH * (BATCHES - 1)
-    _until_copied(dc2, remote, want, 60, "partition 0 to go on past the skip")
+    wait_until_equal(lambda: _per_partition(dc2, remote), want, 60, "partition 0 to go on past the skip")
     assert metric(m, "mirror_skipped_records_total", topic=topic, partition="0") == PER_BATCH
     done = [a for a in actions(db) if a["ok"]]
     assert len(done) == 1 and done[0]["requested_by"] == "alice", done
@@ -128,20 +137,6 @@ def test_a_damaged_source_batch_pauses_its_partition_and_a_recorded_skip_goes_pa
 def actions(db: str) -> list[dict[str, Any]]:
     listed: list[dict[str, Any]] = json.loads(partitions_cli("actions", "--json", "--state-db", db).stdout)
     return listed
-
-
-def _until_copied(bootstrap: str, topic: str, want: dict[int, int], timeout: float, what: str) -> None:
-    """Waits until the target holds ``want`` records per partition; a timeout names what it held last."""
-    seen: list[dict[int, int]] = [{}]
-
-    def copied() -> bool:
-        seen[0] = _per_partition(bootstrap, topic)
-        return seen[0] == want
-
-    try:
-        wait_until(copied, timeout, what=what)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}: the target held {seen[0]}, not {want}") from None
 
 
 def _per_partition(bootstrap: str, topic: str) -> dict[int, int]:

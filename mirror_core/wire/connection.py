@@ -16,20 +16,31 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mirror_core.errors import MirrorError
 from mirror_core.wire import sasl
-from mirror_core.wire.codec import Buffer, ProtocolError, Reader, blob, string
+from mirror_core.wire.codec import Buffer, ProtocolError
 from mirror_core.wire.errors import WireError as WireError  # where its callers have always found it
 from mirror_core.wire.errors import name
 from mirror_core.wire.kerberos import KerberosLogin
+from mirror_core.wire.messages import (
+    ApiMessage,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+    decode,
+    encode,
+)
 from mirror_core.wire.tls import tls_context
 
 if TYPE_CHECKING:
     from mirror_core.wire.oauth import TokenSource
 
-API_SASL_HANDSHAKE, API_API_VERSIONS, API_SASL_AUTHENTICATE = 17, 18, 36
+API_API_VERSIONS = ApiVersionsRequest.API_KEY
 API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 10: "FindCoordinator", 17: "SaslHandshake",
              18: "ApiVersions", 22: "InitProducerId", 24: "AddPartitionsToTxn", 26: "EndTxn", 36: "SaslAuthenticate"}
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -221,6 +232,12 @@ class Connection:
         self.send(api, version, body)
         return self.receive(reuse, limit)
 
+    def ask(self, request: ApiMessage, answer: type[ApiMessage], spoken: tuple[int, ...]) -> Any:
+        """A declared request (mirror_core/wire/messages.py) at the highest version of ``spoken`` the broker serves,
+        and its answer read into ``answer``'s fields."""
+        version = self.version(request.API_KEY, spoken)
+        return decode(answer, version, self.call(request.API_KEY, version, encode(request, version)))
+
     def _reusable(self, n: int) -> bytearray:
         """The connection's answer buffer, at least ``n`` bytes: a new one when it is too small, when a view of it
         is still alive (CPython refuses to resize a bytearray then), which reading into would overwrite, or when
@@ -254,11 +271,10 @@ class Connection:
 
     def _api_versions(self) -> dict[int, tuple[int, int]]:
         """ApiVersions v0: every broker answers it, before any SASL exchange too."""
-        r = Reader(self.call(API_API_VERSIONS, 0, b""))
-        error = r.int16()
-        if error:
-            raise WireError(f"{self.where}: ApiVersions failed: {name(error)}")
-        return {api: (low, high) for api, low, high in (r.take(">hhh") for _ in range(r.count(6)))}
+        answer = decode(ApiVersionsResponse, 0, self.call(API_API_VERSIONS, 0, encode(ApiVersionsRequest(), 0)))
+        if answer.error_code:
+            raise WireError(f"{self.where}: ApiVersions failed: {name(answer.error_code)}")
+        return {api.api_key: (api.min_version, api.max_version) for api in answer.api_keys or ()}
 
     def expiring(self) -> bool:
         """The broker ends this session soon (its token expires): the caller reconnects between requests."""
@@ -271,14 +287,13 @@ class Connection:
 
     def _authenticate(self, settings: Mapping[str, str], host: str, login: TokenSource | KerberosLogin | None) -> None:
         mechanism = sasl.mechanism_for(settings, self.where)
-        r = Reader(self.call(API_SASL_HANDSHAKE, self.version(API_SASL_HANDSHAKE, (1,)), string(mechanism)))
-        error = r.int16()
-        offered = [r.string() for _ in range(r.count())]
-        if error:
+        handshake = self.ask(SaslHandshakeRequest(mechanism=mechanism), SaslHandshakeResponse, (1,))
+        if handshake.error_code:
+            offered = ", ".join(m or "" for m in handshake.mechanisms or ())
             raise sasl.SaslError(f"{self.where}: the broker does not take SASL {mechanism} on this listener (it "
-                                 f"offers {', '.join(m or '' for m in offered) or 'none'})")
+                                 f"offers {offered or 'none'})")
         username, password = settings.get("sasl.username", ""), settings.get("sasl.password", "")
-        version = self.version(API_SASL_AUTHENTICATE, (0, 1))
+        version = self.version(SaslAuthenticateRequest.API_KEY, (0, 1))
         try:
             if mechanism == "OAUTHBEARER":
                 if login is None or isinstance(login, KerberosLogin):
@@ -321,12 +336,12 @@ class Connection:
             self._sasl_step(version, ctx.wrap(sasl.security_layer_choice(ctx.unwrap(offer))))
 
     def _sasl_step(self, version: int, payload: bytes) -> bytes:
-        r = Reader(self.call(API_SASL_AUTHENTICATE, version, blob(payload)))
-        error, message = r.int16(), r.string()
-        answer = r.blob()
-        if error:
-            raise sasl.SaslError(message or f"error {error}")
-        lifetime_ms = r.take(">q")[0] if version >= 1 else 0
+        request = SaslAuthenticateRequest(auth_bytes=payload)
+        answer = decode(SaslAuthenticateResponse, version,
+                        self.call(request.API_KEY, version, encode(request, version)))
+        if answer.error_code:
+            raise sasl.SaslError(answer.error_message or f"error {answer.error_code}")
+        lifetime_ms = answer.session_lifetime_ms if version >= 1 else 0
         if lifetime_ms > 0:  # reconnected at 85 % of it, as Java clients re-authenticate (librdkafka too)
             self.reauth_at = time.monotonic() + 0.85 * lifetime_ms / 1000
-        return bytes(answer or b"")
+        return bytes(answer.auth_bytes or b"")

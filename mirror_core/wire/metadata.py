@@ -1,5 +1,5 @@
-"""Where each partition's leader is (Metadata v4), and one connection per broker of a cluster, opened on
-first use with the cluster's settings."""
+"""Where each partition's leader is (Metadata v4, declared in mirror_core/wire/messages.py), and one connection
+per broker of a cluster, opened on first use with the cluster's settings."""
 
 from __future__ import annotations
 
@@ -10,13 +10,16 @@ from typing import Protocol
 
 from mirror_core.errors import MirrorError
 from mirror_core.throttling import ThrottledLine
-from mirror_core.wire.codec import ProtocolError, Reader, array, string
+from mirror_core.wire.codec import ProtocolError
 from mirror_core.wire.connection import Connection, WireError, broker_where
 from mirror_core.wire.kerberos import KerberosLogin, login_for
+from mirror_core.wire.messages import MetadataRequest, MetadataResponse, decode, encode
 from mirror_core.wire.oauth import TokenSource
 from mirror_core.wire.sasl import SaslError, speaks_gssapi, speaks_oauthbearer
 
-API_METADATA = 3
+API_METADATA = MetadataRequest.API_KEY
+#: the Metadata versions this client speaks (the layout parse_metadata reads)
+METADATA_VERSIONS = (4,)
 NO_LEADER = -1
 #: connections that cannot be set up mark the cluster down once they have failed this long with no answer between
 DOWN_AFTER_S = 10.0
@@ -69,32 +72,22 @@ class ClusterMetadata:
     topics: dict[str, TopicMetadata]
 
 
-def metadata_request(topics: Iterable[str]) -> bytes:
-    """Metadata v4 for these topics, never creating one."""
-    return array(string(t) for t in topics) + b"\x00"
+def metadata_request(topics: Iterable[str], version: int = METADATA_VERSIONS[-1]) -> bytes:
+    """Metadata for these topics (none: the brokers only), never creating one."""
+    return encode(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+                                  allow_auto_topic_creation=False), version)
 
 
-def parse_metadata(data: memoryview) -> ClusterMetadata:
-    r = Reader(data)
-    r.int32()  # throttle time
-    brokers: dict[int, Broker] = {}
-    for _ in range(r.count(12)):  # (each item's least size: node, host, port, rack)
-        node, host, port = r.int32(), r.string() or "", r.int32()
-        r.string()  # rack
-        brokers[node] = Broker(node, host, port)
-    r.string()  # cluster id
-    r.int32()  # controller
+def parse_metadata(data: memoryview, version: int = METADATA_VERSIONS[-1]) -> ClusterMetadata:
+    answer = decode(MetadataResponse, version, data)
+    brokers = {b.node_id: Broker(b.node_id, b.host or "", b.port) for b in answer.brokers or ()}
     topics: dict[str, TopicMetadata] = {}
-    for _ in range(r.count(9)):
-        error, name, _internal = r.int16(), r.string() or "", r.int8()
-        topic = TopicMetadata(name, error)
-        for _ in range(r.count(18)):
-            p_error, index, leader = r.take(">hii")
-            for _ in range(2):  # replicas, then in-sync replicas
-                r.skip(4 * r.count(4))
-            topic.leaders[index] = leader
-            topic.errors[index] = p_error
-        topics[name] = topic
+    for t in answer.topics or ():
+        topic = TopicMetadata(t.name or "", t.error_code)
+        for p in t.partitions or ():
+            topic.leaders[p.partition_index] = p.leader_id
+            topic.errors[p.partition_index] = p.error_code
+        topics[topic.name] = topic
     return ClusterMetadata(brokers, topics)
 
 
@@ -139,15 +132,16 @@ class Brokers:
 
     def metadata(self, topics: Iterable[str]) -> ClusterMetadata:
         """Asked of the bootstrap servers in turn, then of the brokers known from earlier answers."""
-        body = metadata_request(topics)
+        topics = list(topics)
         known = [(b.host, b.port) for b in list(self.known.values())]
         failures: list[str] = []
         for address in [*self.bootstrap, *(a for a in known if a not in self.bootstrap)]:
             try:
                 with Connection(*address, self.settings, self.where, self.timeout, self.login) as conn:
-                    answer = conn.call(API_METADATA, conn.version(API_METADATA, (4,)), body)
+                    version = conn.version(API_METADATA, METADATA_VERSIONS)
+                    answer = conn.call(API_METADATA, version, metadata_request(topics, version))
                     try:
-                        meta = parse_metadata(answer)
+                        meta = parse_metadata(answer, version)
                     except ProtocolError as exc:
                         raise ProtocolError(f"{conn.where}: a metadata answer that does not parse: {exc}") from None
             except MirrorError as exc:  # unreachable, TLS/SASL refused, or an answer that does not parse (every

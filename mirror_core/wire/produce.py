@@ -1,5 +1,6 @@
 """Produce v8 as the batch copier sends it (one restamped batch per partition and request), and what each
-partition's answer says: the target offset of the batch's first record, the base of its offset-map run."""
+partition's answer says: the target offset of the batch's first record, the base of its offset-map run; and the
+producer id its batches carry (InitProducerId)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from mirror_core.wire.codec import Buffer, Reader, int16, int32, string
+from mirror_core.wire.connection import Connection
+from mirror_core.wire.messages import InitProducerIdRequest, InitProducerIdResponse
 
 API_PRODUCE = 0
 PRODUCE_VERSION = 8  # the last non-flexible version (Kafka 2.4 up to 4.x)
@@ -78,17 +81,11 @@ def parse_produce(data: memoryview) -> list[Produced]:
     return out
 
 
-API_INIT_PRODUCER_ID = 22
-
-
-def init_producer_id_request(transactional_id: str | None, transaction_timeout_ms: int = 60_000) -> bytes:
-    """InitProducerId v1: an idempotent producer's id and epoch (no transactional id), or a transactional one's."""
-    return string(transactional_id) + int32(transaction_timeout_ms)
-
-
-def parse_init_producer_id(data: memoryview) -> tuple[int, int, int]:
-    """(error, producer id, epoch)."""
-    r = Reader(data)
-    r.int32()  # throttle time
-    error, producer_id, epoch = r.take(">hqh")
-    return error, producer_id, epoch
+def init_producer_id(conn: Connection, transactional_id: str | None,
+                     transaction_timeout_ms: int = 60_000) -> tuple[int, int, int]:
+    """InitProducerId v1 (declared in mirror_core/wire/messages.py): an idempotent producer's id and epoch (no
+    transactional id), or a transactional one's: (error, producer id, epoch)."""
+    answer = conn.ask(InitProducerIdRequest(transactional_id=transactional_id,
+                                            transaction_timeout_ms=transaction_timeout_ms),
+                      InitProducerIdResponse, (1,))
+    return answer.error_code, answer.producer_id, answer.producer_epoch

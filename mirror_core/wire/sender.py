@@ -33,15 +33,7 @@ from mirror_core.wire.connection import Connection, WireError
 from mirror_core.wire.errors import RETRIABLE, STALE_LEADER, name
 from mirror_core.wire.leaders import TP, LeaderTracker, Outage
 from mirror_core.wire.metadata import Brokers
-from mirror_core.wire.produce import (
-    API_INIT_PRODUCER_ID,
-    API_PRODUCE,
-    PRODUCE_VERSION,
-    init_producer_id_request,
-    parse_init_producer_id,
-    parse_produce,
-    produce_request,
-)
+from mirror_core.wire.produce import API_PRODUCE, PRODUCE_VERSION, init_producer_id, parse_produce, produce_request
 from mirror_core.wire.records import next_sequence, restamp
 from mirror_core.wire.transactions import TransactionCoordinator
 
@@ -332,8 +324,7 @@ class BatchSender:
         try:
             deadline = time.monotonic() + self.timeout_ms / 1000
             while True:
-                error, producer_id, epoch = parse_init_producer_id(conn.call(
-                    API_INIT_PRODUCER_ID, conn.version(API_INIT_PRODUCER_ID, (1,)), init_producer_id_request(None)))
+                error, producer_id, epoch = init_producer_id(conn, None)
                 if not error:
                     break
                 if error not in RETRIABLE:

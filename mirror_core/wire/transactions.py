@@ -4,7 +4,7 @@ any older producer of the id is fenced, and a transaction it left open is aborte
 a partition is first written in a transaction, and EndTxn (commit or abort).
 
 Non-flexible versions (FindCoordinator v1, AddPartitionsToTxn v1-2, EndTxn v1-2), as Kafka 2.x to 4.x serve
-them; every answer is read through :class:`~mirror_core.wire.codec.Reader` (lengths and counts checked)."""
+them, declared in mirror_core/wire/messages.py."""
 
 from __future__ import annotations
 
@@ -13,18 +13,21 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
-from mirror_core.wire.codec import Reader, array, int16, int32, int64, string
 from mirror_core.wire.connection import Connection
 from mirror_core.wire.errors import AUTHORIZATION, BrokerRefused, ProducerFenced, WireError, name
-from mirror_core.wire.groups import API_FIND_COORDINATOR, parse_find_coordinator
+from mirror_core.wire.groups import TRANSACTION_KEY, find_coordinator
 from mirror_core.wire.leaders import TP
+from mirror_core.wire.messages import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+)
 from mirror_core.wire.metadata import Brokers
-from mirror_core.wire.produce import API_INIT_PRODUCER_ID, init_producer_id_request, parse_init_producer_id
+from mirror_core.wire.produce import init_producer_id
 
 log = logging.getLogger(__name__)
 
-API_ADD_PARTITIONS_TO_TXN, API_END_TXN = 24, 26
-TRANSACTION_KEY = 1
 #: INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, TRANSACTION_COORDINATOR_FENCED: a newer producer owns the id
 FENCED = frozenset({47, 90, 52})
 #: the coordinator moved or is loading: found again, then asked again
@@ -38,41 +41,25 @@ BUSY_RETRY_S = 0.02
 T = TypeVar("T")
 
 
-def find_transaction_coordinator_request(transactional_id: str) -> bytes:
-    """FindCoordinator v1 for a transactional id (key type 1); the answer parses as a group's does."""
-    return string(transactional_id) + bytes([TRANSACTION_KEY])
+def add_partitions(conn: Connection, transactional_id: str, producer_id: int, epoch: int,
+                   partitions: Mapping[str, Iterable[int]]) -> dict[TP, int]:
+    """AddPartitionsToTxn v1-2 (one layout): the partitions, by topic, the open transaction will write; each one's
+    error (0: added)."""
+    topics = [AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=sorted(ps))
+              for t, ps in partitions.items()]
+    answer = conn.ask(AddPartitionsToTxnRequest(v3_and_below_transactional_id=transactional_id,
+                                                v3_and_below_producer_id=producer_id,
+                                                v3_and_below_producer_epoch=epoch, v3_and_below_topics=topics),
+                      AddPartitionsToTxnResponse, (2, 1))
+    return {(t.name or "", p.partition_index): p.partition_error_code
+            for t in answer.results_by_topic_v3_and_below or () for p in t.results_by_partition or ()}
 
 
-def add_partitions_request(transactional_id: str, producer_id: int, epoch: int,
-                           partitions: Mapping[str, Iterable[int]]) -> bytes:
-    """AddPartitionsToTxn v1-2 (one layout): the partitions, by topic, the open transaction will write."""
-    return (string(transactional_id) + int64(producer_id) + int16(epoch)
-            + array(string(t) + array(int32(p) for p in sorted(ps)) for t, ps in partitions.items()))
-
-
-def parse_add_partitions(data: memoryview) -> dict[TP, int]:
-    """Each partition's error (0: added)."""
-    r = Reader(data)
-    r.int32()  # throttle time
-    out: dict[TP, int] = {}
-    for _ in range(r.count(6)):  # a topic's name length and partition count at least
-        topic = r.string() or ""
-        for _ in range(r.count(6)):
-            partition, error = r.take(">ih")
-            out[(topic, partition)] = error
-    return out
-
-
-def end_txn_request(transactional_id: str, producer_id: int, epoch: int, commit: bool) -> bytes:
-    """EndTxn v1-2 (one layout): commit or abort the open transaction."""
-    return string(transactional_id) + int64(producer_id) + int16(epoch) + bytes([1 if commit else 0])
-
-
-def parse_end_txn(data: memoryview) -> int:
-    """The answer's error."""
-    r = Reader(data)
-    r.int32()  # throttle time
-    return r.int16()
+def end_txn(conn: Connection, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> int:
+    """EndTxn v1-2 (one layout): commit or abort the open transaction; the answer's error."""
+    request = EndTxnRequest(transactional_id=transactional_id, producer_id=producer_id, producer_epoch=epoch,
+                            committed=commit)
+    return int(conn.ask(request, EndTxnResponse, (2, 1)).error_code)
 
 
 class TransactionCoordinator:
@@ -94,12 +81,11 @@ class TransactionCoordinator:
         """InitProducerId with the transactional id: a new epoch (an older producer of the id is fenced, and a
         transaction it left open is aborted, or a commit it sent completed, before the answer); sequences start
         again at 0. The (producer id, epoch)."""
-        body = init_producer_id_request(self.transactional_id, self.transaction_timeout_ms)
-        def ids(data: memoryview) -> tuple[int, tuple[int, int]]:
-            error, producer_id, epoch = parse_init_producer_id(data)
+        def ids(conn: Connection) -> tuple[int, tuple[int, int]]:
+            error, producer_id, epoch = init_producer_id(conn, self.transactional_id, self.transaction_timeout_ms)
             return error, (producer_id, epoch)
 
-        producer_id, epoch = self._ask(API_INIT_PRODUCER_ID, (1,), body, ids)
+        producer_id, epoch = self._ask(ids)
         self.producer_id, self.epoch = producer_id, epoch
         self.partitions.clear()
         log.debug("%s: transactional id %s: producer id %d, epoch %d", self.brokers.where, self.transactional_id,
@@ -115,10 +101,8 @@ class TransactionCoordinator:
                 new.setdefault(topic, set()).add(partition)
         if not new:
             return
-        body = add_partitions_request(self.transactional_id, self.producer_id, self.epoch, new)
-
-        def errors(data: memoryview) -> tuple[int, dict[TP, int]]:
-            answer = parse_add_partitions(data)
+        def errors(conn: Connection) -> tuple[int, dict[TP, int]]:
+            answer = add_partitions(conn, self.transactional_id, self.producer_id, self.epoch, new)
             wanted = {(t, p) for t, ps in new.items() for p in ps}
             if not wanted <= set(answer):
                 return -1, answer  # (an answer that leaves a partition out: asked again would not help)
@@ -127,7 +111,7 @@ class TransactionCoordinator:
             return (next(iter(codes & FENCED), None) or next(iter(codes & (MOVED | {BUSY})), None)
                     or next(iter(codes), 0)), answer
 
-        self._ask(API_ADD_PARTITIONS_TO_TXN, (2, 1), body, errors)
+        self._ask(errors)
         self.partitions.update((t, p) for t, ps in new.items() for p in ps)
 
     def end(self, commit: bool) -> None:
@@ -135,8 +119,7 @@ class TransactionCoordinator:
         partitions by the coordinator after the answer, before it lets the next transaction of the id begin."""
         if not self.partitions:
             return
-        body = end_txn_request(self.transactional_id, self.producer_id, self.epoch, commit)
-        self._ask(API_END_TXN, (2, 1), body, lambda d: (parse_end_txn(d), None))
+        self._ask(lambda conn: (end_txn(conn, self.transactional_id, self.producer_id, self.epoch, commit), None))
         self.partitions.clear()
 
     def close(self) -> None:
@@ -144,9 +127,9 @@ class TransactionCoordinator:
             self._conn.close()
             self._conn = None
 
-    def _ask(self, api: int, versions: tuple[int, ...], body: bytes,
-             parse: Callable[[memoryview], tuple[int, T]]) -> T:
-        """``body`` to the coordinator until ``parse`` (answer -> (error, value)) says 0; the value."""
+    def _ask(self, ask: Callable[[Connection], tuple[int, T]]) -> T:
+        """``ask`` (a request to the coordinator, its answer read as (error, value)) until the error is 0; the
+        value."""
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
@@ -154,7 +137,7 @@ class TransactionCoordinator:
                 if conn is None:
                     error = 15  # COORDINATOR_NOT_AVAILABLE: the cluster is still choosing one
                 else:
-                    error, value = parse(conn.call(api, conn.version(api, versions), body))
+                    error, value = ask(conn)
             except BrokerRefused:
                 raise
             except WireError:
@@ -185,9 +168,7 @@ class TransactionCoordinator:
         if not self.brokers.known:
             self.brokers.metadata([])
         with self.brokers.connect(next(iter(self.brokers.known))) as conn:
-            error, node = parse_find_coordinator(conn.call(
-                API_FIND_COORDINATOR, conn.version(API_FIND_COORDINATOR, (1,)),
-                find_transaction_coordinator_request(self.transactional_id)))
+            error, node = find_coordinator(conn, self.transactional_id, TRANSACTION_KEY)
         if error in MOVED:
             return None
         if error:

@@ -10,12 +10,10 @@ import time
 from mirror_core.wire.connection import Connection
 from mirror_core.wire.metadata import Brokers, address
 from mirror_core.wire.produce import (
-    API_INIT_PRODUCER_ID,
     API_PRODUCE,
     PRODUCE_VERSION,
     Produced,
-    init_producer_id_request,
-    parse_init_producer_id,
+    init_producer_id,
     parse_produce,
     produce_request,
 )
@@ -52,8 +50,7 @@ def test_the_broker_answers_resent_gapped_unknown_and_corrupt_batches_as_the_sen
     with Connection(*address(dc2), {}, "dc2") as conn:
         deadline = time.monotonic() + 30
         while True:  # (a fresh broker answers COORDINATOR_LOAD_IN_PROGRESS for a while)
-            error, pid, epoch = parse_init_producer_id(conn.call(API_INIT_PRODUCER_ID, 1,
-                                                                 init_producer_id_request(None)))
+            error, pid, epoch = init_producer_id(conn, None)
             if error != 14 or time.monotonic() > deadline:
                 break
             time.sleep(0.5)

@@ -21,10 +21,11 @@ from mirror_core.wire import recode, records
 from mirror_core.wire.codec import Reader, array, blob, int16, int32, int64, string
 from mirror_core.wire.fetch import parse_fetch
 from mirror_core.wire.metadata import parse_metadata
-from mirror_core.wire.produce import parse_init_producer_id, parse_produce
+from mirror_core.wire.produce import parse_produce
 from mirror_core.wire.recode import varint
 from mirror_core.wire.sasl import ScramClient
 from tests.unit.record_batches import batch, marker
+from tests.unit.wire_messages import metadata_answer
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROUND_TRIPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -61,15 +62,6 @@ def answers(valid: bytes) -> st.SearchStrategy[bytes]:
 
 
 # -- valid answers, mutated by the properties --------------------------------------------------------------------
-
-def metadata_answer() -> bytes:
-    brokers = array([int32(1) + string("broker-1") + int32(9092) + string(None),
-                     int32(2) + string("broker-2") + int32(9093) + string("rack")])
-    partitions = array([int16(0) + int32(p) + int32(1) + array([int32(1), int32(2)]) + array([int32(1)])
-                        for p in range(2)])
-    topics = array([int16(0) + string("orders") + b"\x00" + partitions])
-    return int32(0) + brokers + string("cluster") + int32(1) + topics
-
 
 def produce_answer() -> bytes:
     plain = int32(0) + int16(0) + int64(42) + int64(-1) + int64(0) + int32(0) + string(None)
@@ -122,7 +114,6 @@ def test_metadata_answers(data: bytes) -> None:
 @given(answers(produce_answer()))
 def test_produce_answers(data: bytes) -> None:
     typed_only(parse_produce, memoryview(data))
-    typed_only(parse_init_producer_id, memoryview(data))
 
 
 @FUZZ

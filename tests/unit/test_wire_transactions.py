@@ -1,67 +1,38 @@
-"""The transaction coordinator's answers as mirror_core/wire/transactions.py parses them: any bytes give a parse or
-a typed error (ProtocolError), never another exception; a valid answer built from random content parses back
-to that content; and the requests are laid out as the protocol's non-flexible versions say."""
+"""The transaction coordinator's requests and answers as mirror_core/wire/transactions.py sends and reads them
+(declared in wire/messages.py): a valid answer built by hand from random content reads back to that content, the
+requests are laid out byte for byte as the protocol's non-flexible versions say, and any answer's bytes give a
+result or a typed error (tests/unit/test_wire_messages.py)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirror_core.wire.codec import Reader, array, int16, int32, int64, string
-from mirror_core.wire.groups import parse_find_coordinator
-from mirror_core.wire.transactions import (
-    add_partitions_request,
-    end_txn_request,
-    find_transaction_coordinator_request,
-    parse_add_partitions,
-    parse_end_txn,
-)
-from tests.unit.test_wire_fuzz import FUZZ, ROUND_TRIPS, answers, typed_only
+from mirror_core.wire.codec import Reader, int16, int32, int64, string
+from mirror_core.wire.groups import TRANSACTION_KEY, find_coordinator
+from mirror_core.wire.transactions import add_partitions, end_txn
+from tests.unit.test_wire_fuzz import ROUND_TRIPS
+from tests.unit.wire_messages import Scripted, add_partitions_answer, find_coordinator_answer
 
 topics = st.dictionaries(st.text(min_size=1, max_size=12),
                          st.dictionaries(st.integers(0, 2**31 - 1), st.integers(-1, 120), min_size=1, max_size=5),
                          max_size=4)
 
 
-def add_partitions_answer(results: dict[str, dict[int, int]]) -> bytes:
-    return int32(0) + array(string(t) + array(int32(p) + int16(e) for p, e in ps.items())
-                            for t, ps in results.items())
-
-
-def find_coordinator_answer(error: int, node: int) -> bytes:
-    return int32(0) + int16(error) + string(None) + int32(node) + string("broker-1") + int32(9092)
-
-
-@FUZZ
-@given(answers(add_partitions_answer({"orders": {0: 0, 1: 51}, "mirror-core.progress": {0: 0}})))
-def test_add_partitions_answers_raise_only_typed_errors(data: bytes) -> None:
-    typed_only(parse_add_partitions, memoryview(data))
-
-
-@FUZZ
-@given(answers(int32(0) + int16(47)))
-def test_end_txn_answers_raise_only_typed_errors(data: bytes) -> None:
-    typed_only(parse_end_txn, memoryview(data))
-
-
-@FUZZ
-@given(answers(find_coordinator_answer(0, 3)))
-def test_find_coordinator_answers_raise_only_typed_errors(data: bytes) -> None:
-    typed_only(parse_find_coordinator, memoryview(data))
-
-
 @ROUND_TRIPS
 @given(topics)
-def test_an_add_partitions_answer_parses_to_each_partitions_error(results: dict[str, dict[int, int]]) -> None:
-    assert parse_add_partitions(memoryview(add_partitions_answer(results))) == {
+def test_an_add_partitions_answer_reads_as_each_partitions_error(results: dict[str, dict[int, int]]) -> None:
+    conn = Scripted(add_partitions_answer(results), serves=(0, 2))
+    assert add_partitions(conn, "tid", 1, 0, {"orders": [0]}) == {
         (t, p): e for t, ps in results.items() for p, e in ps.items()}
+    assert conn.sent == [(24, 2)]
 
 
 @ROUND_TRIPS
 @given(st.integers(-(2**15), 2**15 - 1), st.integers(-1, 2**31 - 1))
-def test_end_txn_and_find_coordinator_answers_parse_to_their_fields(error: int, node: int) -> None:
-    assert parse_end_txn(memoryview(int32(5) + int16(error))) == error
-    assert parse_find_coordinator(memoryview(find_coordinator_answer(error, node))) == (error, node)
+def test_end_txn_and_find_coordinator_answers_read_as_their_fields(error: int, node: int) -> None:
+    assert end_txn(Scripted(int32(5) + int16(error)), "tid", 1, 0, True) == error
+    assert find_coordinator(Scripted(find_coordinator_answer(error, node)), "g") == (error, node)
 
 
 @ROUND_TRIPS
@@ -71,9 +42,15 @@ def test_requests_carry_the_id_producer_and_partitions(tid: str, pid: int, epoch
                                                       results: dict[str, dict[int, int]], commit: bool) -> None:
     partitions = {t: list(ps) for t, ps in results.items()}
     head = string(tid) + int64(pid) + int16(epoch)
-    assert end_txn_request(tid, pid, epoch, commit) == head + bytes([commit])
-    assert find_transaction_coordinator_request(tid) == string(tid) + b"\x01"
-    body = add_partitions_request(tid, pid, epoch, partitions)
+    conn = Scripted(int32(0) + int16(0), serves=(0, 1))
+    end_txn(conn, tid, pid, epoch, commit)
+    assert conn.bodies == [head + bytes([commit])] and conn.sent == [(26, 1)]
+    conn = Scripted(find_coordinator_answer(0, 1))
+    find_coordinator(conn, tid, TRANSACTION_KEY)
+    assert conn.bodies == [string(tid) + b"\x01"]
+    conn = Scripted(add_partitions_answer({}))
+    add_partitions(conn, tid, pid, epoch, partitions)
+    body = conn.bodies[0]
     assert body.startswith(head)
     r = Reader(body[len(head):])
     got = {}

@@ -230,6 +230,7 @@ class Assignment:
                 # silently skip (or, past the end, silently reset). Copy the new topic from its start.
                 self.reporter.report_recreated(tp.topic, stored_id, current_id, self.flow.remote_topic(tp.topic),
                                                [tp.partition])
+                self.acks.operator.forget(tp.topic)
                 resume = None
                 tp.offset = OFFSET_BEGINNING
             else:
@@ -305,6 +306,7 @@ class Assignment:
         owned = [st for st in self.states.values() if st.topic == topic]
         self.reporter.report_recreated(topic, old_id, new_id, self.flow.remote_topic(topic),
                                        [st.partition for st in owned])
+        self.acks.operator.forget(topic)
         # One request per broker through the admin client: the replicating consumer's own connection may
         # be holding an idle fetch open for up to fetch.wait.max.ms, and each lookup would wait behind it.
         starts = log_starts_batch(self.topics.source, [(st.topic, st.partition) for st in owned])

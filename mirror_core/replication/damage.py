@@ -112,6 +112,19 @@ class OperatorActions:
             self._armed = {tp: a for tp, a in self._armed.items() if a.id in listed}
             self.pending = bool(self._offered)
 
+    def forget(self, topic: str) -> None:
+        """``topic`` was deleted and recreated: its offsets name other records now. Skips applied to it and not
+        taken are refused (the damage they cover is gone), taken ones and noted damage forgotten (a damaged batch
+        of the new topic at the same offsets is another one: reported and paused)."""
+        with self._lock:
+            dropped = [a for tp, a in self._armed.items() if tp[0] == topic]
+            self._armed = {tp: a for tp, a in self._armed.items() if tp[0] != topic}
+            self._taken = {tp: a for tp, a in self._taken.items() if tp[0] != topic}
+            self._damage = {tp: d for tp, d in self._damage.items() if tp[0] != topic}
+        for action in dropped:
+            self._done(action, False, f"flow {self.flow}: {topic}[{action.partition}] was recreated: the "
+                                      f"{action.describe()} applies to the deleted topic's offsets; nothing skipped")
+
     def outcomes(self) -> list[ActionOutcome]:
         with self._lock:
             out, self._outcomes = self._outcomes, []

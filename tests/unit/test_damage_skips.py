@@ -52,3 +52,28 @@ def test_a_skip_met_while_records_before_the_damage_wait_is_applied_again_once_t
     assert st.copying and st.next == 1030 and st.pending[-1].skipped and consumer.calls[-1] == ("resume", None)
     assert ("seek", 1030) in consumer.calls[-3:]
     assert acks.metrics.skipped.labels("dc1->dc2", "t", "0")._value.get() == 10
+
+
+def test_a_recreated_topic_forgets_its_skips_and_damage_and_refuses_the_skips_not_taken() -> None:
+    consumer = Consumer()
+    acks = Acks("dc1->dc2", cast(Any, consumer), Metrics(), lambda: None)
+    operator = acks.operator
+    taken, armed = PartitionState("t", 0, "dc1.t", 1020, False), PartitionState("t", 1, "dc1.t", 1000, False)
+    other = PartitionState("u", 0, "dc1.u", 1000, False)
+    states = {("t", 0): taken, ("t", 1): armed, ("u", 0): other}
+    for st in states.values():
+        acks.damaged(st, "dc1", "record batch at offset 1020 is damaged", 1020, 1029)
+    operator.offer([PartitionAction(i, st.topic, st.partition, SKIP, 1020, 1029, "alice", "bit rot")
+                    for i, st in enumerate(states.values(), 1)])
+    operator.apply(states, acks)  # t[0] at 1020: taken at once; t[1] and u[0] at 1000: armed
+    assert [o.ok for o in operator.outcomes()] == [True]
+    taken.next = 1000  # (read again from before the skip: the same damage would be passed over again)
+    assert operator.damaged(taken, 1020, 1029) is not None  # precondition: the taken skip covers it
+    operator.forget("t")
+    (refused,) = operator.outcomes()
+    assert not refused.ok and refused.id == 2 and "t[1] was recreated" in refused.line
+    # The recreated topic's own damage at the same offsets is another batch: paused, not passed over.
+    assert operator.damaged(taken, 1020, 1029) is None and operator.damaged(armed, 1020, 1029) is None
+    # Another topic's armed skip still holds.
+    skip = operator.damaged(other, 1020, 1029)
+    assert skip is not None and (skip.first, skip.end, skip.again) == (1020, 1030, False)

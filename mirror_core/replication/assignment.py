@@ -230,7 +230,7 @@ class Assignment:
                 # silently skip (or, past the end, silently reset). Copy the new topic from its start.
                 self.reporter.report_recreated(tp.topic, stored_id, current_id, self.flow.remote_topic(tp.topic),
                                                [tp.partition])
-                self.acks.operator.forget(tp.topic)
+                self.acks.operator.forget(tp.topic, tp.partition)  # (each partition's stored id is its own)
                 resume = None
                 tp.offset = OFFSET_BEGINNING
             else:

@@ -74,6 +74,9 @@ def test_a_recreated_topic_forgets_its_skips_and_damage_and_refuses_the_skips_no
     assert not refused.ok and refused.id == 2 and "t[1] was recreated" in refused.line
     # The recreated topic's own damage at the same offsets is another batch: paused, not passed over.
     assert operator.damaged(taken, 1020, 1029) is None and operator.damaged(armed, 1020, 1029) is None
-    # Another topic's armed skip still holds.
+    # Another topic's armed skip still holds; so does another partition's when one partition alone is forgotten
+    # (found recreated at its assignment: each partition's stored topic id is its own).
+    operator.forget("u", 1)
+    assert not operator.outcomes()
     skip = operator.damaged(other, 1020, 1029)
     assert skip is not None and (skip.first, skip.end, skip.again) == (1020, 1030, False)

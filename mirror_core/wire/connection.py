@@ -58,6 +58,9 @@ SETUP_MAX_ANSWER = 1 << 20
 #: the largest answer taken afterwards unless the cluster's ``receive.message.max.bytes`` says otherwise
 #: (librdkafka's default); a caller that knows its request's bound passes less (:meth:`Connection.receive`)
 MAX_ANSWER = 100_000_000
+#: the largest answer to a declared control-plane request (:meth:`Connection.ask`; Metadata of the flow's topics takes
+#: about 50 bytes a partition): read into objects, an answer takes about ten times its size in memory
+CONTROL_MAX_ANSWER = 32 << 20
 
 
 class AnswerTooLarge(ProtocolError):
@@ -236,7 +239,8 @@ class Connection:
         """A declared request (mirror_core/wire/messages.py) at the highest version of ``spoken`` the broker serves,
         and its answer read into ``answer``'s fields."""
         version = self.version(request.API_KEY, spoken)
-        return decode(answer, version, self.call(request.API_KEY, version, encode(request, version)))
+        return decode(answer, version, self.call(request.API_KEY, version, encode(request, version),
+                                                 limit=min(CONTROL_MAX_ANSWER, self.max_answer_bytes)))
 
     def _reusable(self, n: int) -> bytearray:
         """The connection's answer buffer, at least ``n`` bytes: a new one when it is too small, when a view of it

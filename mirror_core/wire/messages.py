@@ -47,8 +47,9 @@ __all__ = [
     "SaslHandshakeResponse", "decode", "encode",
 ]
 
-#: what a declared message's decoder raises on bytes it cannot read (a cut field, a bad length, text not UTF-8)
-_UNREADABLE = (struct.error, IndexError, ValueError, TypeError, OverflowError)
+#: what a declared message's decoder raises on bytes it cannot read (a cut field, a bad length, text not UTF-8; an
+#: index past the end from a compact field's varint)
+_UNREADABLE = (struct.error, IndexError, ValueError)
 
 
 def _plain(message: type[ApiMessage], version: int) -> None:

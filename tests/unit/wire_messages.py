@@ -20,6 +20,9 @@ class Scripted(Connection):
         self.serves = serves
         self.sent: list[tuple[int, int]] = []
         self.bodies: list[bytes] = []
+        self.limits: list[int | None] = []
+        self.max_answer_bytes = 100_000_000
+        self.reauth_at = None
 
     def version(self, api: int, spoken: tuple[int, ...]) -> int:
         return max(v for v in spoken if self.serves[0] <= v <= self.serves[1])
@@ -27,6 +30,7 @@ class Scripted(Connection):
     def call(self, api: int, version: int, body: bytes | Sequence[Buffer], reuse: bool = False,
              limit: int | None = None) -> memoryview:
         self.sent.append((api, version))
+        self.limits.append(limit)
         self.bodies.append(bytes(body) if isinstance(body, (bytes, bytearray, memoryview)) else b"".join(body))
         return memoryview(self.answers.pop(0))
 

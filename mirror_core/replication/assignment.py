@@ -24,7 +24,7 @@ from mirror_core.errors import ClusterUnavailable, MirrorError
 from mirror_core.kafka_io import log_starts_batch
 from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import Acks
-from mirror_core.replication.batch import PartitionState
+from mirror_core.replication.batch import PartitionMode, PartitionState
 from mirror_core.replication.producer_pool import producer_for
 from mirror_core.replication.reporting import Reporter
 from mirror_core.replication.source_reader import Rebalance, SourceReader
@@ -306,7 +306,7 @@ class Assignment:
         owned = [st for st in self.states.values() if st.topic == topic]
         self.reporter.report_recreated(topic, old_id, new_id, self.flow.remote_topic(topic),
                                        [st.partition for st in owned])
-        self.acks.operator.forget(topic)
+        damaged = self.acks.operator.forget(topic)
         # One request per broker through the admin client: the replicating consumer's own connection may
         # be holding an idle fetch open for up to fetch.wait.max.ms, and each lookup would wait behind it.
         starts = log_starts_batch(self.topics.source, [(st.topic, st.partition) for st in owned])
@@ -314,7 +314,14 @@ class Assignment:
             # Positions of the old topic mean nothing now: forget them before the explicit rewind.
             st.acked = st.committed = st.origin = None
             st.forget_map()
-            self.acks.rewind_to(st, max(starts.get((st.topic, st.partition), 0), 0), careful=False, backoff=False)
+            start = max(starts.get((st.topic, st.partition), 0), 0)
+            if (st.topic, st.partition) in damaged and st.mode is PartitionMode.PAUSED:
+                # (its damaged batch was the deleted topic's: nothing of the new topic stops it)
+                log.warning("flow %s: %s[%d] was paused at a damaged batch of the deleted topic: copying the new "
+                            "topic from offset %d", self.flow.name, st.topic, st.partition, start)
+                self.acks.unpause(st, start)
+            else:
+                self.acks.rewind_to(st, start, careful=False, backoff=False)
 
     # -- rebalance callbacks ------------------------------------------------------------------------
     def guarded(self, callback: Rebalance) -> Rebalance:

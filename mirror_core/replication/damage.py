@@ -112,21 +112,24 @@ class OperatorActions:
             self._armed = {tp: a for tp, a in self._armed.items() if a.id in listed}
             self.pending = bool(self._offered)
 
-    def forget(self, topic: str, partition: int | None = None) -> None:
+    def forget(self, topic: str, partition: int | None = None) -> set[tuple[str, int]]:
         """``topic`` (or only its ``partition``) was deleted and recreated: its offsets name other records now.
         Skips applied to it and not taken are refused (the damage they cover is gone), taken ones and noted damage
-        forgotten (a damaged batch of the new topic at the same offsets is another one: reported and paused)."""
+        forgotten (a damaged batch of the new topic at the same offsets is another one: reported and paused). The
+        partitions that were paused at a damaged batch of the deleted topic."""
         def gone(tp: tuple[str, int]) -> bool:
             return tp[0] == topic and partition in (None, tp[1])
 
         with self._lock:
             dropped = [a for tp, a in self._armed.items() if gone(tp)]
+            damaged = {tp for tp in self._damage if gone(tp)}
             self._armed = {tp: a for tp, a in self._armed.items() if not gone(tp)}
             self._taken = {tp: a for tp, a in self._taken.items() if not gone(tp)}
             self._damage = {tp: d for tp, d in self._damage.items() if not gone(tp)}
         for action in dropped:
             self._done(action, False, f"flow {self.flow}: {topic}[{action.partition}] was recreated: the "
                                       f"{action.describe()} applies to the deleted topic's offsets; nothing skipped")
+        return damaged
 
     def outcomes(self) -> list[ActionOutcome]:
         with self._lock:

@@ -3,12 +3,17 @@ to be sent (parked: produce.py): the skip is never acknowledged ahead of them.""
 
 from __future__ import annotations
 
+import threading
 from typing import Any, cast
+from unittest.mock import MagicMock
 
+import pytest
 from confluent_kafka import TopicPartition
 
+from mirror_core.clients import ClusterHealth
 from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import Acks
+from mirror_core.replication.assignment import Assignment
 from mirror_core.replication.batch import PartitionState
 from mirror_core.replication.damage import SKIP, PartitionAction
 
@@ -80,3 +85,28 @@ def test_a_recreated_topic_forgets_its_skips_and_damage_and_refuses_the_skips_no
     assert not operator.outcomes()
     skip = operator.damaged(other, 1020, 1029)
     assert skip is not None and (skip.first, skip.end, skip.again) == (1020, 1030, False)
+
+
+def test_a_partition_paused_at_damage_of_a_recreated_topic_copies_the_new_topic_from_its_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    consumer = Consumer()
+    acks = Acks("dc1->dc2", cast(Any, consumer), Metrics(), lambda: None)
+    flow = MagicMock()
+    flow.name = "dc1->dc2"
+    a = Assignment(flow, cast(Any, consumer), MagicMock(), MagicMock(), acks, MagicMock(), Metrics(),
+                   ClusterHealth("dc1"), ClusterHealth("dc2"), threading.Event())
+    skipped, stuck = PartitionState("t", 0, "dc1.t", 1000, False), PartitionState("t", 1, "dc1.t", 500, False)
+    a.states.update({("t", 0): skipped, ("t", 1): stuck})
+    acks.damaged(skipped, "dc1", "record batch at offset 1020 is damaged", 1020, 1029)
+    acks.operator.offer([PartitionAction(1, "t", 0, SKIP, 1020, 1029, "alice", "bit rot")])
+    skipped.acked = 1000
+    acks.operator.apply(a.states, acks)  # armed: read again from 1000
+    acks.damaged(skipped, "dc1", "record batch at offset 1020 is damaged", 1020, 1029)  # (taken: goes on)
+    acks.damaged(stuck, "dc1", "record batch at offset 700 is damaged", 700, 709)
+    assert skipped.copying and not stuck.copying  # preconditions: one took its skip, the other is paused
+    monkeypatch.setattr("mirror_core.replication.assignment.log_starts_batch", lambda *_: {("t", 0): 0, ("t", 1): 0})
+    a._on_recreated("t", "old-id", "new-id")
+    assert stuck.copying and stuck.paused_reason is None and stuck.committed is None
+    assert ("seek", 0) in consumer.calls[-4:] and consumer.calls[-1] == ("resume", None)
+    # A damaged batch of the new topic at the taken skip's offsets is another batch: reported, paused.
+    assert acks.operator.damaged(skipped, 1020, 1029) is None

@@ -58,9 +58,10 @@ SETUP_MAX_ANSWER = 1 << 20
 #: the largest answer taken afterwards unless the cluster's ``receive.message.max.bytes`` says otherwise
 #: (librdkafka's default); a caller that knows its request's bound passes less (:meth:`Connection.receive`)
 MAX_ANSWER = 100_000_000
-#: the largest answer to a declared control-plane request (:meth:`Connection.ask`; Metadata of the flow's topics takes
-#: about 50 bytes a partition): read into objects, an answer takes about ten times its size in memory
-CONTROL_MAX_ANSWER = 32 << 20
+#: the largest answer to a declared control-plane request (:meth:`Connection.ask`: coordinators, producer ids,
+#: transactions, a group's leave; a few KB at most), read into objects (about ten times its size in memory). Metadata,
+#: which grows with the partitions asked for, is bounded by ``receive.message.max.bytes`` like a fetch
+CONTROL_MAX_ANSWER = 1 << 20
 
 
 class AnswerTooLarge(ProtocolError):

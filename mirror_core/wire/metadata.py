@@ -11,7 +11,7 @@ from typing import Protocol
 from mirror_core.errors import MirrorError
 from mirror_core.throttling import ThrottledLine
 from mirror_core.wire.codec import ProtocolError
-from mirror_core.wire.connection import CONTROL_MAX_ANSWER, Connection, WireError, broker_where
+from mirror_core.wire.connection import Connection, WireError, broker_where
 from mirror_core.wire.kerberos import KerberosLogin, login_for
 from mirror_core.wire.messages import MetadataRequest, MetadataResponse, decode, encode
 from mirror_core.wire.oauth import TokenSource
@@ -139,8 +139,7 @@ class Brokers:
             try:
                 with Connection(*address, self.settings, self.where, self.timeout, self.login) as conn:
                     version = conn.version(API_METADATA, METADATA_VERSIONS)
-                    answer = conn.call(API_METADATA, version, metadata_request(topics, version),
-                                       limit=min(CONTROL_MAX_ANSWER, conn.max_answer_bytes))
+                    answer = conn.call(API_METADATA, version, metadata_request(topics, version))
                     try:
                         meta = parse_metadata(answer, version)
                     except ProtocolError as exc:

@@ -25,6 +25,7 @@ from mirror_core.kafka_io import log_starts_batch
 from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import Acks
 from mirror_core.replication.batch import PartitionMode, PartitionState
+from mirror_core.replication.damage import paused_at_damage
 from mirror_core.replication.producer_pool import producer_for
 from mirror_core.replication.reporting import Reporter
 from mirror_core.replication.source_reader import Rebalance, SourceReader
@@ -42,6 +43,8 @@ class Assignment:
                  target_health: ClusterHealth, stop: threading.Event, topic_ids: dict[str, str] | None = None,
                  missing_topics: dict[str, float] | None = None) -> None:
         self.flow = flow
+        #: an operator's pause covers the partition (the runtime controls', set by the replicator)
+        self.held: Callable[[PartitionState], bool] = lambda st: False
         self.consumer = consumer
         self.topics = topics
         self.progress = progress
@@ -315,8 +318,11 @@ class Assignment:
             st.acked = st.committed = st.origin = None
             st.forget_map()
             start = max(starts.get((st.topic, st.partition), 0), 0)
-            if (st.topic, st.partition) in damaged and st.mode is PartitionMode.PAUSED:
-                # (its damaged batch was the deleted topic's: nothing of the new topic stops it)
+            first = damaged.get((st.topic, st.partition))
+            if (first is not None and st.mode is PartitionMode.PAUSED and paused_at_damage(st.paused_reason, first)
+                    and not self.held(st)):
+                # (its damaged batch was the deleted topic's: nothing of the new topic stops it; an operator's pause
+                # of the topic, or another pause since, stays)
                 log.warning("flow %s: %s[%d] was paused at a damaged batch of the deleted topic: copying the new "
                             "topic from offset %d", self.flow.name, st.topic, st.partition, start)
                 self.acks.unpause(st, start)

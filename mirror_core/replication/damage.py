@@ -22,12 +22,21 @@ log = logging.getLogger(__name__)
 RESUME, SKIP = "resume", "skip"
 
 
+def _stops_at(first: int) -> str:
+    return f"nothing from offset {first} on is copied"
+
+
+def paused_at_damage(reason: str | None, first: int) -> bool:
+    """Whether a partition's pause reason is :func:`damaged_line`'s for the damaged batch at ``first``."""
+    return reason is not None and _stops_at(first) in reason
+
+
 def damaged_line(flow: str, source: str, topic: str, partition: int, what: str, first: int, last: int | None) -> str:
     """Why the partition paused and the operator's two remedies (its flow/topic/partition prefix is the pause's)."""
     offsets = f"{first}-{last}" if last is not None else f"{first}-<the batch's last offset>"
     where = f"--flow '{flow}' --topic {topic} --partition {partition}"
-    return (f"source cluster {source}: {what}; brokers do not check it when they serve a fetch, so nothing from "
-            f"offset {first} on is copied. Make a replica whose copy is intact the leader and run `mirror-core "
+    return (f"source cluster {source}: {what}; brokers do not check it when they serve a fetch, so "
+            f"{_stops_at(first)}. Make a replica whose copy is intact the leader and run `mirror-core "
             f"partitions resume {where} --reason ...`, or skip the damaged batch (its records never reach the "
             f"target): `mirror-core partitions skip {where} --offsets {offsets} --reason ...` (the mirror applies "
             "either within seconds when it runs with --state-db)")
@@ -112,17 +121,18 @@ class OperatorActions:
             self._armed = {tp: a for tp, a in self._armed.items() if a.id in listed}
             self.pending = bool(self._offered)
 
-    def forget(self, topic: str, partition: int | None = None) -> set[tuple[str, int]]:
+    def forget(self, topic: str, partition: int | None = None) -> dict[tuple[str, int], int]:
         """``topic`` (or only its ``partition``) was deleted and recreated: its offsets name other records now.
         Skips applied to it and not taken are refused (the damage they cover is gone), taken ones and noted damage
         forgotten (a damaged batch of the new topic at the same offsets is another one: reported and paused). The
-        partitions that were paused at a damaged batch of the deleted topic."""
+        damage noted on it, by partition: its first offset (a partition may have paused there; see
+        :func:`paused_at_damage`)."""
         def gone(tp: tuple[str, int]) -> bool:
             return tp[0] == topic and partition in (None, tp[1])
 
         with self._lock:
             dropped = [a for tp, a in self._armed.items() if gone(tp)]
-            damaged = {tp for tp in self._damage if gone(tp)}
+            damaged = {tp: d[0] for tp, d in self._damage.items() if gone(tp)}
             self._armed = {tp: a for tp, a in self._armed.items() if not gone(tp)}
             self._taken = {tp: a for tp, a in self._taken.items() if not gone(tp)}
             self._damage = {tp: d for tp, d in self._damage.items() if not gone(tp)}

@@ -279,6 +279,7 @@ class FlowReplicator:
                                                    self._topic_ids, self._missing_topics)
         acks.request_refresh = assignment.request_refresh
         acks.operator = self.operator
+        assignment.held = self.controls.holds
         committer = ProgressCommitter(progress, OffsetMapWriter(offset_syncs_topic(flow.source), self.metrics,
                                                                 flow.name), self.metrics, flow.name,
                                       assignment.topic_ids.get, tgt)

@@ -95,18 +95,27 @@ def test_a_partition_paused_at_damage_of_a_recreated_topic_copies_the_new_topic_
     flow.name = "dc1->dc2"
     a = Assignment(flow, cast(Any, consumer), MagicMock(), MagicMock(), acks, MagicMock(), Metrics(),
                    ClusterHealth("dc1"), ClusterHealth("dc2"), threading.Event())
-    skipped, stuck = PartitionState("t", 0, "dc1.t", 1000, False), PartitionState("t", 1, "dc1.t", 500, False)
-    a.states.update({("t", 0): skipped, ("t", 1): stuck})
+    skipped, stuck, held, other = (PartitionState("t", p, "dc1.t", 500, False) for p in range(4))
+    a.states.update({("t", p): st for p, st in enumerate((skipped, stuck, held, other))})
+    skipped.acked = 1000
     acks.damaged(skipped, "dc1", "record batch at offset 1020 is damaged", 1020, 1029)
     acks.operator.offer([PartitionAction(1, "t", 0, SKIP, 1020, 1029, "alice", "bit rot")])
-    skipped.acked = 1000
     acks.operator.apply(a.states, acks)  # armed: read again from 1000
     acks.damaged(skipped, "dc1", "record batch at offset 1020 is damaged", 1020, 1029)  # (taken: goes on)
-    acks.damaged(stuck, "dc1", "record batch at offset 700 is damaged", 700, 709)
-    assert skipped.copying and not stuck.copying  # preconditions: one took its skip, the other is paused
-    monkeypatch.setattr("mirror_core.replication.assignment.log_starts_batch", lambda *_: {("t", 0): 0, ("t", 1): 0})
+    for st in (stuck, held, other):
+        acks.damaged(st, "dc1", "record batch at offset 700 is damaged", 700, 709)
+    # t[2]: an operator's pause of the topic covers it too; t[3]: resumed by an operator since, then paused for
+    # another reason (its noted damage is a leftover)
+    a.held = lambda st: st is held
+    acks.unpause(other, 700)
+    acks.pause(other, "an operator paused topic t")
+    assert skipped.copying and not any(st.copying for st in (stuck, held, other))  # preconditions
+    monkeypatch.setattr("mirror_core.replication.assignment.log_starts_batch",
+                        lambda *_: {("t", p): 0 for p in range(4)})
+    before = len(consumer.calls)
     a._on_recreated("t", "old-id", "new-id")
     assert stuck.copying and stuck.paused_reason is None and stuck.committed is None
-    assert ("seek", 0) in consumer.calls[-4:] and consumer.calls[-1] == ("resume", None)
+    assert consumer.calls[before:].count(("resume", None)) == 1  # stuck's: the others stay paused
+    assert not held.copying and not other.copying and other.paused_reason == "an operator paused topic t"
     # A damaged batch of the new topic at the taken skip's offsets is another batch: reported, paused.
     assert acks.operator.damaged(skipped, 1020, 1029) is None

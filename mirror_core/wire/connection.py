@@ -341,9 +341,7 @@ class Connection:
             self._sasl_step(version, ctx.wrap(sasl.security_layer_choice(ctx.unwrap(offer))))
 
     def _sasl_step(self, version: int, payload: bytes) -> bytes:
-        request = SaslAuthenticateRequest(auth_bytes=payload)
-        answer = decode(SaslAuthenticateResponse, version,
-                        self.call(request.API_KEY, version, encode(request, version)))
+        answer = self.ask(SaslAuthenticateRequest(auth_bytes=payload), SaslAuthenticateResponse, (version,))
         if answer.error_code:
             raise sasl.SaslError(answer.error_message or f"error {answer.error_code}")
         lifetime_ms = answer.session_lifetime_ms if version >= 1 else 0

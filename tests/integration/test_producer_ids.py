@@ -13,13 +13,13 @@ from mirror_core.wire.metadata import Brokers
 from mirror_core.wire.sender import BatchSender, Outgoing, Sent
 from tests.integration.test_target_answers import records
 from tests.kafka_harness import admin, create_topic, end_offsets, producer_ids
-from tests.unit.record_batches import batch
+from tests.unit.record_batches import KEPT, batch
 
 
 def test_each_producer_id_is_recorded_durably_before_its_first_batch_and_a_reader_learns_it(
         dc2: str, clusters, name: str) -> None:  # type: ignore[no-untyped-def]
     topic = f"{name}.pids"
-    create_topic(dc2, topic, 1)
+    create_topic(dc2, topic, 1, KEPT)
     ensure_producer_ids_topic(admin(dc2), 1)
     registrar = Producer({"bootstrap.servers": dc2, "acks": "all", "enable.idempotence": "true"})
     calls: list[tuple[int, int]] = []  # (producer id, records of the topic when it was being recorded)

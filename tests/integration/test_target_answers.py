@@ -20,7 +20,7 @@ from mirror_core.wire.produce import (
 from mirror_core.wire.records import restamp
 from mirror_core.wire.sender import BatchSender, Outgoing, Sent
 from tests.kafka_harness import create_topic, read_all
-from tests.unit.record_batches import batch
+from tests.unit.record_batches import KEPT, batch
 
 # A record: length, attributes, timestamp delta, offset delta, key (null), value (5 bytes), no headers.
 RECORD = bytes([0x18, 0, 0, 0, 0x01, 0x0A]) + b"hello" + bytes([0])
@@ -45,7 +45,7 @@ def produce(conn: Connection, topic: str, data: bytes, pid: int, epoch: int, seq
 def test_the_broker_answers_resent_gapped_unknown_and_corrupt_batches_as_the_sender_expects(dc2: str,
                                                                                               name: str) -> None:
     topic = f"{name}.answers"
-    create_topic(dc2, topic, 1)
+    create_topic(dc2, topic, 1, KEPT)
     five = batch(0, 4, records(5))
     with Connection(*address(dc2), {}, "dc2") as conn:
         deadline = time.monotonic() + 30
@@ -76,7 +76,7 @@ def test_the_broker_answers_resent_gapped_unknown_and_corrupt_batches_as_the_sen
 def test_the_sender_renews_its_producer_for_a_sequence_the_broker_cannot_place_and_hands_back_a_corrupt_batch(
         dc2: str, name: str) -> None:
     topic = f"{name}.renew"
-    create_topic(dc2, topic, 2)
+    create_topic(dc2, topic, 2, KEPT)
     sender = BatchSender(Brokers(dc2, {}, "dc2"))
     try:
         def sent(n: int) -> list[Sent]:

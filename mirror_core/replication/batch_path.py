@@ -299,15 +299,31 @@ class BatchCopier:
         #: whether a source topic was deleted and recreated (then handled as a topic refresh finds it: its
         #: partitions restart at the new beginning, reported): assignment.Assignment.recreated
         self.recreated: Callable[[str], bool] = lambda topic: False
+        #: batches taken from the answers of the current poll, not handed to the sender yet (_send_taken)
+        self._taken: list[Outgoing] = []
+        self._taken_tps: set[TP] = set()
 
     def pump(self, timeout: float) -> int:
         """Answers in, fetched batches out (waiting up to ``timeout`` for a fetch); the records handed over."""
         self.answer(self.sender.poll(0))
-        records = sum(self.take(part) for part in self.reader.fetcher.poll(timeout))
+        records = 0
+        try:
+            for part in self.reader.fetcher.poll(timeout):
+                records += self.take(part)
+        finally:
+            self._send_taken()
         self.collect(0)
         if self.reader.delayed:
             self.reader.due(time.monotonic())
         return records
+
+    def _send_taken(self) -> None:
+        """The batches taken from one poll's answers go to the sender together: an exactly-once slot adds their
+        partitions to its transaction in one request, not one round trip per partition."""
+        if self._taken:
+            out, self._taken = self._taken, []
+            self._taken_tps.clear()
+            self.sender.send(out)
 
     @property
     def full(self) -> bool:
@@ -388,11 +404,14 @@ class BatchCopier:
                 st.origin = cast(WholeBatch, out[0].token).first
             sent = self._sent.get(key)
             if sent is None or sent[0] is not st or sent[1] != st.gen:
+                if (st.remote, st.partition) in self._taken_tps:
+                    self._send_taken()  # (what was taken before the rewind is sent before it)
                 self.sender.rewind((st.remote, st.partition))
                 self._sent[key] = (st, st.gen)
             if self.before_send is not None:
                 self.before_send(st)
-            self.sender.send(out)
+            self._taken += out
+            self._taken_tps.add((st.remote, st.partition))
             if self.acks.count_read is not None:  # (a bandwidth limit: controls.py)
                 self.acks.count_read(st.topic, size)
             self.in_flight += records

@@ -80,6 +80,10 @@ class SlotProducer:
         self._own_out = 0  # of which the mirror's own
         self._failed: list[str] = []  # own batches refused in this transaction
         self._own_tps: set[TP] = set()
+        #: where the last transaction's own records went: the next one writes there too (progress of the same
+        #: partitions), so they are added to it with its first batches (forgotten with each new epoch: a partition
+        #: refused is not asked for again)
+        self._own_last: set[TP] = set()
         #: the identity policy: records a producer id on the target before anything is written with it (the reverse
         #: flow skips its batches: mirror_writes.py); the slot's id keeps its producer id across epochs
         self.on_producer_id = on_producer_id
@@ -95,6 +99,8 @@ class SlotProducer:
     # -- the copier's side (SlotSenders) --------------------------------------------------------------------
     def send(self, batches: list[Outgoing]) -> None:
         try:
+            if self._own_last and not self.txn.partitions:  # the transaction's first batches: one request adds
+                self.txn.add(self._own_last | {(b.topic, b.partition) for b in batches})  # its own records' too
             self.sender.send(batches)
         except WireError as exc:  # AddPartitionsToTxn refused or out of reach: each batch fails, the slot aborts
             code = KafkaError._FENCED if isinstance(exc, ProducerFenced) else KafkaError._TRANSPORT
@@ -141,6 +147,7 @@ class SlotProducer:
                 raise KafkaException(KafkaError(KafkaError._TIMED_OUT, str(exc), retriable=True)) from None
             self._recorded = producer_id
         self.sender.use_producer(producer_id, epoch)
+        self._own_last.clear()
         for tp in self._own_tps:
             self.sender.rewind(tp)
         self._failed.clear()
@@ -225,7 +232,8 @@ class SlotProducer:
             if chunk:
                 batches.append(self._own_batch(topic, partition, chunk, now))
         self._own.clear()
-        self._own_tps.update((b.topic, b.partition) for b in batches)
+        self._own_last = {(b.topic, b.partition) for b in batches}
+        self._own_tps |= self._own_last
         self._own_out += len(batches)
         self.send(batches)
 

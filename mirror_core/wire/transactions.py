@@ -35,9 +35,9 @@ MOVED = frozenset({14, 15, 16})
 #: CONCURRENT_TRANSACTIONS: the previous transaction is still being completed: asked again shortly
 BUSY = 51
 RETRY_S = 0.1
-#: asked again after CONCURRENT_TRANSACTIONS sooner: it answers the first AddPartitionsToTxn after each commit while
-#: the markers are written, a few milliseconds (the Java producer's 20 ms, KAFKA-5477)
-BUSY_RETRY_S = 0.02
+#: asked again after CONCURRENT_TRANSACTIONS sooner, first after BUSY_RETRY_S, twice as long each time up to RETRY_S:
+#: it answers the first AddPartitionsToTxn after each commit while the markers are written, a few milliseconds
+BUSY_RETRY_S = 0.002
 T = TypeVar("T")
 
 
@@ -131,6 +131,7 @@ class TransactionCoordinator:
         """``ask`` (a request to the coordinator, its answer read as (error, value)) until the error is 0; the
         value."""
         deadline = time.monotonic() + self.timeout_s
+        busy_wait = BUSY_RETRY_S
         while True:
             try:
                 conn = self._coordinator()
@@ -159,7 +160,11 @@ class TransactionCoordinator:
                 raise WireError(f"{what}: the coordinator still answers {name(error)} after {self.timeout_s:.0f} s")
             if error in MOVED:
                 self.close()
-            time.sleep(BUSY_RETRY_S if error == BUSY else RETRY_S)
+            if error == BUSY:
+                time.sleep(busy_wait)
+                busy_wait = min(2 * busy_wait, RETRY_S)
+            else:
+                time.sleep(RETRY_S)
 
     def _coordinator(self) -> Connection | None:
         """The coordinator's connection (None: none yet, the cluster is still choosing or loading it)."""

@@ -358,3 +358,26 @@ def test_a_batch_the_target_finds_corrupt_is_read_again_then_pauses_with_what_to
             assert not st.pending
     assert not st.copying and st.paused_reason is not None
     assert "CORRUPT_MESSAGE) 3 times in a row" in st.paused_reason and "records" not in st.paused_reason
+
+
+def test_the_batches_of_one_polls_answers_go_to_the_sender_together() -> None:
+    """An exactly-once slot adds the partitions of what it is handed to its transaction in one request: every
+    partition's batches taken from one poll of the fetcher are handed over in one send, in the order taken."""
+    fetcher = Fetcher()
+    reader = WireReader(cast(Any, None), cast(Any, fetcher), None, "latest")
+    states = {("t", p): PartitionState("t", p, "dc1.t", 1000, False) for p in (0, 1)}
+    acks = Acks("dc1->dc2", cast(Any, reader), Metrics(), lambda: None)
+    sender = Sender()
+    calls: list[list[tuple[str, int]]] = []
+    sender.send = lambda batches: calls.append([(b.topic, b.partition) for b in batches])  # type: ignore[method-assign]
+    copier = BatchCopier("dc1->dc2", reader, cast(Any, sender), states, acks, Metrics(), 1000, 1 << 30,
+                         ClusterConfig("dc1", "a:1", {}))
+    parts = []
+    for p in (0, 1):
+        reader.positions[("t", p)] = 1000
+        raws = [memoryview(gapped(0, list(range(10)), base=base)) for base in (1000, 1010)]
+        parts.append(FetchedPartition("t", p, 0, 5000, 5000, 0, batches=raws))
+    fetcher.poll = lambda timeout: parts  # type: ignore[attr-defined]
+    assert copier.pump(0) == 40
+    assert calls == [[("dc1.t", 0), ("dc1.t", 0), ("dc1.t", 1), ("dc1.t", 1)]]
+    assert copier.in_flight == 40

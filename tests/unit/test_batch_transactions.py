@@ -3,6 +3,9 @@ what commit.py produces is sent as batches of at most OWN_BATCH_BYTES per partit
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Any, cast
+
 from mirror_core.replication.batch_transactions import OWN_BATCH_BYTES, SlotProducer
 from mirror_core.wire.metadata import Brokers
 from mirror_core.wire.recode import contiguous_copy
@@ -25,3 +28,57 @@ def test_the_mirrors_own_records_go_in_bounded_batches_each_once_in_order() -> N
         assert sum(record_count(b.data) for b in mine) == 6_000
         # Each batch is a valid v2 batch (contiguous_copy parses every record and checks the layout).
         assert all(contiguous_copy(b.data, 0)[0] for b in mine)
+
+
+class _Sender:
+    """Adds the partitions of what the slot hands over to its transaction, as the batch sender does, and keeps the
+    batches (no broker)."""
+
+    def __init__(self, add: Callable[[Iterable[tuple[str, int]]], None]) -> None:
+        self.add = add
+        self.sent: list[Outgoing] = []
+
+    def send(self, batches: list[Outgoing]) -> None:
+        self.add((b.topic, b.partition) for b in batches)
+        self.sent.extend(batches)
+
+    def use_producer(self, producer_id: int, epoch: int) -> None:
+        pass
+
+    def rewind(self, tp: tuple[str, int]) -> None:
+        pass
+
+    def poll(self, timeout: float) -> list[object]:
+        return []
+
+
+def test_a_transaction_adds_its_first_batches_partitions_and_where_its_own_records_went_last_in_one_request() -> None:
+    producer = SlotProducer(Brokers("127.0.0.1:1", {}, "dc2"), "mirror-core.dc1-dc2.slot-0", lambda _: None, 30.0)
+    producer.sender.close()
+    asked: list[set[tuple[str, int]]] = []
+
+    def add(tps: Iterable[tuple[str, int]]) -> None:  # as the coordinator's: only what the transaction lacks
+        new = set(tps) - producer.txn.partitions
+        if new:
+            asked.append(new)
+            producer.txn.partitions |= new
+
+    producer.txn.add = add  # type: ignore[method-assign]
+    producer.sender = cast(Any, _Sender(add))
+    producer.txn.init = lambda: (7, 0)  # type: ignore[method-assign]
+    data = [Outgoing("dc1.t", 0, b"", token=None), Outgoing("dc1.t", 1, b"", token=None)]
+    producer.send(data)
+    producer.produce("progress", value=b"v", key=b"k", partition=3)
+    producer.flush(0)
+    assert asked == [{("dc1.t", 0), ("dc1.t", 1)}, {("progress", 3)}]
+    producer.txn.partitions.clear()  # committed
+    asked.clear()
+    producer.send(data[:1])
+    producer.produce("progress", value=b"v", key=b"k", partition=3)
+    producer.flush(0)
+    assert asked == [{("dc1.t", 0), ("progress", 3)}], "one request for the data and the progress partitions"
+    producer.txn.partitions.clear()
+    asked.clear()
+    producer.init_transactions(1.0)  # a new epoch (after an abort): a partition refused is not asked for again
+    producer.send(data[:1])
+    assert asked == [{("dc1.t", 0)}]

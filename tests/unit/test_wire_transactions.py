@@ -5,12 +5,14 @@ result or a typed error (tests/unit/test_wire_messages.py)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from mirror_core.wire.codec import Reader, int16, int32, int64, string
 from mirror_core.wire.groups import TRANSACTION_KEY, find_coordinator
-from mirror_core.wire.transactions import add_partitions, end_txn
+from mirror_core.wire.metadata import Brokers
+from mirror_core.wire.transactions import RETRY_S, TransactionCoordinator, add_partitions, end_txn
 from tests.unit.test_wire_fuzz import ROUND_TRIPS
 from tests.unit.wire_messages import Scripted, add_partitions_answer, find_coordinator_answer
 
@@ -59,3 +61,19 @@ def test_requests_carry_the_id_producer_and_partitions(tid: str, pid: int, epoch
         got[topic] = [r.int32() for _ in range(r.int32())]
     assert r.at == len(body) - len(head)
     assert got == {t: sorted(ps) for t, ps in partitions.items()}
+
+
+def test_a_coordinator_completing_the_last_transaction_is_asked_again_soon_then_less_often(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """CONCURRENT_TRANSACTIONS answers the first AddPartitionsToTxn after a commit while its markers are written (a
+    few milliseconds): asked again after 2 ms, twice as long each time, at most RETRY_S apart."""
+    busy = {"orders": {0: 51}}
+    conn = Scripted(*[add_partitions_answer(busy)] * 8, add_partitions_answer({"orders": {0: 0}}), serves=(0, 2))
+    txn = TransactionCoordinator(Brokers("127.0.0.1:1", {}, "dc2"), "tid")
+    txn._conn = conn
+    txn.producer_id, txn.epoch = 7, 0
+    waits: list[float] = []
+    monkeypatch.setattr("mirror_core.wire.transactions.time.sleep", waits.append)
+    txn.add([("orders", 0)])
+    assert txn.partitions == {("orders", 0)} and len(conn.sent) == 9
+    assert waits == [0.002, 0.004, 0.008, 0.016, 0.032, 0.064, RETRY_S, RETRY_S]

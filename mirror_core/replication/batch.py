@@ -106,9 +106,11 @@ class Batch:
 
 class WholeBatch(Batch):
     """One source record batch copied whole (the batches data path, batch_path.py), acknowledged as a Batch is:
-    ``size`` is the bytes sent (the record batch, header included), not its records' key and value bytes."""
+    ``size`` is the bytes sent (the record batch, header included), not its records' key and value bytes;
+    ``sources``: how many source batches it holds (consecutive small ones are sent as one: batch_path.py)."""
 
-    __slots__ = ()
+    __slots__ = ("sources",)
+    sources: int
 
 
 class Parked:

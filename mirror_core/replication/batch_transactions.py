@@ -313,8 +313,8 @@ class BatchExactlyOnce(ExactlyOnce):
 
     def on_failure(self, st: PartitionState, b: Batch) -> None:
         err = b.err
-        self.slots.fail(st, b)
-        if err is not None and err.code() in RECORD_ERRORS:
+        self.slots.fail(st, b)  # (the slot's transaction aborted, its partitions read again from its progress)
+        if err is not None and err.code() in RECORD_ERRORS and not self.copier.unmerge(st, b):
             self.slots.acks.pause(st, f"batch at offset {b.first} ({b.count} records, {b.size} bytes) rejected by "
                                       f"target topic {st.remote}: {err.str()} (partition paused; this flow copies the "
                                       "source's batches whole: raise the target topic's max.message.bytes, or set "

@@ -17,7 +17,20 @@ from typing import Any
 import cramjam
 
 from mirror_core.wire.codec import ProtocolError
-from mirror_core.wire.records import BATCH_HEADER, base_offset, computed_crc, read_varint, record_count
+from mirror_core.wire.records import (
+    ATTRIBUTES,
+    BASE,
+    BASE_TIMESTAMP,
+    BATCH_HEADER,
+    COUNT,
+    HEADER,
+    LAST_DELTA,
+    MAX_TIMESTAMP,
+    base_offset,
+    computed_crc,
+    read_varint,
+    record_count,
+)
 
 CODEC_MASK = 0x07
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -307,3 +320,49 @@ def encode_batch(records: list[tuple[bytes | None, bytes | None]], timestamp_ms:
     batch = bytearray(struct.pack(">qiibI", 0, len(tail) + 9, 0, 2, 0)) + tail
     struct.pack_into(">I", batch, 17, computed_crc(batch))
     return batch
+
+
+#: a batch's attributes a merge keeps: the transactional bit alone (restamped on the way out); any other (a codec,
+#: LogAppendTime, a control batch, a delete horizon) leaves the batch as it is
+MERGEABLE_ATTRIBUTES = 0x10
+
+
+def mergeable(h: tuple[int, ...]) -> bool:
+    """Whether the batch of header ``h`` (records.HEADER) may go in a :func:`merged` batch: uncompressed, stamped by
+    its producer, not a control batch, its offset deltas 0..n-1."""
+    return not h[ATTRIBUTES] & ~MERGEABLE_ATTRIBUTES and h[LAST_DELTA] + 1 == h[COUNT] > 0
+
+
+def merged(batches: list[memoryview]) -> tuple[bytearray, list[tuple[int, int]]]:
+    """One batch holding the records of ``batches`` (consecutive source batches, each :func:`mergeable`, their CRCs
+    checked by the caller), in order: offset deltas 0..n-1, timestamp deltas from the first batch's base timestamp,
+    the first batch's header (a CRC of its own, producer fields restamped on the way out); and (index, source
+    offset) of each record that follows a gap between them, as :func:`contiguous_copy` gives. Each record is
+    checked to lie inside its batch (a ProtocolError naming its offset)."""
+    head = batches[0]
+    base_ts = HEADER.unpack_from(head)[BASE_TIMESTAMP]
+    out = bytearray(head[:BATCH_HEADER])
+    gaps: list[tuple[int, int]] = []
+    kept, expected, max_ts = 0, base_offset(head), -1
+    for batch in batches:
+        h = HEADER.unpack_from(batch)
+        if h[BASE] != expected:
+            gaps.append((kept, h[BASE]))
+        shift = h[BASE_TIMESTAMP] - base_ts
+        raw = bytes(batch[BATCH_HEADER:])
+        try:
+            for body, end, _, after_delta, _ in records_of(raw, h[COUNT]):
+                ts_delta, _ = read_varint(raw, body + 1)
+                record = raw[body:body + 1] + varint(ts_delta + shift) + varint(kept) + raw[after_delta:end]
+                out += varint(len(record)) + record
+                kept += 1
+        except ProtocolError as exc:
+            raise ProtocolError(f"record batch at offset {h[BASE]}: {exc}") from None
+        expected = h[BASE] + h[COUNT]
+        max_ts = max(max_ts, h[MAX_TIMESTAMP])
+    struct.pack_into(">i", out, 8, len(out) - 12)  # batch length
+    struct.pack_into(">i", out, 23, kept - 1)  # last offset delta
+    struct.pack_into(">q", out, 35, max_ts)
+    struct.pack_into(">i", out, 57, kept)  # record count
+    struct.pack_into(">I", out, 17, computed_crc(out))
+    return out, gaps

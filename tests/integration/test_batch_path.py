@@ -210,3 +210,30 @@ def test_auto_copies_on_batches_when_nothing_stands_in_the_way_and_says_so(dc1, 
     assert (flow["data_path"], flow["data_path_reason"]) == ("batches", "auto: batches")
     assert_same_records(dc1, dc2, t, f"dc1.{t}")
     assert record_counts(clusters["dc1"], t) == record_counts(clusters["dc2"], f"dc1.{t}")  # whole batches
+
+
+def test_a_backlog_of_small_batches_lands_merged_record_for_record_with_the_offset_map_exact(
+        clusters, dc1, dc2, name, start_mirror):  # type: ignore[no-untyped-def]
+    """Consecutive source batches of a few records fetched together go out as one (a partition takes one batch per
+    produce request): fewer batches on the target, every record identical, the offset map exact at every position
+    across the gaps that transaction markers and aborted transactions leave between them."""
+    small, txn = f"{name}.small", f"{name}.smalltxn"
+    create_topic(dc1, small, 2)
+    create_topic(dc1, txn, 1)
+    p = producer(dc1, **{"linger.ms": 1000})
+    for i in range(1000):
+        p.produce(small, value=b"small-%d" % i, key=b"k%d" % i, partition=i % 2, headers=[("seq", str(i).encode())])
+        if i % 10 == 9:
+            p.flush(10)  # batches of 5 records
+    assert p.flush(30) == 0
+    transactional_data(dc1, txn, 1)  # transactions of 5 records, every third aborted
+    source = record_counts(clusters["dc1"], small)
+    assert {n for counts in source.values() for n in counts} == {5}  # the precondition: small source batches
+    m = start_mirror(flow_lines(name, BATCHES, "emit.checkpoints.enabled = false"))
+    wait_until(lambda: len([p for p in m.partitions() if p["topic"] in (small, txn)]) == 3
+               and all(p["lag"] == 0 for p in m.partitions() if p["topic"] in (small, txn)), 90, what="caught up")
+    assert_same_records(dc1, dc2, small, f"dc1.{small}")
+    target = record_counts(clusters["dc2"], f"dc1.{small}")
+    assert sum(map(len, target.values())) * 4 < sum(map(len, source.values())), (source, target)
+    assert len(record_counts(clusters["dc2"], f"dc1.{txn}")[0]) < len(record_counts(clusters["dc1"], txn)[0])
+    assert assert_exact_at_every_position(m, dc1, dc2, (small, txn)) > 1000

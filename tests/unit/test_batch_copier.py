@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError
 from mirror_core.config.model import ClusterConfig
 from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import Acks
-from mirror_core.replication.batch import PartitionState
+from mirror_core.replication.batch import PartitionState, WholeBatch
 from mirror_core.replication.batch_path import (
     BATCH_BOOKKEEPING_BYTES,
     CORRUPT_RETRIES,
@@ -379,5 +379,57 @@ def test_the_batches_of_one_polls_answers_go_to_the_sender_together() -> None:
         parts.append(FetchedPartition("t", p, 0, 5000, 5000, 0, batches=raws))
     fetcher.poll = lambda timeout: parts  # type: ignore[attr-defined]
     assert copier.pump(0) == 40
-    assert calls == [[("dc1.t", 0), ("dc1.t", 0), ("dc1.t", 1), ("dc1.t", 1)]]
+    # (each partition's two small batches are merged: one batch each)
+    assert calls == [[("dc1.t", 0), ("dc1.t", 1)]]
     assert copier.in_flight == 40
+
+
+def copier_of(st: PartitionState) -> tuple[BatchCopier, Sender]:
+    """A copier of ``st``'s partition alone, reading it from its position, its sender keeping what it is handed."""
+    reader = WireReader(cast(Any, None), cast(Any, Fetcher()), None, "latest")
+    reader.positions[(st.topic, st.partition)] = cast(int, st.next)
+    acks = Acks("dc1->dc2", cast(Any, reader), Metrics(), lambda: None)
+    sender = Sender()
+    return BatchCopier("dc1->dc2", reader, cast(Any, sender), {(st.topic, st.partition): st}, acks, Metrics(), 1000,
+                       1 << 30, ClusterConfig("dc1", "a:1", {})), sender
+
+
+def small_batches() -> FetchedPartition:
+    """Three small batches of 10 records: 1000-1009, 1010-1019 and, after a gap (a transaction's marker and an
+    aborted one), 1025-1034."""
+    return FetchedPartition("t", 0, 0, 5000, 5000, 0,
+                            batches=[memoryview(gapped(0, list(range(10)), base=b)) for b in (1000, 1010, 1025)])
+
+
+def test_consecutive_small_batches_go_as_one_and_map_as_they_would_have_one_by_one() -> None:
+    st = PartitionState("t", 0, "dc1.t", 1000, False)
+    copier, sender = copier_of(st)
+    assert copier.take(small_batches()) == 30
+    copier._send_taken()
+    [out] = sender.sent
+    b = cast(WholeBatch, out.token)
+    assert (b.first, b.next, b.count, b.sources, b.gaps) == (1000, 1035, 30, 3, [(20, 1025)])
+    assert record_count(out.data) == 30 and contiguous(out.data) and intact([memoryview(bytes(out.data))], 5000)[1] \
+        is None
+    b.t_first, b.t_last, b.pending = 500, 529, 0
+    st.map_landed(b)
+    assert st.syncs == [(1000, 500), (1025, 520)]  # one run each side of the gap, as the three batches would give
+
+
+def test_a_merged_batch_refused_as_too_large_is_read_again_and_sent_one_by_one() -> None:
+    st = PartitionState("t", 0, "dc1.t", 1000, False)
+    copier, sender = copier_of(st)
+    copier.take(small_batches())
+    copier._send_taken()
+    delivery = BatchDelivery.__new__(BatchDelivery)  # (only what a failure needs: the copier and acks)
+    delivery.copier, delivery.acks = copier, copier.acks
+    b = st.pending[0]
+    b.err, b.pending = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "MESSAGE_TOO_LARGE"), 0
+    delivery.on_failure(st, b)
+    assert st.paused_reason is None and not st.pending, "not paused: read again"
+    assert copier.reader.positions[("t", 0)] == 1000
+    sender.sent.clear()
+    assert copier.take(small_batches()) == 30
+    copier._send_taken()
+    assert [cast(WholeBatch, o.token).sources for o in sender.sent] == [1, 1, 1]
+    assert [bytes(o.data) for o in sender.sent] == [bytes(r) for r in small_batches().batches]

@@ -228,8 +228,8 @@ KEYS: tuple[KeyDef, ...] = (
            "deleted, as it cannot shrink. Each slot commits a transaction of its own, side by side, each time "
            "the mirror has caught up: a flow only ever run by one process gives up with fewer slots only how "
            "little a failure aborts (a failed batch aborts its whole slot's transaction), and sees its records "
-           "sooner on whole batches (at 20,000 records/s over 8 partitions, p99 109-116 ms "
-           "with 1 slot against 261-477 ms with 8; docs/benchmarks.md, Latency)."),
+           "sooner on whole batches (at 20,000 records/s over 8 partitions, two runs each on one pair of "
+           "clusters: p99 28-66 ms with 1 slot against 164-176 ms with 8; docs/benchmarks.md, Latency)."),
     KeyDef("offset.flush.interval.ms", int_between(10, 3_600_000), "1000",
            "How often replication progress is committed to the target (after the target acked). "
            "Exactly-once: the longest a transaction stays open under backlog; when the mirror has read "

@@ -103,14 +103,27 @@ class SlotProducer:
                 self.txn.add(self._own_last | {(b.topic, b.partition) for b in batches})  # its own records' too
             self.sender.send(batches)
         except WireError as exc:  # AddPartitionsToTxn refused or out of reach: each batch fails, the slot aborts
+            partitions = {(b.topic, b.partition) for b in batches}
+            if len(partitions) > 1 and not isinstance(exc, ProducerFenced):
+                # One request adds them all or none (the others answer OPERATION_NOT_ATTEMPTED): asked again one
+                # partition at a time, each refusal is its own partition's, with the broker's reason.
+                self._own_last.clear()
+                for tp in partitions:
+                    self.send([b for b in batches if (b.topic, b.partition) == tp])
+                return
             code = KafkaError._FENCED if isinstance(exc, ProducerFenced) else KafkaError._TRANSPORT
-            self.on_data([Sent(b, code, -1, str(exc)) for b in batches])
+            self._outstanding += len(batches)
+            self._answered([Sent(b, code, -1, str(exc)) for b in batches])
             return
         self._outstanding += len(batches)
 
     def poll(self, timeout: float = 0.0) -> int:
         """Serve answers: the copier's handed on, the mirror's own records' callbacks called. How many."""
         answers = self.sender.poll(timeout)
+        self._answered(answers)
+        return len(answers)
+
+    def _answered(self, answers: list[Sent]) -> None:
         data = []
         for r in answers:
             self._outstanding -= 1
@@ -126,7 +139,6 @@ class SlotProducer:
                 data.append(r)
         if data:
             self.on_data(data)
-        return len(answers)
 
     # -- librdkafka's transactional producer, as SlotManager and commit.py call it ----------------------------
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, partition: int = 0,
@@ -313,8 +325,11 @@ class BatchExactlyOnce(ExactlyOnce):
 
     def on_failure(self, st: PartitionState, b: Batch) -> None:
         err = b.err
+        unmerged = err is not None and err.code() in RECORD_ERRORS and self.copier.unmerge(st, b)
         self.slots.fail(st, b)  # (the slot's transaction aborted, its partitions read again from its progress)
-        if err is not None and err.code() in RECORD_ERRORS and not self.copier.unmerge(st, b):
+        if unmerged:
+            st.careful = False  # (read again whole: no record of it is at fault)
+        elif err is not None and err.code() in RECORD_ERRORS:
             self.slots.acks.pause(st, f"batch at offset {b.first} ({b.count} records, {b.size} bytes) rejected by "
                                       f"target topic {st.remote}: {err.str()} (partition paused; this flow copies the "
                                       "source's batches whole: raise the target topic's max.message.bytes, or set "

@@ -23,6 +23,7 @@ from mirror_core.wire.records import (
     BASE_TIMESTAMP,
     BATCH_HEADER,
     COUNT,
+    CRC,
     HEADER,
     LAST_DELTA,
     MAX_TIMESTAMP,
@@ -334,11 +335,12 @@ def mergeable(h: tuple[int, ...]) -> bool:
 
 
 def merged(batches: list[memoryview]) -> tuple[bytearray, list[tuple[int, int]]]:
-    """One batch holding the records of ``batches`` (consecutive source batches, each :func:`mergeable`, their CRCs
-    checked by the caller), in order: offset deltas 0..n-1, timestamp deltas from the first batch's base timestamp,
-    the first batch's header (a CRC of its own, producer fields restamped on the way out); and (index, source
-    offset) of each record that follows a gap between them, as :func:`contiguous_copy` gives. Each record is
-    checked to lie inside its batch (a ProtocolError naming its offset)."""
+    """One batch holding the records of ``batches`` (consecutive source batches, each :func:`mergeable`), in order:
+    offset deltas 0..n-1, timestamp deltas from the first batch's base timestamp, the first batch's header (a CRC of
+    its own, producer fields restamped on the way out); and (index, source offset) of each record that follows a gap
+    between them, as :func:`contiguous_copy` gives. Each batch's CRC is checked first (the merged batch's CRC would
+    otherwise vouch for damaged bytes, with check.crcs off), and each record checked to lie inside its batch: a
+    ProtocolError naming the batch's offset."""
     head = batches[0]
     base_ts = HEADER.unpack_from(head)[BASE_TIMESTAMP]
     out = bytearray(head[:BATCH_HEADER])
@@ -346,6 +348,9 @@ def merged(batches: list[memoryview]) -> tuple[bytearray, list[tuple[int, int]]]
     kept, expected, max_ts = 0, base_offset(head), -1
     for batch in batches:
         h = HEADER.unpack_from(batch)
+        if computed_crc(batch) != h[CRC]:
+            raise ProtocolError(f"record batch at offset {h[BASE]}: its CRC does not match its bytes (damaged on "
+                                "the source)")
         if h[BASE] != expected:
             gaps.append((kept, h[BASE]))
         shift = h[BASE_TIMESTAMP] - base_ts

@@ -28,7 +28,7 @@ ABORT_MARKER = 0  # a control record's type (its key: version int16, type int16)
 #: offset delta, base and max timestamps, producer id, producer epoch, base sequence, record count (one unpack
 #: where several fields are read: at thousands of partitions the copier reads a few for every batch)
 HEADER = struct.Struct(">qiibIhiqqqhii")
-BASE, ATTRIBUTES, LAST_DELTA, BASE_TIMESTAMP, MAX_TIMESTAMP, PRODUCER_ID, COUNT = 0, 5, 6, 7, 8, 9, 12
+BASE, CRC, ATTRIBUTES, LAST_DELTA, BASE_TIMESTAMP, MAX_TIMESTAMP, PRODUCER_ID, COUNT = 0, 4, 5, 6, 7, 8, 9, 12
 
 
 def split_batches(records: memoryview) -> list[memoryview]:

@@ -82,3 +82,33 @@ def test_a_transaction_adds_its_first_batches_partitions_and_where_its_own_recor
     producer.init_transactions(1.0)  # a new epoch (after an abort): a partition refused is not asked for again
     producer.send(data[:1])
     assert asked == [{("dc1.t", 0)}]
+
+
+def test_a_refused_add_fails_only_the_partition_refused_and_the_mirrors_own_records_say_so() -> None:
+    """One AddPartitionsToTxn adds all its partitions or none: refused, each partition is asked for alone, so that
+    only the refused one's batches fail, with its reason; the mirror's own records refused call their callbacks."""
+    from mirror_core.wire.errors import WireError
+    from mirror_core.wire.sender import Sent
+
+    failed: list[Sent] = []
+    producer = SlotProducer(Brokers("127.0.0.1:1", {}, "dc2"), "mirror-core.dc1-dc2.slot-0", failed.extend, 30.0)
+    producer.sender.close()
+
+    def add(tps: Iterable[tuple[str, int]]) -> None:
+        tps = set(tps)
+        if ("gone", 0) in tps or ("progress", 3) in tps:
+            raise WireError("the coordinator refused: UNKNOWN_TOPIC_OR_PARTITION")
+        producer.txn.partitions |= tps
+
+    producer.txn.add = add  # type: ignore[method-assign]
+    sender = _Sender(add)
+    producer.sender = cast(Any, sender)
+    producer.send([Outgoing("dc1.t", 0, b"", token=None), Outgoing("gone", 0, b"", token=None)])
+    assert [(b.topic, b.partition) for b in sender.sent] == [("dc1.t", 0)]
+    assert [(r.batch.topic, r.error) for r in failed] == [("gone", -195)]  # (_TRANSPORT)
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in failed[0].describe()
+    errors: list[object] = []
+    producer.produce("progress", value=b"v", key=b"k", partition=3, on_delivery=lambda err, _: errors.append(err))
+    assert producer.flush(0) == 1  # the data batch sent, unanswered here; the own batch answered at once
+    assert len(errors) == 1 and errors[0] is not None and len(producer) == 0
+    assert len(failed) == 1  # (the own batch not handed to the copier)

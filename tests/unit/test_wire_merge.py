@@ -89,3 +89,11 @@ def test_any_run_of_batches_merges_to_their_records_and_gaps(spec: list[tuple[in
     out, got_gaps = merged(batches)
     assert got_gaps == gaps and record_count(out) == kept
     assert [(ts, rest) for _, ts, rest in contents(out)] == want
+
+
+def test_a_damaged_batch_is_refused_not_given_a_valid_crc() -> None:
+    good = source_batch(0, 1, [(0, b"k", b"v")])
+    damaged = bytearray(source_batch(1, 1, [(0, b"k", b"value")]))
+    damaged[-3] ^= 1  # a flipped bit in a value: only the CRC tells
+    with pytest.raises(ProtocolError, match="record batch at offset 1: its CRC does not match"):
+        merged([memoryview(good), memoryview(bytes(damaged))])

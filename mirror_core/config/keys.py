@@ -294,7 +294,7 @@ KEYS: tuple[KeyDef, ...] = (
            "batches: the source's record batches copied whole over the mirror's own Kafka client (mirror_core.wire), "
            "with no per-record work: 3.8-4.9x MirrorMaker 2 at 2,000 partitions, at a third of the records path's "
            "CPU per record (README 'mirror_core vs MirrorMaker 2'). Each batch lands as it is (headers, timestamps, "
-           "compression kept; consecutive batches of 16 records at most, fetched together, as one batch of up to "
+           "compression kept; consecutive batches of 16 records at most, fetched together, as one batch of about "
            "64 KiB, their records' bytes kept: a partition takes one batch per produce request), its "
            "offset-map run and progress as on the records path, at-least-once or exactly-once. With the identity "
            "policy its cycles are prevented by producer id (each sender's and exactly-once slot's, recorded in "

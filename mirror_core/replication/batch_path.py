@@ -377,6 +377,14 @@ class BatchCopier:
         run: list[memoryview] = []  # consecutive small batches, sent as one (MERGE_BYTES)
         run_bytes = 0
         merge = key not in self.unmerged
+
+        def send_run() -> None:  # (the small batches so far, as one, before what does not join them)
+            nonlocal last, run_bytes
+            if run:
+                last = self._hand(st, self._run(st, run, start), out) or last
+                run.clear()
+                run_bytes = 0
+
         try:
             for raw in committed(part.batches, part.aborted):
                 h = HEADER.unpack_from(raw)
@@ -392,24 +400,18 @@ class BatchCopier:
                                             "(replication.data.path = records copies it record by record)")
                         return 0
                     if verdict is Verdict.SKIP:
-                        if run:
-                            last = self._hand(st, self._run(st, run, start), out) or last
-                            run, run_bytes = [], 0
+                        send_run()
                         last = st.pass_over(max(at, start), at + h[LAST_DELTA] + 1)
                         continue
                 if merge and h[COUNT] <= MERGE_RECORDS and at >= start and len(raw) < MERGE_BYTES and mergeable(h):
                     if run_bytes + len(raw) > MERGE_BYTES:
-                        last = self._hand(st, self._run(st, run, start), out) or last
-                        run, run_bytes = [], 0
+                        send_run()
                     run.append(raw)
                     run_bytes += len(raw)
                     continue
-                if run:
-                    last = self._hand(st, self._run(st, run, start), out) or last
-                    run, run_bytes = [], 0
+                send_run()
                 last = self._hand(st, self._batch(st, raw, start, h), out) or last
-            if run:
-                last = self._hand(st, self._run(st, run, start), out) or last
+            send_run()
         except Exception as exc:  # a batch that cannot be read (codec, layout): its partition alone stops there
             self.acks.pause(st, f"record batch at offset {at} cannot be copied whole: {exc} (its CRC matched: "
                                 "replication.data.path = records copies it record by record)")
@@ -417,8 +419,8 @@ class BatchCopier:
         if last is not None:
             st.next = last.next
             self.acks.active.add(st)
+        records = sum(cast(WholeBatch, o.token).count for o in out)
         if out:
-            records = sum(cast(WholeBatch, o.token).count for o in out)
             size = sum(cast(WholeBatch, o.token).size for o in out)
             if st.origin is None:
                 st.origin = cast(WholeBatch, out[0].token).first
@@ -436,8 +438,6 @@ class BatchCopier:
                 self.acks.count_read(st.topic, size)
             self.in_flight += records
             self.in_flight_bytes += size + BATCH_BOOKKEEPING_BYTES * len(out)
-        else:
-            records = 0
         full = self.full
         if full:  # at once, not after this round of answers: the fetcher would go on meanwhile
             self.reader.fetcher.throttle(True)

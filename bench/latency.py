@@ -34,6 +34,7 @@ PACED_PRODUCER = """
 import sys, time
 from confluent_kafka import Producer
 bootstrap, topic, rate, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+numbered = sys.argv[5:] == ["numbered"]  # each value its sequence number, padded to 100 bytes
 p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": "all"})
 value = b"x" * 100
 start = time.monotonic(); sent = 0
@@ -41,7 +42,7 @@ while time.monotonic() - start < seconds:
     due = int((time.monotonic() - start) * rate)
     while sent < due:
         try:
-            p.produce(topic, value=value, partition=sent % 8)
+            p.produce(topic, value=b"%100d" % sent if numbered else value, partition=sent % 8)
         except BufferError:  # local queue full (the machine stalled): wait for it, the record is still sent
             p.poll(0.01)
             continue

@@ -103,6 +103,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "labels as in bench/wan.py VARIANTS, e.g. 'mirror_core,mirror_core + 4 producers')")
     parser.add_argument("--wan-runs", type=int, default=3,
                         help="wan: repetitions of each backlog run (0: the steady-load latency only)")
+    parser.add_argument("--wan-cut-seconds", type=float, default=0,
+                        help="wan: after each link's latency runs, cut the link this long under a steady load, as "
+                             "many times per system as --latency-runs (0: no cut; the issue's figure: 30)")
     parser.add_argument("--wan-records", type=int, default=400_000,
                         help="wan: backlog records of 100 bytes (a quarter of that for larger values)")
     parser.add_argument("--scaleout-runs", type=int, default=3, help="repetitions of the scale-out part")
@@ -172,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             if "scale" in parts:
                 scale.run_part(src, dst, work, args)
             if "wan" in parts:
-                extra["wan"] = wan.run_part(clusters, work, args)
+                extra["wan"], extra["wan_cut"] = wan.run_part(clusters, work, args)
             if "scaleout" in parts:  # its own three-node clusters
                 extra["scaleout"] = scaleout.run_part(work, args)
         finally:
@@ -189,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.wan_target_batch_bytes:
             meta["target_batch_bytes"] = f"{args.wan_target_batch_bytes} (MirrorMaker 2: batch.size and " \
                                          "max.request.size the same)"
-        wan_md = wan.wan_markdown(extra["wan"], meta)
+        wan_md = wan.wan_markdown(extra["wan"], meta, extra["wan_cut"], args.wan_cut_seconds)
         write_result(args.out, f"wan-{stamp}.md", wan_md)
         print(wan_md)
     text = render_markdown(data)

@@ -21,6 +21,8 @@ from confluent_kafka import Consumer, Producer
 from bench.backlog import measure_backlog, mirror_run
 from bench.harness import PARTITIONS, create_topic, end_total, load_average, names, start_mirror_core
 from bench.latency import latency_run
+from bench.link_cut import cut_run
+from bench.link_cut import markdown_lines as link_cut_lines
 from bench.mm2 import start_mm2
 from mirror_core.devcluster.local_cluster import LocalCluster, free_port
 from mirror_core.devcluster.toxiproxy import Stream, Toxic, Toxiproxy, ToxiproxyServer
@@ -183,10 +185,13 @@ def backlog_once(system: str, extra: list[str] | None, src: str, dst: str, direc
 def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: list[int], placements: list[str],
             runs: int, records: int, rate: int, seconds: float, mm2: bool,
             bandwidth_kb_s: int | None = None, variants: list[str] | None = None,
-            latency_runs: int = 1, target_batch_bytes: int | None = None) -> list[dict[str, Any]]:
+            latency_runs: int = 1, target_batch_bytes: int | None = None,
+            cut_s: float = 0.0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``variants``: the labels of VARIANTS to run next to the source (default: all); ``latency_runs``: steady-load
     runs per system and cell, interleaved (the p99 reported is their median, with the spread);
-    ``target_batch_bytes``: the target takes batches this large, and MirrorMaker 2 is told to send them."""
+    ``target_batch_bytes``: the target takes batches this large, and MirrorMaker 2 is told to send them;
+    ``cut_s``: after the latency runs of each link, as many runs of a link cut this long (bench.link_cut) per
+    system. Returns (the rows of each system and link, the link-cut rows)."""
     unknown = sorted(set(variants or []) - set(VARIANTS))
     if unknown:
         raise SystemExit(f"--wan-variants: unknown {', '.join(unknown)}; choose among {', '.join(VARIANTS)}")
@@ -195,6 +200,7 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
     server = ToxiproxyServer(work / "toxiproxy", free_port())
     link = Link(server.start(), clusters)
     results: list[WanResult] = []
+    cuts: list[dict[str, Any]] = []
     warmed = False
     try:
         for size in sizes:
@@ -253,12 +259,36 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
                                 if not math.isnan(lat.p99_ms):  # too few samples for a p99: not a figure
                                     row.p99_runs.append(lat.p99_ms)
                                     row.p99_ms = statistics.median(row.p99_runs)
+                        if cut_s > 0:
+                            cuts += _cut_rows(clusters, link, placement, rtt, src, dst, work, mm2, mm2_extra,
+                                              max(1, latency_runs), cut_s)
     finally:
         server.stop()
-    return [{**asdict(r), "median": r.median} for r in results]
+    return [{**asdict(r), "median": r.median} for r in results], cuts
 
 
-def wan_markdown(rows: list[dict[str, Any]], meta: dict[str, str]) -> str:
+def _cut_rows(clusters: list[LocalCluster], link: Link, placement: str, rtt: int, src: str, dst: str, work: Path,
+              mm2: bool, mm2_extra: dict[str, str] | None, runs: int, cut_s: float) -> list[dict[str, Any]]:
+    """``runs`` link cuts per system on one link, systems taking turns; one row per system."""
+    remote = clusters[0] if placement == "remote-consume" else clusters[1]
+    systems: dict[str, list[str] | None] = {"MirrorMaker 2": None} if mm2 else {}
+    systems.update({"mirror_core": [], "mirror_core exactly-once": ["exactly.once.enabled = true"]})
+    rows: dict[str, dict[str, Any]] = {s: {"system": s, "placement": placement, "rtt_ms": rtt, "resumed_s": [],
+                                           "caught_up_s": [], "produced": [], "landed": []} for s in systems}
+    for i in range(runs):
+        for k, (system, extra) in enumerate(systems.items()):
+            alias = f"c{rtt}{placement[7]}{k}n{i}"
+            start = _mm2_starter(src, dst, alias, mm2_extra) if extra is None else ours_starter(src, dst, alias, extra)
+            r = cut_run(system, start, clusters[0].bootstrap, clusters[1].bootstrap, alias, work, link.proxy,
+                        remote.name, 2000, cut_s)
+            print(f"wan cut {placement} rtt={rtt} {system}: {r}", flush=True)
+            for key in ("resumed_s", "caught_up_s", "produced", "landed"):
+                rows[system][key].append(getattr(r, key))
+    return list(rows.values())
+
+
+def wan_markdown(rows: list[dict[str, Any]], meta: dict[str, str], cuts: list[dict[str, Any]] | None = None,
+                 cut_s: float = 0.0) -> str:
     lines = [f"# WAN benchmark ({meta['date']})", "",
              f"Machine: {meta['machine']}; load before/after: {meta.get('load', '?')}; Kafka {meta['kafka']}; "
              f"{PARTITIONS} partitions; toxiproxy latency toxics (RTT/2 each way, 1% jitter) in front of the "
@@ -294,10 +324,11 @@ def wan_markdown(rows: list[dict[str, Any]], meta: dict[str, str]) -> str:
         lines.append(f"| {r['placement']} | {r['rtt_ms']} | {r['value_bytes']} | {r['system']} | {r['median']:,.0f} | "
                      f"{min(r['runs']):,.0f}-{max(r['runs']):,.0f} | {r['payload_mb_s']:.1f} | {r['wire_mb_s']:.1f} | "
                      f"{r['cpu_s_per_million']:.1f} | {p99} | {vs_mm2} | {vs_base} |")
+    lines += link_cut_lines(cuts or [], cut_s)
     return "\n".join(lines) + "\n"
 
 
-def run_part(clusters: list[LocalCluster], work: Path, args: Any) -> list[dict[str, Any]]:
+def run_part(clusters: list[LocalCluster], work: Path, args: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The part (``--only wan``) with the command line's choices; ``args.wan_load``: the load before it."""
     placements = names(args.wan_placements)
     if not placements or set(placements) - set(PLACEMENTS):
@@ -306,4 +337,5 @@ def run_part(clusters: list[LocalCluster], work: Path, args: Any) -> list[dict[s
     args.wan_load = load_average()
     return run_wan(clusters, work, ints[0], ints[1], placements, args.wan_runs, args.wan_records, 2000,
                    args.seconds, args.mm2, args.wan_bandwidth,
-                   names(args.wan_variants) or None, args.latency_runs, args.wan_target_batch_bytes)
+                   names(args.wan_variants) or None, args.latency_runs, args.wan_target_batch_bytes,
+                   args.wan_cut_seconds)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -30,6 +31,10 @@ RETRY_S = 0.5
 FETCH_HEADROOM = 1 << 20
 #: a broker's own fetch.max.bytes by default (55 MiB): it caps an answer below a larger fetch.max.bytes, unsaid
 BROKER_FETCH_MAX_BYTES = 57_671_680
+#: how long a broker's worker waits for the caller to resume the partitions of its last answer before it sends the
+#: next fetch without them: this share of the last fetch's time, at most GATHER_MAX_S (see _gather)
+GATHER_SHARE = 0.25
+GATHER_MAX_S = 0.025
 
 
 @dataclass(frozen=True)
@@ -141,12 +146,29 @@ class BatchFetcher:
         self._held.update(mine)
         return mine
 
+    def _gather(self, delivered: set[TP], took: float) -> None:
+        """(Called under the lock.) Wait a little for the caller to resume the partitions of the last answer that
+        had batches, so that the next fetch asks for them too. A fetch sent without them is out for a round trip,
+        and they wait for it, then for their own: over a WAN the partitions fell into two sets fetched in turn,
+        each only every other round trip, for as long as the load lasted."""
+        deadline = time.monotonic() + min(GATHER_MAX_S, took * GATHER_SHARE)
+        while delivered & self._held and not self._full and not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self._cond.wait(left)
+        delivered.clear()
+
     def _fetch_from(self, node: int) -> None:
         conn: Connection | None = None
         limits = self.limits
         outage = Outage(self.brokers)
+        delivered: set[TP] = set()  # partitions of the last answer handed to the caller with batches
+        took = 0.0  # how long the last answer took
         while not self._stop.is_set():
             with self._cond:
+                if delivered:
+                    self._gather(delivered, took)
                 mine = self._mine(node)
                 if not mine:
                     self._cond.wait(0.5)
@@ -159,10 +181,12 @@ class BatchFetcher:
                     conn = None
                 if conn is None:
                     conn = self.brokers.connect(node, limits.max_wait_ms / 1000)
+                sent = time.monotonic()
                 parts = parse_fetch(conn.call(API_FETCH, conn.version(API_FETCH, (FETCH_VERSION,)), fetch_request(
                     mine, limits.max_wait_ms, limits.min_bytes, limits.max_bytes, limits.partition_max_bytes,
                     sizes=sizes), reuse=True, limit=max(conn.max_answer_bytes, limits.max_bytes + FETCH_HEADROOM)),
                     conn.where, limits.check_crcs)
+                took = time.monotonic() - sent
                 outage.succeeded(conn.where)
             except Exception as exc:  # a connection, TLS or SASL failure, an answer that does not parse: again
                 outage.failed(exc, self.brokers.name(node))
@@ -187,6 +211,10 @@ class BatchFetcher:
                     again.add(tp)  # fetched again
                 elif tp in generations:  # (an answer for a partition not asked for is not one to act on)
                     self._results.put((generations[tp], part))
+                    if part.batches:
+                        delivered.add(tp)
+            if sum(part.size for part in parts) * 2 >= min(limits.max_bytes, BROKER_FETCH_MAX_BYTES):
+                delivered.clear()  # a backlog: fetching the others on matters more than asking all at once
             grown = self._outgrown(parts, mine, sizes)
             if grown or self._first:
                 with self._cond:  # (not for one sought since: its batches are others)

@@ -294,3 +294,57 @@ def test_the_fetch_loop_asks_an_outgrown_partition_first_next_time_unless_it_was
         assert fetcher._sizes == {tps[2]: 8192}  # kept until sought
     finally:
         fetcher.close()
+
+
+@pytest.mark.parametrize("answer_bytes", [1, 600_000], ids=["small answer", "half the answer's limit"])
+def test_the_next_fetch_waits_a_little_for_the_partitions_just_handed_over(
+        monkeypatch: pytest.MonkeyPatch, answer_bytes: int) -> None:
+    """An answer took 80 ms (a WAN) with batches for partitions 0-6 and nothing for 7; the caller resumes 0-6 a few
+    ms after it: the next fetch asks for all 8, not for 7 alone (which left 0-6 waiting a round trip for it, then
+    fetched in turn with 7 for as long as the load lasted). An answer that filled half its limit is a backlog:
+    the next fetch goes at once with what is not held."""
+    fetcher = BatchFetcher(ScriptedBrokers("127.0.0.1:1", {}, "dc1"), FetchLimits(max_bytes=1 << 20))
+    requests: list[dict[tuple[str, int], int]] = []
+
+    def recorded(positions: dict[tuple[str, int], int], *args: object, **kwargs: object) -> bytes:
+        requests.append(dict(positions))
+        return b""
+
+    def answered(data: memoryview, where: str, check: bool = True) -> list[FetchedPartition]:
+        if len(requests) == 1:
+            time.sleep(0.08)
+            parts = [fetched(p, 1) for p in range(7)] + [fetched(7)]
+            parts[0].size = answer_bytes
+            return parts
+        fetcher._stop.set()
+        return []
+
+    def caller() -> None:  # takes the answer's batches and resumes their partitions a little later
+        got: list[FetchedPartition] = []
+        deadline = time.monotonic() + 5
+        while len(got) < 7 and time.monotonic() < deadline:
+            got += fetcher.poll(0.01)
+        time.sleep(0.005 if answer_bytes == 1 else 0.3)
+        for part in got:
+            fetcher.resume((part.topic, part.partition), 1)
+
+    monkeypatch.setattr("mirror_core.wire.fetcher.fetch_request", recorded)
+    monkeypatch.setattr("mirror_core.wire.fetcher.parse_fetch", answered)
+    monkeypatch.setattr("mirror_core.wire.fetcher.GATHER_MAX_S", 2.0)  # (a busy machine: the wait ends on resume)
+    monkeypatch.setattr("mirror_core.wire.fetcher.GATHER_SHARE", 25.0)
+    try:
+        tps = assigned_at_zero(fetcher, 8)
+        taker = threading.Thread(target=caller, daemon=True)
+        taker.start()
+        worker = threading.Thread(target=fetcher._fetch_from, args=(1,), daemon=True)
+        worker.start()
+        worker.join(10)
+        taker.join(10)
+        assert not worker.is_alive(), f"the fetch loop did not end; requests: {requests}"
+        assert sorted(requests[0]) == tps  # the precondition: all asked first, 0-6 then held by the caller
+        if answer_bytes == 1:
+            assert sorted(requests[1]) == tps and all(requests[1][tp] == 1 for tp in tps[:7])
+        else:
+            assert list(requests[1]) == [tps[7]]
+    finally:
+        fetcher.close()

@@ -104,8 +104,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--wan-runs", type=int, default=3,
                         help="wan: repetitions of each backlog run (0: the steady-load latency only)")
     parser.add_argument("--wan-cut-seconds", type=float, default=0,
-                        help="wan: after each link's latency runs, cut the link this long under a steady load, as "
-                             "many times per system as --latency-runs (0: no cut; the issue's figure: 30)")
+                        help="wan: after each link's latency runs, cut the link this long under a steady load "
+                             "(0: no cut; the issue's figure: 30)")
+    parser.add_argument("--wan-cut-runs", type=int, default=1, help="wan: link cuts per system and link")
     parser.add_argument("--wan-records", type=int, default=400_000,
                         help="wan: backlog records of 100 bytes (a quarter of that for larger values)")
     parser.add_argument("--scaleout-runs", type=int, default=3, help="repetitions of the scale-out part")

@@ -186,12 +186,12 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
             runs: int, records: int, rate: int, seconds: float, mm2: bool,
             bandwidth_kb_s: int | None = None, variants: list[str] | None = None,
             latency_runs: int = 1, target_batch_bytes: int | None = None,
-            cut_s: float = 0.0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            cut_s: float = 0.0, cut_runs: int = 1) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``variants``: the labels of VARIANTS to run next to the source (default: all); ``latency_runs``: steady-load
     runs per system and cell, interleaved (the p99 reported is their median, with the spread);
     ``target_batch_bytes``: the target takes batches this large, and MirrorMaker 2 is told to send them;
-    ``cut_s``: after the latency runs of each link, as many runs of a link cut this long (bench.link_cut) per
-    system. Returns (the rows of each system and link, the link-cut rows)."""
+    ``cut_s``: after the latency runs of each link, ``cut_runs`` link cuts this long (bench.link_cut) per system.
+    Returns (the rows of each system and link, the link-cut rows)."""
     unknown = sorted(set(variants or []) - set(VARIANTS))
     if unknown:
         raise SystemExit(f"--wan-variants: unknown {', '.join(unknown)}; choose among {', '.join(VARIANTS)}")
@@ -261,7 +261,7 @@ def run_wan(clusters: list[LocalCluster], work: Path, rtts: list[int], sizes: li
                                     row.p99_ms = statistics.median(row.p99_runs)
                         if cut_s > 0:
                             cuts += _cut_rows(clusters, link, placement, rtt, src, dst, work, mm2, mm2_extra,
-                                              max(1, latency_runs), cut_s)
+                                              cut_runs, cut_s)
     finally:
         server.stop()
     return [{**asdict(r), "median": r.median} for r in results], cuts
@@ -338,4 +338,4 @@ def run_part(clusters: list[LocalCluster], work: Path, args: Any) -> tuple[list[
     return run_wan(clusters, work, ints[0], ints[1], placements, args.wan_runs, args.wan_records, 2000,
                    args.seconds, args.mm2, args.wan_bandwidth,
                    names(args.wan_variants) or None, args.latency_runs, args.wan_target_batch_bytes,
-                   args.wan_cut_seconds)
+                   args.wan_cut_seconds, args.wan_cut_runs)

@@ -35,7 +35,8 @@ from mirror_core.config.model import ClusterConfig
 from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import Acks
 from mirror_core.replication.batch import PartitionState
-from mirror_core.replication.batch_path import BatchCopier, WireReader
+from mirror_core.replication.batch_path import BatchCopier
+from mirror_core.replication.wire_reader import WireReader
 from mirror_core.wire.codec import array, int16, int32, int64, string
 from mirror_core.wire.fetch import parse_fetch
 from mirror_core.wire.metadata import Brokers

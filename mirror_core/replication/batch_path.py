@@ -1,10 +1,8 @@
 """The batches data path of a flow (``replication.data.path = batches``): the source's record batches copied
 whole over the mirror's own Kafka client (mirror_core.wire), at-least-once.
 
-The consumer group still shares the partitions out (cooperative rebalances, static members, the revoke that
-commits first), but every assigned partition stays paused on the consumer: :class:`WireReader` stands in for it
-where acks.py, assignment.py, commit.py and reporting.py seek, pause, resume and ask positions, and moves the
-wire fetcher instead. :class:`BatchCopier` hands each fetched partition's committed batches to the wire sender
+The source is read by wire_reader.WireReader (the consumer keeps the group, the wire fetcher reads).
+:class:`BatchCopier` hands each fetched partition's committed batches to the wire sender
 (a compacted source's gapped batches rewritten, records before the position left out) and turns each answer
 into a :class:`~mirror_core.replication.batch.WholeBatch` acknowledgement: ``t_first`` is where the batch landed and
 its records follow one another, so acks.py, the offset map and progress work as on the records path.
@@ -18,28 +16,22 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_INVALID, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from mirror_core.authorization import Access, denied_line
-from mirror_core.config.client_defaults import CONSUMER_DEFAULTS, STANDING_CONSUMER_DEFAULTS
-from mirror_core.config.model import ClusterConfig, FlowConfig
-from mirror_core.errors import MirrorError
-from mirror_core.kafka_io import log_ends_batch, log_starts_batch
+from mirror_core.config.model import ClusterConfig
 from mirror_core.metrics import Metrics
 from mirror_core.replication.acks import Acks
 from mirror_core.replication.batch import RECORD_ERRORS, Batch, PartitionState, WholeBatch
 from mirror_core.replication.consuming import IDLE_WAIT_S, Consuming
 from mirror_core.replication.delivery import AtLeastOnce
 from mirror_core.replication.mirror_writes import MirrorWrites, Verdict
-from mirror_core.replication.producer_pool import batch_sender_connections
 from mirror_core.replication.retry import MAX_BACKOFF_S
-from mirror_core.replication.source_reader import Rebalance
+from mirror_core.replication.wire_reader import WireReader
 from mirror_core.wire.errors import name
 from mirror_core.wire.fetch import FetchedPartition
-from mirror_core.wire.fetcher import BatchFetcher, FetchLimits
 from mirror_core.wire.integrity import Damage
 from mirror_core.wire.leaders import TP
-from mirror_core.wire.metadata import Brokers, Reachability
 from mirror_core.wire.recode import contiguous_copy, mergeable, merged
 from mirror_core.wire.records import (
     BASE,
@@ -73,176 +65,6 @@ SETTLE_RETRY_S = 0.2
 MERGE_RECORDS = 16
 MERGE_BYTES = 64 << 10
 
-
-
-def fetch_limits(source: ClusterConfig, flow: FlowConfig) -> FetchLimits:
-    """The flow's consumer settings that bound a fetch, as the records path's consumer would have them."""
-    s = {**CONSUMER_DEFAULTS, **STANDING_CONSUMER_DEFAULTS,
-         **source.client_settings("consumer", flow.consumer_overrides)}
-    return FetchLimits(max_wait_ms=int(s["fetch.wait.max.ms"]), min_bytes=int(s["fetch.min.bytes"]),
-                       max_bytes=int(s["fetch.max.bytes"]), partition_max_bytes=int(s["max.partition.fetch.bytes"]),
-                       check_crcs=s.get("check.crcs", "true").strip().lower() != "false")
-
-
-def wire_clients(source: ClusterConfig, target: ClusterConfig, flow: FlowConfig, source_health: Reachability,
-                 target_health: Reachability) -> tuple[BatchFetcher, BatchSender]:
-    """The fetcher (the source, with the flow's consumer settings: TLS, SASL) and the sender (the target, with its
-    producer settings; message.timeout.ms is its delivery timeout; replication.producers connections per broker),
-    each telling its cluster's health whether the cluster answers."""
-    consume = source.client_settings("consumer", flow.consumer_overrides)
-    produce = target.client_settings("producer", flow.producer_overrides)
-    # Both clusters' addresses read before either client starts its threads (a bad one leaves nothing running).
-    source_brokers = Brokers(source.bootstrap_servers, consume, f"source cluster {source.alias}",
-                             reachability=source_health)
-    target_brokers = Brokers(target.bootstrap_servers, produce, f"target cluster {target.alias}",
-                             reachability=target_health)
-    timeout_ms = int(produce.get("message.timeout.ms", "120000"))
-    return (BatchFetcher(source_brokers, fetch_limits(source, flow)),
-            BatchSender(target_brokers, delivery_timeout_s=timeout_ms / 1000 if timeout_ms else float("inf"),
-                        connections=batch_sender_connections(flow)))
-
-
-class WireReader:
-    """The flow's source reader (source_reader.SourceReader) for partitions the wire fetcher reads. The consumer
-    keeps the group (subscribe, polls that serve its callbacks, close), and each partition assigned to it is paused
-    there at once; seeks, pauses and resumes move the fetcher, and positions and watermarks are the fetcher's."""
-
-    def __init__(self, consumer: Consumer, fetcher: BatchFetcher, source_admin: Any, start_position: str) -> None:
-        self.consumer = consumer
-        self.fetcher = fetcher
-        self.source_admin = source_admin
-        self.start_position = start_position
-        #: where each assigned partition is fetched from next (after the batches handed over)
-        self.positions: dict[TP, int] = {}
-        self.paused: set[TP] = set()
-        #: handed over and not fetched again yet: the copier holds them while too much is in flight
-        self.held: set[TP] = set()
-        #: fetched again from their position at this monotonic time (the source answered an error)
-        self.delayed: dict[TP, float] = {}
-
-    # -- the group, kept by the consumer ---------------------------------------------------------------------
-    def subscribe(self, topics: list[str], on_assign: Rebalance | None = None, on_revoke: Rebalance | None = None,
-                  on_lost: Rebalance | None = None) -> None:
-        self.consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
-
-    def unsubscribe(self) -> None:
-        self.consumer.unsubscribe()
-
-    def poll(self, timeout: float = -1) -> Message | None:
-        """Serves the group's callbacks: every partition is paused on the consumer, so no record comes."""
-        return self.consumer.poll(timeout)
-
-    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
-        msgs: list[Message] = self.consumer.consume(num_messages, timeout)
-        return msgs
-
-    def memberid(self) -> str:
-        member: str = self.consumer.memberid()
-        return member
-
-    def close(self) -> None:
-        self.consumer.close()
-
-    # -- the partitions, read by the fetcher -----------------------------------------------------------------
-
-    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
-        self.consumer.incremental_assign(partitions)
-        if not partitions:
-            return
-        self.consumer.pause(partitions)  # never fetched by the consumer: the fetcher reads them
-        logical = [tp for tp in partitions if tp.offset < 0]
-        starts = self.resolve([(tp.topic, tp.partition) for tp in logical if tp.offset == OFFSET_BEGINNING], True)
-        ends = self.resolve([(tp.topic, tp.partition) for tp in logical if tp.offset != OFFSET_BEGINNING], False)
-        fresh: dict[TP, int] = {}
-        for tp in partitions:
-            key = (tp.topic, tp.partition)
-            fresh[key] = tp.offset if tp.offset >= 0 else (starts if tp.offset == OFFSET_BEGINNING else ends)[key]
-            self._settle(key)
-            self.paused.discard(key)
-        self.positions.update(fresh)
-        self.fetcher.assign(fresh)
-
-    def resolve(self, keys: list[TP], earliest: bool) -> dict[TP, int]:
-        """Each partition's log start (``earliest``) or end, from the source (one request per broker). The end is the
-        last stable offset, as a read_committed consumer resets to: records of a transaction still open there are
-        copied once it commits."""
-        if not keys:
-            return {}
-        found = log_starts_batch(self.source_admin, keys) if earliest else \
-            log_ends_batch(self.source_admin, keys, committed=True)
-        missing = [f"{t}[{p}]" for t, p in keys if (t, p) not in found]
-        if missing:
-            raise MirrorError(f"the source did not say where {', '.join(missing[:5])} "
-                              f"{'start' if earliest else 'end'} (retried with the flow)")
-        return found
-
-    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
-        keys = [(tp.topic, tp.partition) for tp in partitions]
-        self.fetcher.revoke(keys)
-        for key in keys:
-            self.positions.pop(key, None)
-            self.fetcher.watermarks.pop(key, None)
-            self.paused.discard(key)
-            self._settle(key)
-        self.consumer.incremental_unassign(partitions)
-
-    def pause(self, partitions: list[TopicPartition]) -> None:
-        keys = [(tp.topic, tp.partition) for tp in partitions]
-        self.paused.update(keys)
-        for key in keys:
-            self._settle(key)
-        self.fetcher.revoke(keys)
-
-    def resume(self, partitions: list[TopicPartition]) -> None:
-        again = {key: self.positions[key] for key in ((tp.topic, tp.partition) for tp in partitions)
-                 if key in self.paused and key in self.positions}
-        self.paused.difference_update(again)
-        self.fetcher.assign(again)
-
-    def seek(self, tp: TopicPartition) -> None:
-        key = (tp.topic, tp.partition)
-        self.positions[key] = tp.offset
-        self._settle(key)
-        if key not in self.paused:
-            self.fetcher.assign({key: tp.offset})
-
-    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
-        return [TopicPartition(tp.topic, tp.partition, self.positions.get((tp.topic, tp.partition), OFFSET_INVALID))
-                for tp in partitions]
-
-    def get_watermark_offsets(self, partition: TopicPartition, timeout: float = -1,
-                              cached: bool = False) -> tuple[int, int]:
-        if cached:
-            return self.fetcher.watermarks.get((partition.topic, partition.partition), (-1, -1))
-        marks: tuple[int, int] = self.consumer.get_watermark_offsets(partition, timeout=timeout, cached=False)
-        return marks
-
-    def handed_over(self, key: TP, end: int, hold: bool) -> None:
-        """``key``'s last fetch is handed over: fetch it again from ``end`` now, or once :meth:`release` says."""
-        self.positions[key] = end
-        if hold:
-            self.held.add(key)
-        else:
-            self.fetcher.resume(key, end)
-
-    def release(self) -> None:
-        for key in self.held:
-            self.fetcher.resume(key, self.positions[key])
-        self.held.clear()
-
-    def retry(self, key: TP, delay: float) -> None:
-        """Fetch ``key`` again from its position after ``delay`` seconds (:meth:`due` resumes it)."""
-        self.delayed[key] = time.monotonic() + delay
-
-    def due(self, now: float) -> None:
-        for key in [k for k, at in self.delayed.items() if now >= at]:
-            del self.delayed[key]
-            self.fetcher.resume(key, self.positions[key])
-
-    def _settle(self, key: TP) -> None:
-        """``key`` is fetched afresh (assigned, sought) or not at all (paused, unassigned): nothing waits for it."""
-        self.held.discard(key)
-        self.delayed.pop(key, None)
 
 
 class CopierReading:

@@ -42,7 +42,7 @@ from mirror_core.policy import HEARTBEATS_TOPIC
 from mirror_core.replication.acks import Acks
 from mirror_core.replication.assignment import Assignment
 from mirror_core.replication.batch import PartitionState
-from mirror_core.replication.batch_path import BatchCopier, BatchDelivery, CopierReading, WireReader, wire_clients
+from mirror_core.replication.batch_path import BatchCopier, BatchDelivery, CopierReading
 from mirror_core.replication.batch_transactions import BatchExactlyOnce, SlotProducer, SlotSenders
 from mirror_core.replication.commit import OffsetMapWriter, ProgressCommitter, advance_idle
 from mirror_core.replication.consuming import IDLE_WAIT_S, Consuming, Reading
@@ -62,6 +62,7 @@ from mirror_core.replication.retry import MAX_PROBE_INTERVAL_S, Backoff
 from mirror_core.replication.schema_ids import ProduceRun, SchemaIdTranslation
 from mirror_core.replication.source_reader import SourceReader
 from mirror_core.replication.topics import TopicManager
+from mirror_core.replication.wire_reader import WireReader, wire_clients
 from mirror_core.stores.offset_syncs import ensure_offset_syncs_topic, offset_syncs_topic
 from mirror_core.stores.producer_ids import PRODUCER_IDS_TOPIC, ensure_producer_ids_topic
 from mirror_core.stores.progress import ProgressStore, ensure_progress_topic

@@ -1,5 +1,5 @@
 """What a flow reads its source through, on either data path: the group's librdkafka consumer (records), or
-batch_path.WireReader (batches: the consumer keeps the group, the wire fetcher reads). Acks, assignment, commit,
+wire_reader.WireReader (batches: the consumer keeps the group, the wire fetcher reads). Acks, assignment, commit,
 controls and reporting are written once against this protocol, and mypy sees every call they make."""
 
 from __future__ import annotations

@@ -17,9 +17,9 @@ from mirror_core.replication.batch_path import (
     CORRUPT_RETRIES,
     BatchCopier,
     BatchDelivery,
-    WireReader,
 )
 from mirror_core.replication.damage import RESUME, SKIP, PartitionAction
+from mirror_core.replication.wire_reader import WireReader
 from mirror_core.wire.fetch import FetchedPartition
 from mirror_core.wire.integrity import intact
 from mirror_core.wire.records import contiguous, record_count

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from confluent_kafka import KafkaError, TopicPartition
 
@@ -45,7 +45,7 @@ from mirror_core.wire.records import (
     next_offset,
     record_count,
 )
-from mirror_core.wire.sender import CONNECTION_LOST, NOT_SENT, BatchSender, Outgoing, Sent
+from mirror_core.wire.sender import CONNECTION_LOST, NOT_SENT, Outgoing, Sent
 
 log = logging.getLogger(__name__)
 OFFSET_OUT_OF_RANGE = 1
@@ -95,6 +95,21 @@ class CopierReading:
         return self.copier.in_flight_bytes
 
 
+class Sends(Protocol):
+    """What the copier hands its batches to: the wire sender, or on an exactly-once flow the slots' senders
+    (batch_transactions.SlotSenders)."""
+
+    def send(self, batches: Iterable[Outgoing]) -> None: ...
+
+    def rewind(self, tp: TP) -> None: ...
+
+    def poll(self, timeout: float) -> list[Sent]: ...
+
+    def waiting(self, tp: TP) -> int: ...
+
+    def close(self) -> None: ...
+
+
 class BatchCopier:
     """Fetched batches to the sender, the sender's answers to the partitions' acknowledgements.
 
@@ -102,7 +117,7 @@ class BatchCopier:
     ``BATCH_BOOKKEEPING_BYTES`` each) or ``max_records``, nothing more is fetched until answers bring it below
     (:attr:`full`); only answers already on their way go past it."""
 
-    def __init__(self, flow_name: str, reader: WireReader, sender: BatchSender, states: Mapping[TP, PartitionState],
+    def __init__(self, flow_name: str, reader: WireReader, sender: Sends, states: Mapping[TP, PartitionState],
                  acks: Acks, metrics: Metrics, max_records: int | None, max_bytes: int,
                  source: ClusterConfig, mirror_writes: MirrorWrites | None = None) -> None:
         self.flow_name, self.reader, self.sender, self.states = flow_name, reader, sender, states
@@ -171,6 +186,8 @@ class BatchCopier:
         self.reader.fetcher.throttle(full)
         if self.reader.held and not full:
             self.reader.release()
+        if self.reader.queued:
+            self.reader.release_sent(self.sender.waiting)
 
     def take(self, part: FetchedPartition) -> int:
         key = (part.topic, part.partition)
@@ -263,8 +280,13 @@ class BatchCopier:
         full = self.full
         if full:  # at once, not after this round of answers: the fetcher would go on meanwhile
             self.reader.fetcher.throttle(True)
+        # A partition whose earlier batches still wait in the sender (a window of MAX_IN_FLIGHT batches per
+        # partition, slow to answer across a WAN) is fetched again once they have left: meanwhile its next records
+        # gather at the source, and come as few merged batches instead of a queue of small ones, one per request.
+        target = (st.remote, st.partition)
+        behind = target if out and self.sender.waiting(target) else None
         # Before a damaged batch the next fetch starts at it, and finds it first (then the partition pauses).
-        self.reader.handed_over(key, next_offset(part.batches[-1]), hold=full)
+        self.reader.handed_over(key, next_offset(part.batches[-1]), hold=full, behind=behind)
         return records
 
     def _damaged(self, st: PartitionState, damage: Damage) -> None:

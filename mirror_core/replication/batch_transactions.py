@@ -289,6 +289,11 @@ class SlotSenders:
         if k is not None and k in self.producers:
             self.producers[k].sender.rewind(tp)
 
+    def waiting(self, tp: TP) -> int:
+        k = self._slot_of.get(tp)
+        p = self.producers.get(k) if k is not None else None
+        return p.sender.waiting(tp) if p is not None else 0
+
     def poll(self, timeout: float) -> list[Sent]:
         """Answers served (handed to the copier already: none returned), waiting up to ``timeout`` for one."""
         deadline = time.monotonic() + timeout

@@ -341,7 +341,7 @@ class FlowReplicator:
         slots = SlotManager(flow, tgt, self.metrics, self.target_health, assignment, acks, committer,
                             self._static.settings(f"{flow.worker_group_id}.slots"), internal,
                             slot_producer=slot_producer, on_release=senders.released)
-        self._copier = copier = BatchCopier(flow.name, reader, cast(BatchSender, senders),
+        self._copier = copier = BatchCopier(flow.name, reader, senders,
                                             assignment.states, acks, self.metrics, flow.in_flight_records_limit,
                                             flow.max_in_flight_bytes, src, guard_)
         senders.answer = copier.answer

@@ -10,6 +10,7 @@ fetcher instead.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_INVALID, Consumer, Message, TopicPartition
@@ -70,6 +71,9 @@ class WireReader:
         self.held: set[TP] = set()
         #: fetched again from their position at this monotonic time (the source answered an error)
         self.delayed: dict[TP, float] = {}
+        #: handed over while batches of theirs still waited in the sender, with the target partition they wait
+        #: behind: fetched again once none waits (:meth:`release_sent`)
+        self.queued: dict[TP, TP] = {}
 
     # -- the group, kept by the consumer ---------------------------------------------------------------------
     def subscribe(self, topics: list[str], on_assign: Rebalance | None = None, on_revoke: Rebalance | None = None,
@@ -168,11 +172,14 @@ class WireReader:
         marks: tuple[int, int] = self.consumer.get_watermark_offsets(partition, timeout=timeout, cached=False)
         return marks
 
-    def handed_over(self, key: TP, end: int, hold: bool) -> None:
-        """``key``'s last fetch is handed over: fetch it again from ``end`` now, or once :meth:`release` says."""
+    def handed_over(self, key: TP, end: int, hold: bool, behind: TP | None = None) -> None:
+        """``key``'s last fetch is handed over: fetch it again from ``end`` now, or once :meth:`release` says
+        (``hold``), or once no batch of the target partition ``behind`` waits in the sender (:meth:`release_sent`)."""
         self.positions[key] = end
         if hold:
             self.held.add(key)
+        elif behind is not None:
+            self.queued[key] = behind
         else:
             self.fetcher.resume(key, end)
 
@@ -180,6 +187,12 @@ class WireReader:
         for key in self.held:
             self.fetcher.resume(key, self.positions[key])
         self.held.clear()
+
+    def release_sent(self, waiting: Callable[[TP], int]) -> None:
+        """Fetch again the partitions whose target partition has no batch waiting in the sender any more."""
+        for key in [key for key, tp in self.queued.items() if not waiting(tp)]:
+            del self.queued[key]
+            self.fetcher.resume(key, self.positions[key])
 
     def retry(self, key: TP, delay: float) -> None:
         """Fetch ``key`` again from its position after ``delay`` seconds (:meth:`due` resumes it)."""
@@ -194,4 +207,5 @@ class WireReader:
         """``key`` is fetched afresh (assigned, sought) or not at all (paused, unassigned): nothing waits for it."""
         self.held.discard(key)
         self.delayed.pop(key, None)
+        self.queued.pop(key, None)
 

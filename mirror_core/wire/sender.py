@@ -190,6 +190,11 @@ class BatchSender:
                 p.generation += 1
                 self._cond.notify_all()
 
+    def waiting(self, tp: TP) -> int:
+        """``tp``'s batches handed over and not in flight: queued behind its window, or to be sent again."""
+        p = self._parts.get(tp)
+        return len(p.queue) + len(p.returned) if p is not None else 0
+
     def poll(self, timeout: float) -> list[Sent]:
         now = time.monotonic()
         if now >= self._next_expiry:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, TopicPartition
 
 from mirror_core.config.model import ClusterConfig
 from mirror_core.metrics import Metrics
@@ -107,6 +107,10 @@ class Sender:
     def __init__(self) -> None:
         self.answers: list[Sent] = []
         self.sent: list[Outgoing] = []
+        self.queued: dict[tuple[str, int], int] = {}  # batches of a target partition waiting behind its window
+
+    def waiting(self, tp: tuple[str, int]) -> int:
+        return self.queued.get(tp, 0)
 
     def send(self, batches: list[Outgoing]) -> None:
         self.sent.extend(batches)
@@ -433,3 +437,40 @@ def test_a_merged_batch_refused_as_too_large_is_read_again_and_sent_one_by_one()
     copier._send_taken()
     assert [cast(WholeBatch, o.token).sources for o in sender.sent] == [1, 1, 1]
     assert [bytes(o.data) for o in sender.sent] == [bytes(r) for r in small_batches().batches]
+
+
+def test_a_partition_whose_batches_still_wait_in_the_sender_is_fetched_again_once_they_left() -> None:
+    """Across a WAN a target partition takes MAX_IN_FLIGHT batches a round trip: a partition fetched again at once
+    queued its small batches one per request behind that window (a minute behind at 2,000 records/s, 80 ms). Its
+    next records gather at the source instead, and come merged."""
+    fetcher = Fetcher()
+    reader = WireReader(cast(Any, None), cast(Any, fetcher), None, "latest")
+    states = {("t", p): PartitionState("t", p, "dc1.t", 1000, False) for p in (0, 1)}
+    acks = Acks("dc1->dc2", cast(Any, reader), Metrics(), lambda: None)
+    sender = Sender()
+    copier = BatchCopier("dc1->dc2", reader, sender, states, acks, Metrics(), 1000, 1 << 30,
+                         ClusterConfig("dc1", "a:1", {}))
+    parts = []
+    for p in (0, 1):
+        reader.positions[("t", p)] = 1000
+        parts.append(FetchedPartition("t", p, 0, 5000, 5000, 0, batches=[memoryview(gapped(0, list(range(10)),
+                                                                                            base=1000))]))
+    fetcher.poll = lambda timeout: parts  # type: ignore[attr-defined]
+    sender.queued[("dc1.t", 0)] = 1  # t[0]'s earlier batches still wait; t[1]'s all left
+    assert copier.pump(0) == 20 and len(sender.sent) == 2  # (the precondition: both handed over)
+    assert fetcher.resumed == [(("t", 1), 1010)]
+    assert reader.queued == {("t", 0): ("dc1.t", 0)}
+    fetcher.poll = lambda timeout: []  # type: ignore[attr-defined]
+    copier.pump(0)
+    assert fetcher.resumed == [(("t", 1), 1010)]  # still waiting behind the window
+    sender.queued.clear()
+    copier.pump(0)
+    assert fetcher.resumed == [(("t", 1), 1010), (("t", 0), 1010)] and not reader.queued
+    # A pause or a seek forgets it
+    sender.queued[("dc1.t", 0)] = 1
+    parts[0].batches[:] = [memoryview(gapped(0, list(range(10)), base=1010))]
+    fetcher.poll = lambda timeout: parts[:1]  # type: ignore[attr-defined]
+    copier.pump(0)
+    assert reader.queued == {("t", 0): ("dc1.t", 0)}
+    reader.seek(TopicPartition("t", 0, 1010))
+    assert not reader.queued

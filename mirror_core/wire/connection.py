@@ -9,6 +9,7 @@ caller may keep several in flight (:meth:`Connection.send`, then :meth:`Connecti
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import ssl
 import struct
@@ -230,6 +231,13 @@ class Connection:
             raise ProtocolError(f"{self.where}: an answer to request {correlation} where {expected} was due; "
                                 "connection closed")
         return data[4:]
+
+    def answer_ready(self, timeout: float) -> bool:
+        """Whether the next answer has begun to arrive (waiting up to ``timeout`` seconds): :meth:`receive` would
+        not wait for its first bytes."""
+        if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
+            return True
+        return bool(select.select([self.sock], [], [], timeout)[0])
 
     def call(self, api: int, version: int, body: bytes, reuse: bool = False, limit: int | None = None) -> memoryview:
         """:meth:`send`, then :meth:`receive` (``limit``: see there)."""

@@ -54,6 +54,10 @@ CONNECTION_LOST = -101
 #: NOT_ENOUGH_REPLICAS_AFTER_APPEND): its sequence must not be given to another batch of the same producer id
 UNKNOWN_OUTCOME = frozenset({CONNECTION_LOST, 7, 20})
 RETRY_S = 0.2
+#: while a connection's requests are out and its window has room, how often it looks for new batches between
+#: looks at the socket: a thread blocked on the oldest answer sent nothing new for a round trip (across a WAN,
+#: batches handed over meanwhile waited that long, then went out together)
+SEND_POLL_S = 0.002
 
 
 @dataclass(eq=False, slots=True)
@@ -270,6 +274,7 @@ class BatchSender:
         wait, else reads the oldest answer (answers come in the order of the requests)."""
         conn: Connection | None = None
         outstanding: deque[dict[TP, Outgoing]] = deque()
+        sent_at: deque[float] = deque()  # when each request of ``outstanding`` was sent
         outage = Outage(self.brokers)
         while not self._stop.is_set():
             try:
@@ -290,6 +295,7 @@ class BatchSender:
                         self._cond.wait(0.5)
                         continue
                 if chosen:
+                    sent_at.append(time.monotonic())
                     outstanding.append(chosen)  # first: were the request not built, these are answered all the same
                     txn = self.transaction
                     body = produce_request({tp: restamp(b.data, b.producer_id, b.epoch, b.sequence, txn is not None)
@@ -297,8 +303,14 @@ class BatchSender:
                                            txn.transactional_id if txn is not None else None)
                     conn.send(API_PRODUCE, conn.version(API_PRODUCE, (PRODUCE_VERSION,)), body)
                     continue
+                # (room for more: batches handed over meanwhile go out before the answer comes; not past the
+                # connection's timeout, which a blocking read then raises)
+                if room and time.monotonic() - sent_at[0] < self.timeout_ms / 1000 and \
+                        not conn.answer_ready(SEND_POLL_S):
+                    continue
                 answers = parse_produce(conn.receive())  # before the request leaves `outstanding`: it may fail
                 outage.succeeded(conn.where)
+                sent_at.popleft()
                 self._answered(outstanding.popleft(), {(a.topic, a.partition): (a.error, a.base_offset, a.message)
                                                        for a in answers})
             except Exception as exc:  # a connection, TLS or SASL failure, an answer that does not parse: again
@@ -306,6 +318,7 @@ class BatchSender:
                 if conn is not None:
                     conn.close()
                     conn = None
+                sent_at.clear()
                 while outstanding:  # their outcome is unknown: sent again with the same sequences
                     self._answered(outstanding.popleft(), {})
                 with self._cond:  # perhaps no longer the leader: looked up again

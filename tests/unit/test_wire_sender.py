@@ -3,6 +3,7 @@ flight for a partition, and what it sends again after a lost connection (the sam
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -236,3 +237,59 @@ def test_a_brokers_connections_are_started_once_each_and_none_is_refused() -> No
         s.close()
     with pytest.raises(ValueError):
         BatchSender(Brokers("127.0.0.1:1", {}, "dc2"), connections=0)
+
+
+class SlowConnection:
+    """A broker across a WAN: it takes every request, and answers none for a long while."""
+
+    where, carried = "dc2 broker 1", True
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def expiring(self) -> bool:
+        return False
+
+    def version(self, api: int, spoken: tuple[int, ...]) -> int:
+        return spoken[0]
+
+    def send(self, api: int, version: int, body: object) -> None:
+        self.requests += 1
+
+    def answer_ready(self, timeout: float) -> bool:
+        time.sleep(timeout)
+        return False
+
+    def receive(self, *args: object, **kwargs: object) -> memoryview:
+        time.sleep(5)  # (a blocking read: the answer to the oldest request, a round trip away)
+        raise OSError("timed out")
+
+    def close(self) -> None:
+        pass
+
+
+def test_batches_handed_over_while_a_request_is_out_go_before_its_answer() -> None:
+    """A connection with room in its window sends what is handed over meanwhile: one blocked on the oldest answer
+    sent nothing new for a round trip (across a WAN, the batches then queued went out together, late)."""
+    conn = SlowConnection()
+    brokers = Brokers("127.0.0.1:1", {}, "dc2")
+    brokers.connect = lambda node, wait_s=0.0: conn  # type: ignore[assignment,method-assign,return-value]
+    s = BatchSender(brokers)
+    try:
+        s.producer_id, s.epoch, s._renew = 7, 0, False
+        s._leaders.leaders.update({("r", 0): 1, ("r", 1): 1})
+        s._started.add((1, 0))  # (the one worker is this test's)
+        worker = threading.Thread(target=s._produce_to, args=(1, 0), daemon=True)
+        worker.start()
+        s.send([Outgoing("r", 0, batch(0, 1))])
+        deadline = time.monotonic() + 2
+        while conn.requests < 1 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert conn.requests == 1  # the precondition: a request out, unanswered
+        s.send([Outgoing("r", 1, batch(0, 1))])
+        deadline = time.monotonic() + 2
+        while conn.requests < 2 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert conn.requests == 2, "the second batch waited for the first one's answer"
+    finally:
+        s.close()

@@ -53,6 +53,10 @@ def wire_clients(source: ClusterConfig, target: ClusterConfig, flow: FlowConfig,
             BatchSender(target_brokers, delivery_timeout_s=timeout_ms / 1000 if timeout_ms else float("inf"),
                         connections=batch_sender_connections(flow)))
 
+#: how long a partition handed over behind batches still waiting in the sender waits before it is fetched again
+#: all the same: its watermark (the lag gauge) comes from its fetches, and a target out of reach would freeze it
+QUEUED_MAX_S = 1.0
+
 
 class WireReader:
     """The flow's source reader (source_reader.SourceReader) for partitions the wire fetcher reads. The consumer
@@ -72,8 +76,8 @@ class WireReader:
         #: fetched again from their position at this monotonic time (the source answered an error)
         self.delayed: dict[TP, float] = {}
         #: handed over while batches of theirs still waited in the sender, with the target partition they wait
-        #: behind: fetched again once none waits (:meth:`release_sent`)
-        self.queued: dict[TP, TP] = {}
+        #: behind and since when: fetched again once none waits, or after QUEUED_MAX_S (:meth:`release_sent`)
+        self.queued: dict[TP, tuple[TP, float]] = {}
 
     # -- the group, kept by the consumer ---------------------------------------------------------------------
     def subscribe(self, topics: list[str], on_assign: Rebalance | None = None, on_revoke: Rebalance | None = None,
@@ -179,7 +183,7 @@ class WireReader:
         if hold:
             self.held.add(key)
         elif behind is not None:
-            self.queued[key] = behind
+            self.queued[key] = (behind, time.monotonic())
         else:
             self.fetcher.resume(key, end)
 
@@ -189,8 +193,10 @@ class WireReader:
         self.held.clear()
 
     def release_sent(self, waiting: Callable[[TP], int]) -> None:
-        """Fetch again the partitions whose target partition has no batch waiting in the sender any more."""
-        for key in [key for key, tp in self.queued.items() if not waiting(tp)]:
+        """Fetch again the partitions whose target partition has no batch waiting in the sender any more, or that
+        waited QUEUED_MAX_S."""
+        due = time.monotonic() - QUEUED_MAX_S
+        for key in [key for key, (tp, since) in self.queued.items() if since <= due or not waiting(tp)]:
             del self.queued[key]
             self.fetcher.resume(key, self.positions[key])
 

@@ -4,6 +4,7 @@ path)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any, cast
 
 from confluent_kafka import KafkaError, TopicPartition
@@ -19,7 +20,7 @@ from mirror_core.replication.batch_path import (
     BatchDelivery,
 )
 from mirror_core.replication.damage import RESUME, SKIP, PartitionAction
-from mirror_core.replication.wire_reader import WireReader
+from mirror_core.replication.wire_reader import QUEUED_MAX_S, WireReader
 from mirror_core.wire.fetch import FetchedPartition
 from mirror_core.wire.integrity import intact
 from mirror_core.wire.records import contiguous, record_count
@@ -459,18 +460,24 @@ def test_a_partition_whose_batches_still_wait_in_the_sender_is_fetched_again_onc
     sender.queued[("dc1.t", 0)] = 1  # t[0]'s earlier batches still wait; t[1]'s all left
     assert copier.pump(0) == 20 and len(sender.sent) == 2  # (the precondition: both handed over)
     assert fetcher.resumed == [(("t", 1), 1010)]
-    assert reader.queued == {("t", 0): ("dc1.t", 0)}
+    assert list(reader.queued) == [("t", 0)] and reader.queued[("t", 0)][0] == ("dc1.t", 0)
     fetcher.poll = lambda timeout: []  # type: ignore[attr-defined]
     copier.pump(0)
     assert fetcher.resumed == [(("t", 1), 1010)]  # still waiting behind the window
     sender.queued.clear()
     copier.pump(0)
     assert fetcher.resumed == [(("t", 1), 1010), (("t", 0), 1010)] and not reader.queued
-    # A pause or a seek forgets it
     sender.queued[("dc1.t", 0)] = 1
     parts[0].batches[:] = [memoryview(gapped(0, list(range(10)), base=1010))]
     fetcher.poll = lambda timeout: parts[:1]  # type: ignore[attr-defined]
     copier.pump(0)
-    assert reader.queued == {("t", 0): ("dc1.t", 0)}
+    assert list(reader.queued) == [("t", 0)]
+    # Not for longer than QUEUED_MAX_S: its watermark (the lag gauge) comes from its fetches
+    reader.queued[("t", 0)] = (("dc1.t", 0), time.monotonic() - QUEUED_MAX_S)
+    fetcher.poll = lambda timeout: []  # type: ignore[attr-defined]
+    copier.pump(0)
+    assert fetcher.resumed[-1] == (("t", 0), 1020) and not reader.queued
+    # A pause or a seek forgets it
+    reader.queued[("t", 0)] = (("dc1.t", 0), time.monotonic())
     reader.seek(TopicPartition("t", 0, 1010))
     assert not reader.queued

@@ -53,6 +53,7 @@ def wire_clients(source: ClusterConfig, target: ClusterConfig, flow: FlowConfig,
             BatchSender(target_brokers, delivery_timeout_s=timeout_ms / 1000 if timeout_ms else float("inf"),
                         connections=batch_sender_connections(flow)))
 
+
 #: how long a partition handed over behind batches still waiting in the sender waits before it is fetched again
 #: all the same: its watermark (the lag gauge) comes from its fetches, and a target out of reach would freeze it
 QUEUED_MAX_S = 1.0

@@ -273,8 +273,7 @@ class BatchSender:
         """One connection to ``node``, for the partitions of ``lane``: sends while the window has room and batches
         wait, else reads the oldest answer (answers come in the order of the requests)."""
         conn: Connection | None = None
-        outstanding: deque[dict[TP, Outgoing]] = deque()
-        sent_at: deque[float] = deque()  # when each request of ``outstanding`` was sent
+        outstanding: deque[tuple[float, dict[TP, Outgoing]]] = deque()  # (when sent, its batches) of each request
         outage = Outage(self.brokers)
         while not self._stop.is_set():
             try:
@@ -295,8 +294,8 @@ class BatchSender:
                         self._cond.wait(0.5)
                         continue
                 if chosen:
-                    sent_at.append(time.monotonic())
-                    outstanding.append(chosen)  # first: were the request not built, these are answered all the same
+                    # first: were the request not built, these are answered all the same
+                    outstanding.append((time.monotonic(), chosen))
                     txn = self.transaction
                     body = produce_request({tp: restamp(b.data, b.producer_id, b.epoch, b.sequence, txn is not None)
                                             for tp, b in chosen.items()}, self.timeout_ms,
@@ -305,22 +304,20 @@ class BatchSender:
                     continue
                 # (room for more: batches handed over meanwhile go out before the answer comes; not past the
                 # connection's timeout, which a blocking read then raises)
-                if room and time.monotonic() - sent_at[0] < self.timeout_ms / 1000 and \
+                if room and time.monotonic() - outstanding[0][0] < self.timeout_ms / 1000 and \
                         not conn.answer_ready(SEND_POLL_S):
                     continue
                 answers = parse_produce(conn.receive())  # before the request leaves `outstanding`: it may fail
                 outage.succeeded(conn.where)
-                sent_at.popleft()
-                self._answered(outstanding.popleft(), {(a.topic, a.partition): (a.error, a.base_offset, a.message)
-                                                       for a in answers})
+                self._answered(outstanding.popleft()[1], {(a.topic, a.partition): (a.error, a.base_offset,
+                                                                                    a.message) for a in answers})
             except Exception as exc:  # a connection, TLS or SASL failure, an answer that does not parse: again
                 outage.failed(exc, self.brokers.name(node))
                 if conn is not None:
                     conn.close()
                     conn = None
-                sent_at.clear()
                 while outstanding:  # their outcome is unknown: sent again with the same sequences
-                    self._answered(outstanding.popleft(), {})
+                    self._answered(outstanding.popleft()[1], {})
                 with self._cond:  # perhaps no longer the leader: looked up again
                     self._leaders.moved([tp for tp, n in self._leaders.leaders.items()
                                          if n == node and tp in self._parts and self._parts[tp].route == (node, lane)])
